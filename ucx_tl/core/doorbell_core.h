@@ -1,0 +1,271 @@
+/*
+ * doorbell core: the C boundary between the transport core (C++20, no UCX
+ * types) and its adapters (the UCT module, the GPU host API, tools).
+ *
+ * Objects: a protection domain (memory regions and remote keys, shared by the
+ * ifaces of one UCT memory domain), an iface (one device context: a socket on
+ * the UDP device, an ibv_context port on verbs) and queue pairs (RC semantics:
+ * reliable, in order) from an iface to a remote iface.
+ *
+ * Threading: calls on one iface and its QPs are serialized by the caller (the
+ * UCX worker does this). Protection-domain calls are thread-safe.
+ *
+ * Errors: functions return doorbell_status_t; on failure a message naming the
+ * device, the peer and the cause is available from doorbell_last_error() on
+ * the calling thread until the next failing call.
+ *
+ * Units: sizes in bytes, times in nanoseconds, rates in bytes per second
+ * unless a name says otherwise (_gbps: Gb/s).
+ */
+#ifndef DOORBELL_CORE_H
+#define DOORBELL_CORE_H
+
+#include "doorbell_wqe.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum doorbell_status {
+    DOORBELL_OK                = 0,
+    DOORBELL_INPROGRESS        = 1,   /* accepted; completion callback follows */
+    DOORBELL_ERR_NO_RESOURCE   = -1,  /* send ring or credits full: retry after progress */
+    DOORBELL_ERR_INVALID_PARAM = -2,
+    DOORBELL_ERR_NO_MEMORY     = -3,
+    DOORBELL_ERR_IO            = -4,  /* a system call failed */
+    DOORBELL_ERR_NO_DEVICE     = -5,
+    DOORBELL_ERR_UNREACHABLE   = -6,
+    DOORBELL_ERR_REMOTE_ACCESS = -7,  /* remote key, bounds or access flags rejected */
+    DOORBELL_ERR_TIMED_OUT     = -8,  /* peer stopped answering (retries exhausted) */
+    DOORBELL_ERR_CANCELED      = -9,  /* QP destroyed or flushed in error */
+    DOORBELL_ERR_UNSUPPORTED   = -10,
+    DOORBELL_ERR_REMOTE        = -11  /* peer reported a protocol error */
+} doorbell_status_t;
+
+const char *doorbell_status_string(doorbell_status_t status);
+
+/* Message of the last failure on this thread ("" if none). */
+const char *doorbell_last_error(void);
+
+/* ---------------------------------------------------------------- devices */
+
+typedef enum doorbell_device_kind {
+    DOORBELL_DEVICE_UDP   = 0, /* software RDMA NIC over UDP on a netdev */
+    DOORBELL_DEVICE_VERBS = 1  /* libibverbs port "<hca>:<port>" */
+} doorbell_device_kind_t;
+
+typedef struct doorbell_device_info {
+    char                   name[64];       /* "lo", "eth0", "mlx5_0:1" */
+    doorbell_device_kind_t kind;
+    uint32_t               mtu;            /* largest packet payload, bytes */
+    double                 bandwidth;      /* bytes/s (estimate) */
+    double                 latency_ns;     /* one-way estimate, ns */
+    int                    numa_node;      /* -1 if unknown */
+} doorbell_device_info_t;
+
+/* Fills up to max entries; returns how many devices exist (may exceed max). */
+int doorbell_query_devices(doorbell_device_info_t *devices, int max);
+
+/* ------------------------------------------------------ protection domain */
+
+typedef struct doorbell_pd doorbell_pd_t;
+typedef struct doorbell_mr doorbell_mr_t;
+
+enum doorbell_access {
+    DOORBELL_ACCESS_REMOTE_READ  = 1u << 0,
+    DOORBELL_ACCESS_REMOTE_WRITE = 1u << 1
+};
+
+doorbell_status_t doorbell_pd_create(doorbell_pd_t **pd_p);
+void doorbell_pd_destroy(doorbell_pd_t *pd);
+
+/* Registers [address, address+length) with a fresh random 32-bit remote key. */
+doorbell_status_t doorbell_mr_register(doorbell_pd_t *pd, void *address,
+                                       size_t length, unsigned access,
+                                       doorbell_mr_t **mr_p, uint32_t *rkey_p);
+doorbell_status_t doorbell_mr_deregister(doorbell_pd_t *pd, doorbell_mr_t *mr);
+
+/* ------------------------------------------------------------------ iface */
+
+typedef struct doorbell_iface doorbell_iface_t;
+typedef struct doorbell_qp    doorbell_qp_t;
+
+typedef struct doorbell_iface_params {
+    const char *device;          /* device name from doorbell_query_devices() */
+    uint32_t    mtu;             /* packet payload bytes; 0 = device maximum */
+    uint32_t    tx_queue_len;    /* send ring WQEs per QP (power of two) */
+    uint32_t    tx_batch;        /* most WQEs behind one doorbell (default 64) */
+    uint32_t    tx_moderation;   /* one signaled completion per N WQEs (default 64) */
+    uint32_t    am_credits;      /* active messages in flight per QP */
+    uint32_t    seg_size;        /* largest active message (header included), bytes */
+    uint32_t    rx_queue_len;    /* receive buffers of the iface */
+    uint64_t    rto_min_ns;      /* first retransmit timeout */
+    uint64_t    rto_max_ns;      /* backoff ceiling */
+    uint32_t    retry_count;     /* retransmits before DOORBELL_ERR_TIMED_OUT */
+    const char *cc;              /* pacing policy: "ibrc", "dcqcn", "timely", "none" */
+    double      ibrc_gain;       /* 0 = derived from the measured RTT */
+} doorbell_iface_params_t;
+
+/* Defaults for every field (device left NULL). */
+void doorbell_iface_params_init(doorbell_iface_params_t *params);
+
+doorbell_status_t doorbell_iface_open(doorbell_pd_t *pd,
+                                      const doorbell_iface_params_t *params,
+                                      doorbell_iface_t **iface_p);
+void doorbell_iface_close(doorbell_iface_t *iface);
+
+/* Addresses: the device address names the host/port (UDP: IPv4), the iface
+ * address the endpoint on it (UDP: port). Lengths are fixed per device kind. */
+size_t doorbell_iface_device_address_length(const doorbell_iface_t *iface);
+size_t doorbell_iface_address_length(const doorbell_iface_t *iface);
+void doorbell_iface_get_device_address(const doorbell_iface_t *iface, void *addr);
+void doorbell_iface_get_address(const doorbell_iface_t *iface, void *addr);
+int  doorbell_iface_is_reachable(const doorbell_iface_t *iface,
+                                 const void *device_addr, const void *iface_addr);
+
+/* Limits the adapter advertises. */
+typedef struct doorbell_iface_limits {
+    size_t max_short;     /* put_short / am_short payload (AM: header included) */
+    size_t max_bcopy;     /* put_bcopy / get_bcopy / am_bcopy */
+    size_t max_zcopy;     /* put/get zcopy total */
+    size_t max_iov;       /* entries per zcopy */
+    size_t max_am_header; /* am_zcopy header */
+} doorbell_iface_limits_t;
+void doorbell_iface_query_limits(const doorbell_iface_t *iface,
+                                 doorbell_iface_limits_t *limits);
+
+/* Progress: drives the device (receive, ACK, retransmit, completions).
+ * Returns the number of completions and messages delivered. */
+unsigned doorbell_iface_progress(doorbell_iface_t *iface);
+
+/* Wake-up: a file descriptor that becomes readable when progress has work.
+ * arm returns DOORBELL_ERR_NO_RESOURCE ("busy") if work is already pending. */
+int doorbell_iface_event_fd(const doorbell_iface_t *iface);
+doorbell_status_t doorbell_iface_arm(doorbell_iface_t *iface);
+
+/* Active messages. data is valid for the call; DOORBELL_AM_HEADROOM bytes
+ * before it belong to the callee. If the callback returns DOORBELL_INPROGRESS
+ * the buffer stays valid until doorbell_iface_release_am(). The callback may
+ * post sends. */
+#define DOORBELL_AM_HEADROOM 64
+typedef doorbell_status_t (*doorbell_am_cb_t)(void *arg, uint8_t am_id,
+                                             void *data, size_t length);
+void doorbell_iface_set_am_handler(doorbell_iface_t *iface,
+                                   doorbell_am_cb_t cb, void *arg);
+void doorbell_iface_release_am(doorbell_iface_t *iface, void *data);
+
+/* Completions of zcopy / get / flush: called from progress with the cookie
+ * the caller passed (UCT: a uct_completion_t*). */
+typedef void (*doorbell_completion_cb_t)(void *cookie, doorbell_status_t status);
+void doorbell_iface_set_completion_handler(doorbell_iface_t *iface,
+                                           doorbell_completion_cb_t cb);
+
+/* Asynchronous errors of a QP (remote access error of a put without a
+ * completion, peer timeout): called once per error from progress; the QP is
+ * then in error and its operations fail with DOORBELL_ERR_CANCELED. */
+typedef void (*doorbell_qp_error_cb_t)(void *arg, doorbell_qp_t *qp,
+                                       doorbell_status_t status,
+                                       const char *message);
+void doorbell_iface_set_error_handler(doorbell_iface_t *iface,
+                                      doorbell_qp_error_cb_t cb, void *arg);
+
+/* Resources: becomes nonzero when a QP that returned NO_RESOURCE can send. */
+int doorbell_qp_can_send(const doorbell_qp_t *qp);
+
+/* Flush all QPs of the iface: DOORBELL_OK if nothing is outstanding, else
+ * DOORBELL_INPROGRESS and cookie completes when every earlier operation has
+ * completed remotely. */
+doorbell_status_t doorbell_iface_flush(doorbell_iface_t *iface, void *cookie);
+
+/* Counters of an iface (also printed at close when params asked for stats). */
+typedef struct doorbell_counters {
+    uint64_t wqes;               /* WQEs posted */
+    uint64_t doorbells;          /* doorbells rung (batches handed to the device) */
+    uint64_t signaled;           /* signaled completions */
+    uint64_t cq_polls;           /* completion polls */
+    uint64_t tx_packets;
+    uint64_t rx_packets;
+    uint64_t tx_bytes;
+    uint64_t rx_bytes;
+    uint64_t retransmits;        /* packets sent again */
+    uint64_t rx_dropped;         /* malformed, truncated, foreign or stale packets */
+    uint64_t rx_duplicates;      /* duplicates suppressed */
+    uint64_t naks;               /* NAKs sent */
+    uint64_t ce_marks;           /* packets received with CE */
+    uint64_t rtt_samples;
+    uint64_t remote_access_errors;
+} doorbell_counters_t;
+void doorbell_iface_get_counters(const doorbell_iface_t *iface,
+                                 doorbell_counters_t *counters);
+/* Enables the counters dump at close ("<device> <counter> <value>" lines). */
+void doorbell_iface_set_stats(doorbell_iface_t *iface, int enable);
+
+/* --------------------------------------------------------------- queue pair */
+
+/* Connects to a remote iface (CONNECT_TO_IFACE: no handshake needed before
+ * the first send; the peer accepts unknown QPs). */
+doorbell_status_t doorbell_qp_create(doorbell_iface_t *iface,
+                                     const void *device_addr,
+                                     const void *iface_addr,
+                                     doorbell_qp_t **qp_p);
+/* Outstanding operations complete with DOORBELL_ERR_CANCELED. */
+void doorbell_qp_destroy(doorbell_qp_t *qp);
+
+typedef size_t (*doorbell_pack_cb_t)(void *dest, void *arg);
+typedef void   (*doorbell_unpack_cb_t)(void *arg, const void *data, size_t length);
+
+/* Active messages (never dropped: credit flow control; NO_RESOURCE when out
+ * of credits or send slots). Returns OK when the data was taken. */
+doorbell_status_t doorbell_qp_am_short(doorbell_qp_t *qp, uint8_t am_id,
+                                       uint64_t header, const void *payload,
+                                       size_t length);
+/* Returns the packed length, or a negative doorbell_status_t. */
+ssize_t doorbell_qp_am_bcopy(doorbell_qp_t *qp, uint8_t am_id,
+                             doorbell_pack_cb_t pack, void *arg);
+doorbell_status_t doorbell_qp_am_zcopy(doorbell_qp_t *qp, uint8_t am_id,
+                                       const void *header, size_t header_length,
+                                       const struct iovec *iov, size_t iovcnt,
+                                       void *cookie);
+
+/* RDMA write. */
+doorbell_status_t doorbell_qp_put_short(doorbell_qp_t *qp, const void *buffer,
+                                        size_t length, uint64_t remote_addr,
+                                        uint32_t rkey);
+ssize_t doorbell_qp_put_bcopy(doorbell_qp_t *qp, doorbell_pack_cb_t pack,
+                              void *arg, uint64_t remote_addr, uint32_t rkey);
+doorbell_status_t doorbell_qp_put_zcopy(doorbell_qp_t *qp,
+                                        const struct iovec *iov, size_t iovcnt,
+                                        uint64_t remote_addr, uint32_t rkey,
+                                        void *cookie);
+
+/* RDMA read. */
+doorbell_status_t doorbell_qp_get_bcopy(doorbell_qp_t *qp,
+                                        doorbell_unpack_cb_t unpack, void *arg,
+                                        size_t length, uint64_t remote_addr,
+                                        uint32_t rkey, void *cookie);
+doorbell_status_t doorbell_qp_get_zcopy(doorbell_qp_t *qp,
+                                        const struct iovec *iov, size_t iovcnt,
+                                        uint64_t remote_addr, uint32_t rkey,
+                                        void *cookie);
+
+/* Raw WQEs (the GPU engine and tools post these): data referenced by
+ * local_addr must stay valid until the WQE completes. */
+doorbell_status_t doorbell_qp_post(doorbell_qp_t *qp, const doorbell_wqe_t *wqes,
+                                   unsigned count);
+
+/* Remote completion of every earlier operation on the QP: OK when nothing is
+ * outstanding, INPROGRESS with cookie completing later, NO_RESOURCE. */
+doorbell_status_t doorbell_qp_flush(doorbell_qp_t *qp, void *cookie);
+/* Later operations start only after earlier ones completed remotely. */
+doorbell_status_t doorbell_qp_fence(doorbell_qp_t *qp);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DOORBELL_CORE_H */
