@@ -126,7 +126,7 @@ Plan make_plan(const Machine &m, const std::vector<NicInput> &nics, const PlanOp
     }
     if (total() < before)
       p.notes.push_back("interrupt cores reduced from " + std::to_string(before) + " to " +
-                        std::to_string(total()) + " so that " + std::to_string(opt.ranks) +
+                        std::to_string(total()) + " to make room for " + std::to_string(opt.ranks) +
                         " ranks fit on " + std::to_string(ncores) + " cores");
   }
 
