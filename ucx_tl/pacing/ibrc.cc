@@ -95,7 +95,15 @@ void Ibrc::update(uint64_t now_ns) {
   // the whole controller).
   double a = gain() * T;
   double p = design_.p * a / design_.a;
-  double err = (delay - params_.target_ns) / (T * 1e9);
+  // The flow's own target falls as its share of the line rate grows: at an
+  // equilibrium every flow sees the same delay, so only equal rates null
+  // every flow's error at once. Logarithmic in the rate so that small
+  // shares (many flows) converge as fast as large ones; bounded between the
+  // target (at the ceiling) and (1 + kIbrcFairness) target (at the floor).
+  double own_target = params_.target_ns *
+      (1 + kIbrcFairness * std::log(params_.max_rate_Bps / rate_) /
+               std::log(params_.max_rate_Bps / params_.min_rate_Bps));
+  double err = (delay - own_target) / (T * 1e9);
   // An empty queue says only "below target": probe as if well below.
   double err_i = err;
   if (delay < kIbrcEmptyFraction * params_.target_ns)
@@ -105,10 +113,6 @@ void Ibrc::update(uint64_t now_ns) {
     step -= p * (err - prev_err_);
   step = std::clamp(step, -kIbrcMaxStep, kIbrcMaxStep);
   rate_ *= 1 + step;
-  // Equal additive increase below target: what makes flows converge to
-  // equal shares (the multiplicative part keeps ratios).
-  if (err < 0)
-    rate_ += kIbrcAiFraction * params_.line_rate_Bps * dt / T;
   prev_err_ = err;
   have_prev_ = true;
   clamp();

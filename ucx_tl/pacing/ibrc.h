@@ -5,7 +5,8 @@
 // and is observed one RTT later through the RTT samples (queueing delay
 // d = RTT - base RTT, base = windowed minimum). Law, once per RTT T (T = base
 // RTT + target delay), with e = (d - target) / T in RTTs:
-//     r <- r * (1 - a * e * dt/T - p * (e - e_prev)) + ai
+//     r <- r * (1 - a * e * dt/T - p * (e - e_prev))
+// where the target of a flow rises a little as its rate falls (fairness).
 // The rate is the integrator state (a: integral action); the p term on the
 // change of the error is the lead that a loop of two integrators (rate ->
 // queue) needs to be stable at all. Multiplicative form: every flow scales by
@@ -25,10 +26,10 @@ namespace doorbell::pacing {
 
 static constexpr double kIbrcCrossover = 0.25;        ///< loop crossover, rad per RTT (1/(4T))
 static constexpr double kIbrcPhaseMarginDeg = 55;     ///< well damped: overshoot ~15 %
-static constexpr uint32_t kIbrcTargetSegments = 12;   ///< auto target = 12 segment times
+static constexpr uint32_t kIbrcTargetSegments = 8;    ///< auto target = 8 segment times
 static constexpr double kIbrcProbeError = 4;          ///< empty queue counts as 4 RTTs below target
 static constexpr double kIbrcEmptyFraction = 0.25;    ///< queue "empty" below 1/4 of the target
-static constexpr double kIbrcAiFraction = 1.0 / 4096; ///< additive increase per RTT below target, of line rate (fairness)
+static constexpr double kIbrcFairness = 2;            ///< own target = target (1 + f log(max/r) / log(max/min))
 static constexpr double kIbrcInitFraction = 1.0 / 16; ///< first rate, of the ceiling
 static constexpr double kIbrcCeBeta = 0.5;            ///< cut r *= 1 - beta * (CE fraction), once per RTT
 static constexpr double kIbrcLossBeta = 0.5;          ///< cut on loss, once per RTT

@@ -88,7 +88,7 @@ struct Sim {
   Histogram qdelay_hist{10, 400000};
   Welford rtt_stat;
   uint64_t drops = 0, sent = 0, retx = 0, ce = 0, stalls = 0;
-  uint64_t win_sent = 0, win_retx = 0;
+  uint64_t win_sent = 0, win_retx = 0, timeouts = 0;
   uint32_t window_segs = 0;
   uint64_t bin_bytes = 0;            ///< goodput in the current sample step
   std::vector<Sample> series;
@@ -354,8 +354,10 @@ void Sim::rto(uint32_t fi) {
   Flow &f = flows[fi];
   f.rto_pending = false;
   while (!f.inflight.empty() && f.inflight.front().sent_ns + rto_ns <= now) {
-    if (!f.inflight.front().acked)
+    if (!f.inflight.front().acked) {
       lost(f, f.inflight.front().seq);
+      timeouts++;
+    }
     f.inflight.pop_front();
   }
   if (!f.inflight.empty()) {
@@ -579,6 +581,7 @@ bool run_sim(const SimConfig &config, SimResult *result_p, std::string *error_p)
   r.retx_pct = s.win_sent ? 100.0 * s.win_retx / s.win_sent : 0;
   r.retx_all_pct = s.sent ? 100.0 * s.retx / s.sent : 0;
   r.ce_pkts = s.ce;
+  r.timeouts = s.timeouts;
   r.credit_stalls = s.stalls;
   r.jain = jain_index(per_flow);
   r.series = std::move(s.series);

@@ -56,7 +56,7 @@ std::string format_json(const std::vector<SimResult> &rows) {
       << ",\"drops\":" << r.drops << ",\"sent_pkts\":" << r.sent_pkts
       << ",\"retx_pkts\":" << r.retx_pkts << ",\"retx_pct\":" << fmt("%.4f", r.retx_pct)
       << ",\"retx_all_pct\":" << fmt("%.4f", r.retx_all_pct)
-      << ",\"ce_pkts\":" << r.ce_pkts << ",\"credit_stalls\":" << r.credit_stalls
+      << ",\"ce_pkts\":" << r.ce_pkts << ",\"timeouts\":" << r.timeouts << ",\"credit_stalls\":" << r.credit_stalls
       << ",\"dips\":" << r.dips << ",\"dip_period_us\":" << fmt("%.2f", r.dip_period_us)
       << ",\"dip_depth\":" << fmt("%.4f", r.dip_depth)
       << ",\"util_cv\":" << fmt("%.4f", r.util_cv) << ",\"jain\":" << fmt("%.4f", r.jain)

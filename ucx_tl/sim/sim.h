@@ -80,6 +80,7 @@ struct SimResult {
   double retx_pct = 0;          ///< retransmitted / sent, statistics window
   double retx_all_pct = 0;      ///< the same over the whole run (incl. start)
   uint64_t ce_pkts = 0;
+  uint64_t timeouts = 0;        ///< segments declared lost by the retransmit timer
   uint64_t credit_stalls = 0;
   uint32_t dips = 0;            ///< throughput dips in the window
   double dip_period_us = 0;     ///< mean time between dip starts
