@@ -151,7 +151,9 @@ void Sim::setup() {
   hosts = cfg.leaves * cfg.hosts_per_leaf;
   ports.resize(2 * hosts + 2 * cfg.leaves * cfg.spines);
   flow_of_host.assign(hosts, kNone);
-  rto_ns = cfg.rto_ns ? cfg.rto_ns : 20 * base_rtt_ns(cfg);
+  // Lossless (credit) fabrics drop nothing but queue far deeper under
+  // back-pressure: their timer is ms-scale, as on RoCE NICs.
+  rto_ns = cfg.rto_ns ? cfg.rto_ns : (cfg.credit ? 1000 : 20) * base_rtt_ns(cfg);
   uint64_t window = cfg.window_bytes ? cfg.window_bytes : uint64_t(2 * C * base_rtt_ns(cfg) * 1e-9);
   window_segs = uint32_t(std::max<uint64_t>(1, window / cfg.mtu_bytes));
   Rng rng(cfg.seed);
@@ -288,10 +290,9 @@ void Sim::deliver(uint32_t id) {
   if (!f.received[k.seq]) {
     f.received[k.seq] = 1;
     f.delivered++;
-    if (stats_on()) {
+    bin_bytes += cfg.mtu_bytes;
+    if (stats_on())
       f.window_bytes += cfg.mtu_bytes;
-      bin_bytes += cfg.mtu_bytes;
-    }
     if (cfg.scenario == Scenario::kAllreduce) {
       // In-order completion of a chunk releases the receiver's next step.
       uint64_t done_steps = f.delivered / chunk_segs;
@@ -415,7 +416,7 @@ void Sim::sample() {
   for (const Flow &f : flows)
     mean += f.pacer->rate();
   mean /= flows.size();
-  series.push_back({now, stats_on() ? bin_bytes / cap : 0,
+  series.push_back({now, bin_bytes / cap,
                     uint32_t(ports[monitor_port].bytes), flows[0].pacer->rate(), mean});
   bin_bytes = 0;
   if (now + cfg.sample_ns <= cfg.duration_ns)

@@ -43,7 +43,7 @@ struct SimConfig {
   uint64_t duration_ns = 10000000;
   uint64_t warmup_ns = 0;            ///< statistics start; 0 = 10 % of duration
   uint64_t sample_ns = 1000;         ///< time-series step
-  uint64_t rto_ns = 0;               ///< 0 = 20 base RTTs
+  uint64_t rto_ns = 0;               ///< 0 = 20 base RTTs (1000 with credit)
   uint32_t window_bytes = 0;         ///< in-flight cap per flow; 0 = 2 BDP
   uint64_t seed = 1;
   uint64_t allreduce_bytes = 4 << 20;
