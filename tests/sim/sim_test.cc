@@ -26,8 +26,10 @@ SimResult run(const SimConfig &c) {
   return r;
 }
 
-SimResult run_scaled(double scale, uint64_t rtt_ns = 5000) {
+SimResult run_scaled(double scale, uint64_t rtt_ns = 5000, bool on_off = false) {
   SimConfig c = incast8();
+  if (on_off)
+    c.on_ns = 200000, c.off_ns = 50000;
   c.hop_delay_ns = hop_delay_for_rtt(c, rtt_ns);
   pacing::Config pc = c.cc, res;
   pc.line_rate_Bps = c.link_gbps * 1e9 / 8;
@@ -95,9 +97,14 @@ TEST(SimIncast, IbrcRetransmitsLessAndQueuesLessThanDcqcnAndTimely) {
 }
 
 TEST(SimIncast, GainTenTimesTooLowUnderUtilizes) {
+  // Static incast: a low gain converges slowly, with more RTT jitter.
   SimResult low = run_scaled(0.1), good = run_scaled(1);
   EXPECT_LT(low.utilization, good.utilization - 0.02);
   EXPECT_GT(low.rtt_std_us, 4 * good.rtt_std_us);
+  // Senders that come and go: it cannot refill the link in time.
+  SimResult low_dyn = run_scaled(0.1, 5000, true), good_dyn = run_scaled(1, 5000, true);
+  EXPECT_LT(low_dyn.utilization, 0.6);
+  EXPECT_GT(good_dyn.utilization, low_dyn.utilization + 0.25);
 }
 
 TEST(SimIncast, GainTenTimesTooHighOscillates) {

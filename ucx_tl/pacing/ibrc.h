@@ -34,6 +34,7 @@ static constexpr double kIbrcInitFraction = 1.0 / 16; ///< first rate, of the ce
 static constexpr double kIbrcCeBeta = 0.5;            ///< cut r *= 1 - beta * (CE fraction), once per RTT
 static constexpr double kIbrcLossBeta = 0.5;          ///< cut on loss, once per RTT
 static constexpr double kIbrcMaxStep = 0.5;           ///< one update changes the rate by at most 50 %
+static constexpr uint32_t kIbrcIdleLoops = 4;         ///< idle this many loop times: restart low
 static constexpr uint64_t kIbrcBaseWindowNs = 1000000000; ///< base RTT window, 1 s
 
 // The normalized loop coefficients (a, p) for a crossover w_c (rad per RTT)
@@ -66,7 +67,7 @@ class Ibrc {
   void on_ack(uint64_t now_ns, uint64_t acked_bytes, uint64_t ce_bytes,
               uint64_t rtt_ns);
   void on_loss(uint64_t now_ns);
-  void on_send(uint64_t, uint64_t) {}
+  void on_send(uint64_t now_ns, uint64_t bytes);
   double rate() const { return rate_; }
   // The gain in use (1/s); 0 until the base RTT is known.
   double gain() const;
@@ -90,6 +91,8 @@ class Ibrc {
   uint64_t win_ce_ = 0;         ///< of which CE-marked
   double prev_err_ = 0;         ///< e of the previous update, RTTs
   bool have_prev_ = false;
+  uint64_t last_send_ns_ = 0;   ///< time of the last send
+  bool sent_ = false;
 };
 
 }  // namespace doorbell::pacing

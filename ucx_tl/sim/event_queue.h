@@ -17,6 +17,7 @@ enum class EvKind : uint8_t {
   kHostWake,  ///< host a may send (its token bucket allows it)
   kRto,       ///< retransmit timer of flow a
   kSample,    ///< periodic sample of the monitored port and throughput
+  kToggle,    ///< on/off traffic: flow a starts or stops
 };
 
 struct Event {

@@ -64,6 +64,7 @@ struct Flow {
   uint64_t delivered = 0;         ///< unique segments delivered
   uint64_t window_bytes = 0;      ///< goodput in the statistics window
   uint64_t base_rtt_ns = 0;
+  bool on = true;                 ///< on/off traffic
 };
 
 struct Sim {
@@ -82,6 +83,7 @@ struct Sim {
   uint32_t monitor_port = 0;
   uint32_t receivers = 0;
   uint64_t rto_ns = 0;
+  Rng rng{1};
 
   // Statistics.
   Histogram rtt_hist{10, 400000};    ///< 10 ns bins up to 4 ms
@@ -143,6 +145,11 @@ struct Sim {
   void lost(Flow &f, uint64_t seq);
   void rto(uint32_t flow);
   void sample();
+  void toggle(uint32_t flow);
+  uint64_t exp_ns(uint64_t mean) {
+    double u = (rng.next() >> 11) * 0x1.0p-53;
+    return uint64_t(-std::log(1 - u) * mean) + 1;
+  }
 };
 
 void Sim::setup() {
@@ -156,7 +163,7 @@ void Sim::setup() {
   rto_ns = cfg.rto_ns ? cfg.rto_ns : (cfg.credit ? 1000 : 20) * base_rtt_ns(cfg);
   uint64_t window = cfg.window_bytes ? cfg.window_bytes : uint64_t(2 * C * base_rtt_ns(cfg) * 1e-9);
   window_segs = uint32_t(std::max<uint64_t>(1, window / cfg.mtu_bytes));
-  Rng rng(cfg.seed);
+  rng = Rng(cfg.seed);
 
   auto add_flow = [&](uint32_t src, uint32_t dst) {
     Flow f;
@@ -221,6 +228,20 @@ void Sim::setup() {
   for (Flow &f : flows)
     f.wake_at = kInfinite; // the start event is not a pacing wake
   ev.push(cfg.sample_ns, EvKind::kSample, 0);
+  if (cfg.on_ns && cfg.off_ns && cfg.scenario != Scenario::kAllreduce)
+    for (uint32_t i = 0; i < flows.size(); i++)
+      ev.push(exp_ns(cfg.on_ns), EvKind::kToggle, i);
+}
+
+// On/off traffic: an OFF flow sends no new data (retransmits still go); its
+// pacer keeps its state, as a QP's would between messages.
+void Sim::toggle(uint32_t fi) {
+  Flow &f = flows[fi];
+  f.on = !f.on;
+  f.limit_seq = f.on ? kInfinite : f.next_seq;
+  ev.push(now + exp_ns(f.on ? cfg.on_ns : cfg.off_ns), EvKind::kToggle, fi);
+  if (f.on)
+    try_send(fi);
 }
 
 void Sim::start_tx(uint32_t port) {
@@ -453,6 +474,7 @@ void Sim::run() {
       break;
     case EvKind::kRto: rto(e.a); break;
     case EvKind::kSample: sample(); break;
+    case EvKind::kToggle: toggle(e.a); break;
     }
     if (cfg.scenario == Scenario::kAllreduce && ar_done == flows.size())
       break;

@@ -20,6 +20,9 @@ using namespace doorbell::sim;
 
 namespace {
 
+static constexpr uint64_t kSweepOnNs = 200000;  ///< sweep-gain: mean ON period
+static constexpr uint64_t kSweepOffNs = 50000;  ///< sweep-gain: mean OFF period
+
 struct Context {
   std::string command = "run";
   SimConfig cfg;
@@ -27,6 +30,7 @@ struct Context {
   double base_rtt_us = 0;   ///< overrides the hop delay when set
   double gain_scale = 0;    ///< IBRC gain = scale x derived, when set
   bool compare = false;
+  bool on_off_set = false;  ///< --on-us/--off-us given
   bool json = false;
   std::string plot, csv;
   std::vector<double> sweep_rtts_us = {3.2, 5.0, 6.8};
@@ -69,7 +73,9 @@ const char *kUsage = R"(usage: doorbell-sim [run|sweep-gain] [options]
   --warmup-us N             statistics start (default 10 % of duration)
   --sample-ns N             time-series step (default 1000)
   --allreduce-kib N         allreduce message size (default 4096)
-  --seed N                  ECMP and start-jitter seed (default 1)
+  --on-us N --off-us N      on/off senders: mean ON and OFF periods (exponential);
+                            sweep-gain defaults to 200/50, --on-us 0 for a static incast
+  --seed N                  ECMP, start-jitter and on/off seed (default 1)
   --compare                 run ibrc, dcqcn, timely and none on the same scenario
   --json                    JSON instead of the table
   --csv FILE                time series of the (first) run as CSV
@@ -172,6 +178,10 @@ void parse_args(Context &ctx, int argc, char **argv) {
       c.sample_ns = u64();
     } else if (a == "--allreduce-kib") {
       c.allreduce_bytes = u64() * 1024;
+    } else if (a == "--on-us") {
+      c.on_ns = u64() * 1000, ctx.on_off_set = true;
+    } else if (a == "--off-us") {
+      c.off_ns = u64() * 1000, ctx.on_off_set = true;
     } else if (a == "--seed") {
       c.seed = u64();
     } else if (a == "--compare") {
@@ -231,7 +241,12 @@ void run_scenarios(Context &ctx) {
 }
 
 // Pass 2 (sweep-gain): the seed's experiment, IBRC at a fixed ECN threshold.
+// Senders come and go (ON 200 us / OFF 50 us on average unless given): a
+// gain shows itself in how the loop refills and drains, which a static
+// incast, once settled, hides.
 void sweep_gain(Context &ctx) {
+  if (!ctx.on_off_set)
+    ctx.cfg.on_ns = kSweepOnNs, ctx.cfg.off_ns = kSweepOffNs;
   for (double rtt : ctx.sweep_rtts_us) {
     for (double m : ctx.sweep_scales) {
       SimConfig c = ctx.cfg;
@@ -256,6 +271,10 @@ void report(Context &ctx) {
     std::string line;
     size_t row = 0;
     std::getline(in, line);
+    std::printf("gain sweep: %s, %u hosts, ECN at %u KiB of %u KiB, senders ON %.0f / OFF %.0f us\n",
+                scenario_name(ctx.cfg.scenario), ctx.hosts,
+                (ctx.cfg.ecn_bytes ? ctx.cfg.ecn_bytes : ctx.cfg.buffer_bytes / 4 * 3) >> 10,
+                ctx.cfg.buffer_bytes >> 10, ctx.cfg.on_ns * 1e-3, ctx.cfg.off_ns * 1e-3);
     std::cout << "rtt_us  scale  " << line << "\n";
     while (std::getline(in, line))
       std::cout << ctx.labels[row++] << "  " << line << "\n";

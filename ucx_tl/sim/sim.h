@@ -47,6 +47,8 @@ struct SimConfig {
   uint32_t window_bytes = 0;         ///< in-flight cap per flow; 0 = 2 BDP
   uint64_t seed = 1;
   uint64_t allreduce_bytes = 4 << 20;
+  uint64_t on_ns = 0, off_ns = 0;    ///< incast/permutation: mean ON/OFF periods
+                                     ///< (exponential); 0 = always on
   pacing::Config cc;                 ///< line rate, MTU are filled from the fabric
 };
 
