@@ -502,10 +502,11 @@ bool parse_scenario(const std::string &name, Scenario *s_p) {
 }
 
 bool apply_host_preset(uint32_t hosts, SimConfig *c_p) {
+  // Non-blocking: as many spine uplinks per leaf as hosts on it.
   if (hosts == 8) {
-    c_p->leaves = 2, c_p->hosts_per_leaf = 4, c_p->spines = 2;
+    c_p->leaves = 2, c_p->hosts_per_leaf = 4, c_p->spines = 4;
   } else if (hosts == 128) {
-    c_p->leaves = 8, c_p->hosts_per_leaf = 16, c_p->spines = 8;
+    c_p->leaves = 8, c_p->hosts_per_leaf = 16, c_p->spines = 16;
   } else {
     return false;
   }

@@ -55,7 +55,7 @@ struct Fatal {
 
 const char *kUsage = R"(usage: doorbell-sim [run|sweep-gain] [options]
   --scenario incast|permutation|allreduce   traffic (default incast)
-  --hosts 8|128             fabric preset (8: 2 leaves x 4, 2 spines; 128: 8 x 16, 8 spines)
+  --hosts 8|128             fabric preset (8: 2 leaves x 4, 4 spines; 128: 8 x 16, 16 spines)
   --leaves N --spines N --hosts-per-leaf N  explicit fabric
   --link-gbps G             link rate (default 400)
   --hop-delay-ns N          per-hop delay (default 584: base RTT ~5.0 us)

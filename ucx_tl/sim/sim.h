@@ -32,7 +32,7 @@ bool parse_scenario(const std::string &name, Scenario *s_p);
 struct SimConfig {
   Scenario scenario = Scenario::kIncast;
   uint32_t leaves = 2;
-  uint32_t spines = 2;
+  uint32_t spines = 4;
   uint32_t hosts_per_leaf = 4;
   double link_gbps = 400;
   uint64_t hop_delay_ns = 584;      ///< per hop, one way (base RTT ~5.0 us with 4 KiB)
@@ -52,7 +52,8 @@ struct SimConfig {
   pacing::Config cc;                 ///< line rate, MTU are filled from the fabric
 };
 
-// Preset fabrics: 8 hosts = 2 leaves x 4 hosts, 2 spines; 128 = 8 x 16, 8 spines.
+// Preset fabrics (non-blocking): 8 hosts = 2 leaves x 4 hosts, 4 spines;
+// 128 = 8 leaves x 16 hosts, 16 spines.
 bool apply_host_preset(uint32_t hosts, SimConfig *c_p);
 // The unloaded RTT of a cross-spine path (ns): 4 data hops, 4 ACK hops.
 uint64_t base_rtt_ns(const SimConfig &c);
