@@ -61,15 +61,14 @@ void Ibrc::on_ack(uint64_t now_ns, uint64_t acked_bytes, uint64_t ce_bytes,
 // A path that was idle for a few loop times restarts from the initial rate
 // and probes up: the rate it had describes a fabric that has since moved on
 // (others took the capacity), as TCP restarts its window after idle.
-void Ibrc::on_send(uint64_t now_ns, uint64_t) {
+void Ibrc::on_send(uint64_t now_ns, uint64_t bytes) {
+  // Idle = a gap far beyond both the loop time and this rate's own spacing
+  // of `bytes`: a slow path is paced, not idle.
   uint64_t loop_ns = (base_.valid() ? base_.get() : 0) + params_.target_ns;
-  if (sent_ && now_ns - last_send_ns_ > kIbrcIdleLoops * loop_ns) {
+  double spacing_ns = bytes / rate_ * 1e9;
+  if (sent_ && now_ns - last_send_ns_ > kIbrcIdleLoops * (loop_ns + spacing_ns)) {
     rate_ = std::min(rate_, params_.init_rate_Bps);
     have_prev_ = false;
-    sum_delay_ns_ = 0;
-    n_delay_ = 0;
-    win_acked_ = win_ce_ = 0;
-    last_update_ns_ = now_ns;
   }
   sent_ = true;
   last_send_ns_ = now_ns;
