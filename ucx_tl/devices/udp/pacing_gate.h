@@ -50,10 +50,16 @@ using PacingFactory =
 
 /// Registers the factory for a policy name ("ibrc", "dcqcn", ...); ifaces
 /// opened afterwards whose params->cc names it give each QP a gate. Policy
-/// "none" and names nobody registered leave QPs unpaced. Thread-safe.
+/// "none" leaves QPs unpaced; a name that is neither registered nor built in
+/// fails doorbell_iface_open. Thread-safe.
 void register_pacing_policy(const std::string &policy, PacingFactory factory);
 
-/// The factory registered for policy, or an empty function.
+/// The factory registered for policy, else the built-in one (ucx_tl/pacing:
+/// "ibrc", "dcqcn", "timely"), or an empty function.
 PacingFactory find_pacing_policy(const std::string &policy);
+
+/// The built-in doorbell_pacing controller for a policy name; empty for
+/// "none" and unknown names (pacer_gate.cc).
+PacingFactory builtin_pacing_policy(const std::string &policy);
 
 } // namespace doorbell::udp

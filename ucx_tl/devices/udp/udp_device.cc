@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -125,7 +126,8 @@ PacingFactory find_pacing_policy(const std::string &policy)
 {
     std::lock_guard lock(g_pacing_mu);
     auto it = pacing_registry().find(policy);
-    return it == pacing_registry().end() ? PacingFactory() : it->second;
+    return it == pacing_registry().end() ? builtin_pacing_policy(policy)
+                                         : it->second;
 }
 
 int query_devices(doorbell_device_info_t *devices, int max)
@@ -247,8 +249,19 @@ doorbell_status_t UdpIface::init(const sockaddr_in &addr, uint32_t if_mtu)
         rx_slots_.push_back(take_buffer());
     }
     next_qpn_ = random_u32() | 1u;
-    if (params.cc != nullptr) {
+    if (params.cc != nullptr && std::strcmp(params.cc, "none") != 0) {
         pacing_ = find_pacing_policy(params.cc);
+        if (!pacing_) {
+            return set_error(DOORBELL_ERR_INVALID_PARAM,
+                             "%s: unknown congestion control policy '%s' "
+                             "(ibrc, dcqcn, timely, none)",
+                             name.c_str(), params.cc);
+        }
+        if (!std::isfinite(params.ibrc_gain) || params.ibrc_gain < 0) {
+            return set_error(DOORBELL_ERR_INVALID_PARAM,
+                             "%s: IBRC gain %g must be 0 (derived) or positive",
+                             name.c_str(), params.ibrc_gain);
+        }
     }
     return DOORBELL_OK;
 }
