@@ -280,7 +280,6 @@ void Sim::start_tx(uint32_t port) {
 void Sim::port_done(uint32_t port) {
   Port &p = ports[port];
   p.busy = false;
-  // The head packet id travels in the event; find it through the pool.
   start_tx(port);
 }
 

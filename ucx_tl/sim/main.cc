@@ -204,7 +204,6 @@ void parse_args(Context &ctx, int argc, char **argv) {
 void apply_gain_scale(SimConfig &c, double scale) {
   if (scale <= 0)
     return;
-  SimResult probe;
   pacing::Config pc = c.cc, r;
   pc.line_rate_Bps = c.link_gbps * 1e9 / 8;
   pc.mtu_bytes = c.mtu_bytes;
