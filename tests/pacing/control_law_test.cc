@@ -230,3 +230,22 @@ TEST(IbrcLaw, TooHighGainOscillatesDerivedDoesNot) {
   EXPECT_LT(derived, 0.1);
   EXPECT_GT(high, 0.5);
 }
+
+TEST(IbrcLaw, SlowPathIsPacedNotIdle) {
+  // A path pushed to the floor sends one segment per ~170 us; those gaps are
+  // its pacing, not idleness, so ACKs showing an empty queue must raise it.
+  std::string err;
+  Config c = ibrc();
+  c.init_rate_Bps = c.line_rate_Bps / 2048;
+  auto p = make_pacer(c, &err);
+  ASSERT_TRUE(p) << err;
+  double floor = p->rate();
+  uint64_t now = 1000;
+  for (int i = 0; i < 200 && p->rate() < 100 * floor; i++) {
+    now = std::max(now, p->next_send_ns(now, 4096));
+    p->on_send(now, 4096);
+    now += kBase;
+    p->on_ack(now, 4096, 0, kBase);
+  }
+  EXPECT_GT(p->rate(), 100 * floor);
+}

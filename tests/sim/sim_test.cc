@@ -138,6 +138,16 @@ TEST(SimFabric, CreditFlowControlIsLossless) {
   EXPECT_GT(lossy.drops, 0u);
 }
 
+TEST(SimFabric, IbrcHoldsTheLinkUnderCreditFlowControl) {
+  SimConfig c = incast8();
+  c.credit = true;
+  SimResult r = run(c);
+  EXPECT_EQ(r.drops, 0u);
+  EXPECT_EQ(r.retx_pkts, 0u);
+  EXPECT_GE(r.utilization, 0.94);
+  EXPECT_LE(r.rtt_std_us, 0.8);
+}
+
 TEST(SimScenarios, AllreduceCompletesAndPermutationRuns) {
   SimConfig c = incast8();
   c.scenario = Scenario::kAllreduce;
