@@ -1,7 +1,7 @@
 // The pacing seam of the UDP device with the built-in controllers: two ifaces
 // on lo, a QP each way. A recording wrapper around the real IBRC gate checks
 // that the device feeds it sends, ACKs with RTT samples, and asks it before
-// sending; bad policy names and gains fail at iface open with a message.
+// sending; a bad gain fails at iface open with a message.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -72,7 +72,7 @@ doorbell_iface_params_t paced(const char *cc, double gain = 0)
 
 } // namespace
 
-TEST(UdpPacing, BuiltinPoliciesExist)
+TEST(UdpPacerGate, BuiltinPoliciesExist)
 {
     for (const char *p : {"ibrc", "dcqcn", "timely"}) {
         EXPECT_TRUE(find_pacing_policy(p)) << p;
@@ -81,21 +81,18 @@ TEST(UdpPacing, BuiltinPoliciesExist)
     EXPECT_FALSE(find_pacing_policy("cubic"));
 }
 
-TEST(UdpPacing, UnknownPolicyFailsAtOpen)
+TEST(UdpPacerGate, BadGainFailsAtOpen)
 {
     doorbell_pd_t *pd = nullptr;
     ASSERT_EQ(DOORBELL_OK, doorbell_pd_create(&pd));
     doorbell_iface_t *i = nullptr;
-    auto p = paced("cubic");
-    EXPECT_EQ(DOORBELL_ERR_INVALID_PARAM, doorbell_iface_open(pd, &p, &i));
-    EXPECT_NE(std::string(doorbell_last_error()).find("cubic"), std::string::npos);
-    p = paced("ibrc", -3);
+    auto p = paced("ibrc", -3);
     EXPECT_EQ(DOORBELL_ERR_INVALID_PARAM, doorbell_iface_open(pd, &p, &i));
     EXPECT_NE(std::string(doorbell_last_error()).find("gain"), std::string::npos);
     doorbell_pd_destroy(pd);
 }
 
-TEST(UdpPacing, IbrcGateSeesTheTraffic)
+TEST(UdpPacerGate, IbrcGateSeesTheTraffic)
 {
     PacingFactory ibrc = find_pacing_policy("ibrc");
     ASSERT_TRUE(ibrc);

@@ -50,8 +50,8 @@ using PacingFactory =
 
 /// Registers the factory for a policy name ("ibrc", "dcqcn", ...); ifaces
 /// opened afterwards whose params->cc names it give each QP a gate. Policy
-/// "none" leaves QPs unpaced; a name that is neither registered nor built in
-/// fails doorbell_iface_open. Thread-safe.
+/// "none" and names neither registered nor built in leave QPs unpaced (the
+/// adapter validates user input). Thread-safe.
 void register_pacing_policy(const std::string &policy, PacingFactory factory);
 
 /// The factory registered for policy, else the built-in one (ucx_tl/pacing:

@@ -249,14 +249,10 @@ doorbell_status_t UdpIface::init(const sockaddr_in &addr, uint32_t if_mtu)
         rx_slots_.push_back(take_buffer());
     }
     next_qpn_ = random_u32() | 1u;
-    if (params.cc != nullptr && std::strcmp(params.cc, "none") != 0) {
+    if (params.cc != nullptr) {
         pacing_ = find_pacing_policy(params.cc);
-        if (!pacing_) {
-            return set_error(DOORBELL_ERR_INVALID_PARAM,
-                             "%s: unknown congestion control policy '%s' "
-                             "(ibrc, dcqcn, timely, none)",
-                             name.c_str(), params.cc);
-        }
+    }
+    if (pacing_) {
         if (!std::isfinite(params.ibrc_gain) || params.ibrc_gain < 0) {
             return set_error(DOORBELL_ERR_INVALID_PARAM,
                              "%s: IBRC gain %g must be 0 (derived) or positive",
