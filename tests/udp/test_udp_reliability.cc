@@ -106,7 +106,6 @@ TEST(UdpReliability, CleanWire)
 {
     LoopbackPair pair;
     exercise(pair, 1);
-    EXPECT_EQ(0u, pair.counters(pair.a).rx_duplicates);
 }
 
 TEST(UdpReliability, Loss)
