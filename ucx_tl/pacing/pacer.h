@@ -1,0 +1,104 @@
+// Per-path pacer: a congestion controller (the rate) plus a token bucket
+// (send permission at that rate).
+//
+// Units: time in ns (always passed in, so doorbell-sim can drive it with
+// virtual time), sizes in bytes, rates in bytes/s, IBRC gain in 1/s.
+// One Pacer per path (QP/peer); not thread-safe: the owner serializes calls.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "dcqcn.h"
+#include "ibrc.h"
+#include "timely.h"
+#include "token_bucket.h"
+
+namespace doorbell::pacing {
+
+enum class Policy { kIbrc, kDcqcn, kTimely, kNone };
+
+struct Config {
+  Policy policy = Policy::kIbrc;
+  double gain = 0;                  ///< IBRC integral gain, 1/s; 0 = derived from base RTT
+  double line_rate_Bps = 50e9;      ///< link rate, bytes/s (400 Gb/s)
+  uint64_t target_delay_ns = 0;     ///< queueing-delay target, ns; 0 = auto
+  double min_rate_Bps = 0;          ///< floor, bytes/s; 0 = line rate / 2048
+  double max_rate_Bps = 0;          ///< ceiling, bytes/s; 0 = line rate
+  double init_rate_Bps = 0;         ///< first rate, bytes/s; 0 = policy default
+  uint32_t mtu_bytes = 4096;        ///< segment size, sets auto target and bucket depth
+  uint32_t burst_bytes = 0;         ///< token bucket depth, bytes; 0 = 2 segments
+};
+
+// Counters a device can expose; all monotonic.
+struct Counters {
+  uint64_t acks = 0;        ///< on_ack calls
+  uint64_t acked_bytes = 0; ///< bytes acknowledged
+  uint64_t ce_bytes = 0;    ///< bytes acknowledged with a CE mark
+  uint64_t rtt_samples = 0; ///< on_ack calls that carried an RTT
+  uint64_t losses = 0;      ///< on_loss calls
+  uint64_t sent_bytes = 0;  ///< bytes passed to on_send
+};
+
+// The controller of a policy that does not control: the rate is the ceiling.
+class FixedRate {
+ public:
+  explicit FixedRate(double rate_Bps) : rate_(rate_Bps) {}
+  void on_ack(uint64_t, uint64_t, uint64_t, uint64_t) {}
+  void on_loss(uint64_t) {}
+  void on_send(uint64_t, uint64_t) {}
+  double rate() const { return rate_; }
+
+ private:
+  double rate_;
+};
+
+class Pacer {
+ public:
+  // Use make_pacer(), which validates the config.
+  explicit Pacer(const Config &resolved);
+
+  // An ACK for `acked_bytes`, of which `ce_bytes` carried a CE mark;
+  // `rtt_ns` is the echoed round trip (0 = no sample in this ACK).
+  void on_ack(uint64_t now_ns, uint64_t acked_bytes, uint64_t ce_bytes,
+              uint64_t rtt_ns);
+  // A loss was detected (NAK, retransmit timeout).
+  void on_loss(uint64_t now_ns);
+  // Earliest time `bytes` may be sent; <= now_ns means now.
+  uint64_t next_send_ns(uint64_t now_ns, uint32_t bytes);
+  // `bytes` left on this path: consumes tokens.
+  void on_send(uint64_t now_ns, uint32_t bytes);
+
+  double rate() const { return bucket_.rate(); }  ///< bytes/s
+  Policy policy() const { return config_.policy; }
+  const Config &config() const { return config_; } ///< with auto values resolved
+  const Counters &counters() const { return counters_; }
+  // IBRC only: the gain in use (1/s) and the base RTT (ns); 0 before the
+  // first RTT sample or for other policies.
+  double ibrc_gain() const;
+  uint64_t base_rtt_ns() const;
+
+ private:
+  void apply_rate(uint64_t now_ns);
+
+  Config config_;
+  std::variant<Ibrc, Dcqcn, Timely, FixedRate> ctrl_;
+  TokenBucket bucket_;
+  Counters counters_;
+};
+
+// Parses "ibrc" | "dcqcn" | "timely" | "none".
+bool parse_policy(std::string_view name, Policy *policy_p, std::string *error_p);
+const char *policy_name(Policy policy);
+// Parses "auto" (0) or a positive number (1/s).
+bool parse_gain(std::string_view text, double *gain_p, std::string *error_p);
+// Fills the auto (0) fields of a config; returns false with a message naming
+// the field and value when a value is out of range.
+bool resolve_config(const Config &in, Config *out_p, std::string *error_p);
+// A pacer for a valid config, or nullptr and a message saying why.
+std::unique_ptr<Pacer> make_pacer(const Config &config, std::string *error_p);
+
+}  // namespace doorbell::pacing
