@@ -90,6 +90,13 @@ unsigned doorbell_gpu_engine_progress(doorbell_gpu_engine_t *engine);
  * Unknown cookies are ignored. Called from the engine's progress. */
 void doorbell_gpu_engine_complete(void *cookie, doorbell_status_t status);
 
+enum doorbell_gpu_queue_flags {
+    /* The device lacks DOORBELL_OP_PUT_SIGNAL: the engine posts a SET signal
+     * as a data put followed by an 8-byte inline put of the value (in order
+     * on an RC QP); an ADD signal fails the queue with UNSUPPORTED. */
+    DOORBELL_GPU_QUEUE_LOWER_SIGNAL = 1u << 0
+};
+
 typedef struct doorbell_gpu_queue_params {
     doorbell_gpu_post_func_t         post;       /* e.g. doorbell_qp_post */
     void                            *post_arg;   /* e.g. the doorbell_qp_t */
@@ -98,6 +105,7 @@ typedef struct doorbell_gpu_queue_params {
     doorbell_gpu_mode_t              mode;       /* AUTO resolves to DOORBELL */
     uint64_t                         timeout_ns; /* producer waits (default 10 s) */
     const doorbell_gpu_memory_ops_t *memory;     /* NULL: host memory */
+    uint32_t                         flags;      /* doorbell_gpu_queue_flags */
 } doorbell_gpu_queue_params_t;
 
 void doorbell_gpu_queue_params_init(doorbell_gpu_queue_params_t *params);
@@ -125,6 +133,7 @@ typedef struct doorbell_gpu_queue_counters {
     uint64_t nops;        /* completion NOPs appended after an inline WQE */
     uint64_t completions; /* batch completions */
     uint64_t completed;   /* ring completion index */
+    uint64_t lowered;     /* PUT_SIGNALs posted as two puts */
 } doorbell_gpu_queue_counters_t;
 void doorbell_gpu_queue_get_counters(const doorbell_gpu_queue_t *queue,
                                      doorbell_gpu_queue_counters_t *counters);

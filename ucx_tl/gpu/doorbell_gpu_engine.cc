@@ -108,7 +108,9 @@ struct doorbell_gpu_queue {
 
     /* engine thread only */
     uint64_t                      head;        /* next index to take */
-    std::vector<doorbell_wqe_t>   staging;     /* batch_max + 1 (a NOP) */
+    bool                          lower_signal;/* PUT_SIGNAL -> PUT + PUT */
+    std::vector<doorbell_wqe_t>   raw;         /* batch_max, as taken */
+    std::vector<doorbell_wqe_t>   staging;     /* 2 * batch_max + 1 (a NOP) */
     uint32_t                      staged;      /* WQEs in staging to post */
     uint32_t                      staged_slots;/* ring slots they cover */
     doorbell_gpu_token           *staged_token;
@@ -116,7 +118,7 @@ struct doorbell_gpu_queue {
     std::atomic<bool>             failed{false};
     struct {
         std::atomic<uint64_t> wqes{0}, posts{0}, retries{0}, nops{0},
-                              completions{0};
+                              completions{0}, lowered{0};
     } counters;
 };
 
@@ -158,6 +160,31 @@ bool wqe_valid(const doorbell_wqe_t &w)
     return true;
 }
 
+/* For devices without DOORBELL_OP_PUT_SIGNAL: a SET signal is an 8-byte
+ * inline put of the value after the data put (RC delivers in order, so the
+ * flag lands after the data). An ADD has no put equivalent. */
+bool lower_put_signal(const doorbell_wqe_t &w, doorbell_wqe_t *out)
+{
+    if (w.am_id != DOORBELL_SIGNAL_SET) {
+        return false;
+    }
+    out[0]        = w;
+    out[0].opcode = DOORBELL_OP_PUT;
+    out[0].am_id  = 0;
+    out[0].signal_addr = out[0].signal_value = 0;
+    out[0].signal_rkey = 0;
+    doorbell_wqe_t s = {};
+    s.opcode      = DOORBELL_OP_PUT;
+    s.flags       = DOORBELL_WQE_INLINE | (w.flags & DOORBELL_WQE_FENCE);
+    s.inline_len  = 8;
+    s.length      = 8;
+    s.rkey        = w.signal_rkey;
+    s.remote_addr = w.signal_addr;
+    std::memcpy(s.inline_data, &w.signal_value, 8);
+    out[1] = s;
+    return true;
+}
+
 /* Takes the next batch from the ring into staging. Returns false when there
  * is nothing to post (empty ring, no token, or the queue failed). */
 bool queue_stage(doorbell_gpu_engine *e, doorbell_gpu_queue *q)
@@ -169,7 +196,7 @@ bool queue_stage(doorbell_gpu_engine *e, doorbell_gpu_queue *q)
         return false;
     }
     n = doorbell_gpu_ring_consume(q->host_ring, q->head, e->params.batch_max,
-                                  q->staging.data());
+                                  q->raw.data());
     if (n == 0) {
         doorbell_status_t pst = (doorbell_status_t)
             doorbell_gpu_port::load_relaxed(q->host_ring.producer_error);
@@ -178,15 +205,29 @@ bool queue_stage(doorbell_gpu_engine *e, doorbell_gpu_queue *q)
         }
         return false;
     }
+    uint32_t m = 0;
     for (uint32_t k = 0; k < n; ++k) {
-        if (!wqe_valid(q->staging[k])) {
+        doorbell_wqe_t w = q->raw[k];
+        if (!wqe_valid(w)) {
             std::snprintf(why, sizeof(why), "WQE %llu has opcode %u flags 0x%x",
-                          (unsigned long long)(q->head + k),
-                          q->staging[k].opcode, q->staging[k].flags);
+                          (unsigned long long)(q->head + k), w.opcode, w.flags);
             queue_fail(q, DOORBELL_ERR_INVALID_PARAM, why);
             return false;
         }
-        q->staging[k].flags &= (uint8_t)~DOORBELL_WQE_SIGNALED;
+        w.flags &= (uint8_t)~DOORBELL_WQE_SIGNALED;
+        if (q->lower_signal && (w.opcode == DOORBELL_OP_PUT_SIGNAL)) {
+            if (!lower_put_signal(w, &q->staging[m])) {
+                std::snprintf(why, sizeof(why), "WQE %llu: signal op %u has no "
+                              "equivalent on this device (only SET lowers to a put)",
+                              (unsigned long long)(q->head + k), w.am_id);
+                queue_fail(q, DOORBELL_ERR_UNSUPPORTED, why);
+                return false;
+            }
+            m += 2;
+            q->counters.lowered.fetch_add(1, std::memory_order_relaxed);
+        } else {
+            q->staging[m++] = w;
+        }
     }
 
     doorbell_gpu_token *t = e->free_tokens.back();
@@ -195,15 +236,15 @@ bool queue_stage(doorbell_gpu_engine *e, doorbell_gpu_queue *q)
     t->end      = q->head + n;
 
     q->staged_slots = n;
-    q->staged       = n;
-    doorbell_wqe_t *last = &q->staging[n - 1];
+    q->staged       = m;
+    doorbell_wqe_t *last = &q->staging[m - 1];
     if (last->flags & DOORBELL_WQE_INLINE) {
         /* wr_id shares bytes with inline_data: complete through a NOP */
         doorbell_wqe_t nop = {};
         nop.opcode = DOORBELL_OP_NOP;
-        q->staging[n] = nop;
-        last = &q->staging[n];
-        q->staged = n + 1;
+        q->staging[m] = nop;
+        last = &q->staging[m];
+        q->staged = m + 1;
         q->counters.nops.fetch_add(1, std::memory_order_relaxed);
     }
     last->flags |= DOORBELL_WQE_SIGNALED;
@@ -423,7 +464,9 @@ doorbell_status_t doorbell_gpu_queue_create(doorbell_gpu_engine_t *engine,
     q->staged   = 0;
     q->staged_slots = 0;
     q->staged_token = nullptr;
-    q->staging.resize(engine->params.batch_max + 1);
+    q->lower_signal = (params->flags & DOORBELL_GPU_QUEUE_LOWER_SIGNAL) != 0;
+    q->raw.resize(engine->params.batch_max);
+    q->staging.resize(2 * engine->params.batch_max + 1);
 
     void *shared_device = nullptr;
     st = q->memory.alloc_shared(q->memory.arg,
@@ -504,6 +547,7 @@ void doorbell_gpu_queue_get_counters(const doorbell_gpu_queue_t *queue,
     c->retries     = queue->counters.retries.load(std::memory_order_relaxed);
     c->nops        = queue->counters.nops.load(std::memory_order_relaxed);
     c->completions = queue->counters.completions.load(std::memory_order_relaxed);
+    c->lowered     = queue->counters.lowered.load(std::memory_order_relaxed);
     c->completed   = doorbell_gpu_port::load_acquire(queue->host_ring.completed);
 }
 

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstring>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -76,7 +77,8 @@ class gpu_engine : public ::testing::Test {
         }
     }
     doorbell_gpu_queue_t *make_queue(uint32_t size, doorbell_gpu_mode_t mode,
-                                     uint64_t timeout_ns = 10ull * 1000 * 1000 * 1000)
+                                     uint64_t timeout_ns = 10ull * 1000 * 1000 * 1000,
+                                     uint32_t flags = 0)
     {
         doorbell_gpu_queue_params_t qp;
         doorbell_gpu_queue_params_init(&qp);
@@ -85,6 +87,7 @@ class gpu_engine : public ::testing::Test {
         qp.size       = size;
         qp.mode       = mode;
         qp.timeout_ns = timeout_ns;
+        qp.flags      = flags;
         doorbell_gpu_queue_t *q = nullptr;
         EXPECT_EQ(DOORBELL_OK, doorbell_gpu_queue_create(engine_, &qp, &q));
         return q;
@@ -301,4 +304,38 @@ TEST_F(gpu_engine, rejects_bad_parameters)
     ep.batch_max = 0;
     doorbell_gpu_engine_t *e = nullptr;
     EXPECT_EQ(DOORBELL_ERR_INVALID_PARAM, doorbell_gpu_engine_create(&ep, &e));
+}
+
+TEST_F(gpu_engine, put_signal_set_lowers_to_two_ordered_puts)
+{
+    doorbell_gpu_queue_t *q = make_queue(8, DOORBELL_GPU_MODE_DOORBELL,
+                                         10ull * 1000 * 1000 * 1000,
+                                         DOORBELL_GPU_QUEUE_LOWER_SIGNAL);
+    const doorbell_gpu_ring_t r = doorbell_gpu_queue_host_ring(q);
+    doorbell_wqe_t w = doorbell_gpu_make_put_signal(reinterpret_cast<void*>(0x100), 32,
+                                                    0x2000, 5, 0x3000, 6,
+                                                    DOORBELL_SIGNAL_SET, 0x1122334455667788ull);
+    uint64_t end = 0;
+    ASSERT_EQ(DOORBELL_OK, doorbell_gpu_ring_post(r, &w, 1, &end));
+    doorbell_gpu_engine_progress(engine_);
+    ASSERT_EQ(3u, qp_.posted.size()) << "data put, signal put, completion NOP";
+    EXPECT_EQ(DOORBELL_OP_PUT, qp_.posted[0].opcode);
+    EXPECT_EQ(0x2000u, qp_.posted[0].remote_addr);
+    EXPECT_EQ(32u, qp_.posted[0].length);
+    const doorbell_wqe_t &sig = qp_.posted[1];
+    EXPECT_EQ(DOORBELL_OP_PUT, sig.opcode);
+    EXPECT_TRUE(sig.flags & DOORBELL_WQE_INLINE);
+    EXPECT_EQ(0x3000u, sig.remote_addr);
+    EXPECT_EQ(6u, sig.rkey);
+    uint64_t v;
+    std::memcpy(&v, sig.inline_data, 8);
+    EXPECT_EQ(0x1122334455667788ull, v);
+    EXPECT_EQ(DOORBELL_OP_NOP, qp_.posted[2].opcode);
+    EXPECT_EQ(DOORBELL_OK, doorbell_gpu_ring_wait_completed(r, end));
+
+    /* an ADD cannot be expressed with puts: said, not silently dropped */
+    w.am_id = DOORBELL_SIGNAL_ADD;
+    ASSERT_EQ(DOORBELL_OK, doorbell_gpu_ring_post(r, &w, 1, &end));
+    doorbell_gpu_engine_progress(engine_);
+    EXPECT_EQ(DOORBELL_ERR_UNSUPPORTED, doorbell_gpu_ring_wait_completed(r, end));
 }
