@@ -116,6 +116,7 @@ TEST_P(gpu_kernel, puts_and_signals_arrive_through_the_ring)
     a.local       = mapped_src;
     a.remote_addr = (uint64_t)(uintptr_t)dst.data();
     a.signal_addr = (uint64_t)(uintptr_t)&signal;
+    a.signal_op   = DOORBELL_SIGNAL_ADD;
     doorbell_gpu_kernel_result_t res = {};
     ASSERT_EQ(DOORBELL_OK, doorbell_gpu_cuda_run_puts(&ring, &a, &res));
     EXPECT_EQ(DOORBELL_OK, res.status);
@@ -154,6 +155,7 @@ TEST_F(gpu_kernel, error_completion_ends_the_kernel_with_the_error)
     a.local       = mapped;
     a.remote_addr = (uint64_t)(uintptr_t)mapped + 2048;
     a.signal_addr = (uint64_t)(uintptr_t)mapped + 4088;
+    a.signal_op   = DOORBELL_SIGNAL_ADD;
     doorbell_gpu_kernel_result_t res = {};
     ASSERT_EQ(DOORBELL_OK, doorbell_gpu_cuda_run_puts(&ring, &a, &res));
     EXPECT_EQ(DOORBELL_ERR_REMOTE_ACCESS, res.status) << "the kernel returned instead of hanging";

@@ -86,8 +86,15 @@ void doorbell_gpu_engine_stop(doorbell_gpu_engine_t *engine);
  * the WQEs posted plus the progress count. Not while the thread runs. */
 unsigned doorbell_gpu_engine_progress(doorbell_gpu_engine_t *engine);
 
-/* Delivery of a completion for a WQE the engine posted (cookie = its wr_id).
- * Unknown cookies are ignored. Called from the engine's progress. */
+/* Runs fn(arg) while the engine is between passes (no progress or post
+ * runs meanwhile): for calls on the engine's iface from other threads, such
+ * as creating or destroying a QP. */
+void doorbell_gpu_engine_run_locked(doorbell_gpu_engine_t *engine,
+                                    void (*fn)(void *arg), void *arg);
+
+/* Delivery of a completion for a WQE the engine posted (cookie = its wr_id;
+ * cookies of queues destroyed meanwhile are dropped). Called from the
+ * engine's progress. Its signature is doorbell_completion_cb_t. */
 void doorbell_gpu_engine_complete(void *cookie, doorbell_status_t status);
 
 enum doorbell_gpu_queue_flags {

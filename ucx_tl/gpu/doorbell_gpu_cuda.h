@@ -30,9 +30,9 @@ typedef enum doorbell_gpu_kernel_kind {
 } doorbell_gpu_kernel_kind_t;
 
 /* Every thread t of the grid puts `bytes` from local + t * bytes to
- * remote_addr + t * bytes, `iters` times, each round's last WQE (or every
- * WQE, kind THREAD/WARP) carrying signal ADD 1 at signal_addr; then the block
- * waits for completion. */
+ * remote_addr + t * bytes, `iters` rounds; each round's last WQE carries a
+ * signal at signal_addr + t * signal_stride: ADD 1, or SET to the round
+ * number (1, 2, ... iters). Then the block waits for completion. */
 typedef struct doorbell_gpu_kernel_args {
     doorbell_gpu_kernel_kind_t kind;
     uint32_t                   blocks;
@@ -45,6 +45,8 @@ typedef struct doorbell_gpu_kernel_args {
     uint32_t                   rkey;
     uint32_t                   signal_rkey;
     uint64_t                   signal_addr;
+    uint32_t                   signal_op;     /* DOORBELL_SIGNAL_ADD / _SET */
+    uint32_t                   signal_stride; /* bytes between threads' words */
 } doorbell_gpu_kernel_args_t;
 
 typedef struct doorbell_gpu_kernel_result {

@@ -410,6 +410,13 @@ unsigned doorbell_gpu_engine_progress(doorbell_gpu_engine_t *engine)
     return engine_pass(engine);
 }
 
+void doorbell_gpu_engine_run_locked(doorbell_gpu_engine_t *engine,
+                                    void (*fn)(void *arg), void *arg)
+{
+    std::lock_guard<std::mutex> guard(engine->lock);
+    fn(arg);
+}
+
 void doorbell_gpu_engine_complete(void *cookie, doorbell_status_t status)
 {
     auto *t = static_cast<doorbell_gpu_token*>(cookie);

@@ -20,18 +20,20 @@ __global__ void put_kernel(doorbell_gpu_ring_t r, doorbell_gpu_kernel_args_t a, 
     uint64_t tid        = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const char *src     = (const char*)a.local + tid * a.bytes;
     uint64_t dst        = a.remote_addr + tid * a.bytes;
+    uint64_t sig        = a.signal_addr + tid * a.signal_stride;
     doorbell_gpu_ticket_t t = 0;
     doorbell_status_t st    = DOORBELL_OK;
     uint64_t n              = 0;
 
     for (uint32_t i = 0; (i < a.iters) && (st == DOORBELL_OK); ++i) {
+        uint64_t value = (a.signal_op == DOORBELL_SIGNAL_SET) ? i + 1 : 1;
         if (a.kind == DOORBELL_GPU_KERNEL_THREAD) {
-            st = doorbell_gpu_put_signal(r, src, a.bytes, dst, a.rkey, a.signal_addr,
-                                         a.signal_rkey, DOORBELL_SIGNAL_ADD, 1, &t);
+            st = doorbell_gpu_put_signal(r, src, a.bytes, dst, a.rkey, sig, a.signal_rkey,
+                                         a.signal_op, value, &t);
             n += 1;
         } else if (a.kind == DOORBELL_GPU_KERNEL_WARP) {
-            st = doorbell_gpu_warp_put_signal(r, src, a.bytes, dst, a.rkey, a.signal_addr,
-                                              a.signal_rkey, DOORBELL_SIGNAL_ADD, 1, &t);
+            st = doorbell_gpu_warp_put_signal(r, src, a.bytes, dst, a.rkey, sig,
+                                              a.signal_rkey, a.signal_op, value, &t);
             n += 1;
         } else {
             doorbell_wqe_t w[kMaxBatch];
@@ -39,8 +41,8 @@ __global__ void put_kernel(doorbell_gpu_ring_t r, doorbell_gpu_kernel_args_t a, 
             for (uint32_t k = 0; k + 1 < b; ++k) {
                 w[k] = doorbell_gpu_make_put(src, a.bytes, dst, a.rkey);
             }
-            w[b - 1] = doorbell_gpu_make_put_signal(src, a.bytes, dst, a.rkey, a.signal_addr,
-                                                    a.signal_rkey, DOORBELL_SIGNAL_ADD, 1);
+            w[b - 1] = doorbell_gpu_make_put_signal(src, a.bytes, dst, a.rkey, sig,
+                                                    a.signal_rkey, a.signal_op, value);
             st = doorbell_gpu_put_batch(r, w, b, &t);
             n += b;
         }
@@ -63,7 +65,7 @@ __global__ void latency_kernel(doorbell_gpu_ring_t r, doorbell_gpu_kernel_args_t
         uint64_t t0 = doorbell_gpu_port::now_ns();
         doorbell_status_t st = doorbell_gpu_put_signal(r, a.local, a.bytes, a.remote_addr,
                                                        a.rkey, a.signal_addr, a.signal_rkey,
-                                                       DOORBELL_SIGNAL_ADD, 1, &t);
+                                                       DOORBELL_SIGNAL_SET, i + 1, &t);
         if (st == DOORBELL_OK) {
             st = doorbell_gpu_wait(r, t);
         }
