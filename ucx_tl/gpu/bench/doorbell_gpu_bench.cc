@@ -10,7 +10,10 @@
  *   gpu-proxy      same in CPU-proxy mode                            [CUDA]
  * Rate: puts of --bytes each, every --batch'th signaled (rings: one signal
  * per round). Latency: one put, then wait for its completion (the target's
- * ACK), repeated; median and 99th percentile in microseconds.
+ * ACK), repeated; median and 99th percentile in microseconds. The note
+ * column gives each run's device doorbells and retransmits (on a loaded host
+ * a short retransmit timeout turns scheduling delays into retransmits:
+ * --rto-ms raises it).
  */
 #include "doorbell_gpu_core.h"
 #if defined(DOORBELL_HAVE_CUDA)
@@ -39,6 +42,7 @@ struct Options {
     uint32_t bytes   = 8;
     uint32_t batch   = 16;
     uint32_t threads = 2;     ///< CPU producer threads
+    uint32_t rto_ms  = 0;     ///< first retransmit timeout; 0 = device default
     bool     gpu     = true;
 };
 
@@ -67,7 +71,7 @@ double secs(Clock::time_point a, Clock::time_point b)
 }
 
 /* The target: registers a buffer, reports it, progresses until hung up. */
-pid_t spawn_target(size_t bytes, Target *t, int *hangup_fd)
+pid_t spawn_target(size_t bytes, uint32_t rto_ms, Target *t, int *hangup_fd)
 {
     int up[2], down[2];
     if ((pipe(up) != 0) || (pipe(down) != 0)) {
@@ -84,8 +88,9 @@ pid_t spawn_target(size_t bytes, Target *t, int *hangup_fd)
         std::vector<uint8_t> buf(bytes);
         doorbell_iface_params_t p;
         doorbell_iface_params_init(&p);
-        p.device    = "lo";
-        info.status = doorbell_pd_create(&pd);
+        p.device     = "lo";
+        p.rto_min_ns = uint64_t(rto_ms) * 1000000;
+        info.status  = doorbell_pd_create(&pd);
         if (info.status == DOORBELL_OK) {
             info.status = doorbell_iface_open(pd, &p, &iface);
         }
@@ -356,7 +361,7 @@ Row run_gpu(Env &env, const Options &o, doorbell_gpu_mode_t mode)
 void usage()
 {
     std::printf("usage: doorbell-gpu-bench [--puts N] [--lat N] [--bytes B] [--batch N]\n"
-                "                          [--threads N] [--no-gpu]\n");
+                "                          [--threads N] [--rto-ms MS] [--no-gpu]\n");
 }
 
 } /* namespace */
@@ -374,6 +379,7 @@ int main(int argc, char **argv)
         else if (a == "--bytes")   o.bytes = next();
         else if (a == "--batch")   o.batch = next();
         else if (a == "--threads") o.threads = next();
+        else if (a == "--rto-ms")  o.rto_ms = next();
         else if (a == "--no-gpu")  o.gpu = false;
         else { usage(); return (a == "-h" || a == "--help") ? 0 : 2; }
     }
@@ -386,14 +392,15 @@ int main(int argc, char **argv)
 
     Env env;
     int hangup = -1;
-    pid_t pid = spawn_target(kTargetBytes, &env.target, &hangup); /* before any thread */
+    pid_t pid = spawn_target(kTargetBytes, o.rto_ms, &env.target, &hangup); /* no threads yet */
     if (pid < 0) {
         std::fprintf(stderr, "doorbell-gpu-bench: the target process did not start\n");
         return 1;
     }
     doorbell_iface_params_t p;
     doorbell_iface_params_init(&p);
-    p.device = "lo";
+    p.device     = "lo";
+    p.rto_min_ns = uint64_t(o.rto_ms) * 1000000;
     if ((doorbell_pd_create(&env.pd) != DOORBELL_OK) ||
         (doorbell_iface_open(env.pd, &p, &env.iface) != DOORBELL_OK)) {
         std::fprintf(stderr, "doorbell-gpu-bench: %s\n", doorbell_last_error());
