@@ -32,7 +32,8 @@ typedef enum doorbell_gpu_kernel_kind {
 /* Every thread t of the grid puts `bytes` from local + t * bytes to
  * remote_addr + t * bytes, `iters` rounds; each round's last WQE carries a
  * signal at signal_addr + t * signal_stride: ADD 1, or SET to the round
- * number (1, 2, ... iters). Then the block waits for completion. */
+ * number (1, 2, ... iters); signal_addr 0: plain puts (THREAD, WARP). Then
+ * the block waits for completion. */
 typedef struct doorbell_gpu_kernel_args {
     doorbell_gpu_kernel_kind_t kind;
     uint32_t                   blocks;
@@ -62,7 +63,8 @@ doorbell_status_t doorbell_gpu_cuda_run_puts(const doorbell_gpu_ring_t *ring,
                                              const doorbell_gpu_kernel_args_t *args,
                                              doorbell_gpu_kernel_result_t *result);
 
-/* One GPU thread: `iters` rounds of put (bytes) + wait; per-round latency
+/* One GPU thread: `iters` rounds of put (bytes; with a SET signal unless
+ * signal_addr is 0) + wait; per-round latency
  * (put issue to completion seen by the GPU) in ns into lat_ns[iters]. */
 doorbell_status_t doorbell_gpu_cuda_run_latency(const doorbell_gpu_ring_t *ring,
                                                 const doorbell_gpu_kernel_args_t *args,

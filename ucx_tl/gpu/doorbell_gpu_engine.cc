@@ -132,6 +132,7 @@ struct doorbell_gpu_engine {
     std::vector<doorbell_gpu_token*> free_tokens;
     std::thread                   thread;
     std::atomic<bool>             running{false};
+    std::atomic<uint32_t>         inflight{0}; /* batches posted, not completed */
 };
 
 namespace {
@@ -273,6 +274,7 @@ unsigned queue_poll(doorbell_gpu_engine *e, doorbell_gpu_queue *q)
         return 0;
     }
     unsigned n = q->staged_slots;
+    e->inflight.fetch_add(1, std::memory_order_relaxed);
     q->head  += n;
     q->staged = 0;
     q->counters.wqes.fetch_add(n, std::memory_order_relaxed);
@@ -305,8 +307,11 @@ void engine_run(doorbell_gpu_engine *e)
         if (work != 0) {
             idle = 0;
         } else if (++idle > e->params.idle_spins) {
-            /* long idle: stop burning a core, stay within ~50 us */
-            if (idle > 4 * e->params.idle_spins) {
+            /* long idle: stop burning a core, stay within ~50 us -- but never
+             * sleep while batches are in flight: their completions are due
+             * and a sleeping thread wakes late on a busy host */
+            bool inflight = e->inflight.load(std::memory_order_relaxed) != 0;
+            if (!inflight && (idle > 4 * e->params.idle_spins)) {
                 std::this_thread::sleep_for(std::chrono::microseconds(50));
             } else {
                 std::this_thread::yield();
@@ -434,6 +439,7 @@ void doorbell_gpu_engine_complete(void *cookie, doorbell_status_t status)
             queue_fail(q, status, "a batch completed with an error");
         }
     }
+    e->inflight.fetch_sub(1, std::memory_order_relaxed);
     e->free_tokens.push_back(t);
 }
 

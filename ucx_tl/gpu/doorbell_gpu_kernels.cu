@@ -27,7 +27,13 @@ __global__ void put_kernel(doorbell_gpu_ring_t r, doorbell_gpu_kernel_args_t a, 
 
     for (uint32_t i = 0; (i < a.iters) && (st == DOORBELL_OK); ++i) {
         uint64_t value = (a.signal_op == DOORBELL_SIGNAL_SET) ? i + 1 : 1;
-        if (a.kind == DOORBELL_GPU_KERNEL_THREAD) {
+        if ((a.signal_addr == 0) && (a.kind != DOORBELL_GPU_KERNEL_BATCH)) {
+            /* plain puts */
+            st = (a.kind == DOORBELL_GPU_KERNEL_WARP)
+                     ? doorbell_gpu_warp_put(r, src, a.bytes, dst, a.rkey, &t)
+                     : doorbell_gpu_put(r, src, a.bytes, dst, a.rkey, &t);
+            n += 1;
+        } else if (a.kind == DOORBELL_GPU_KERNEL_THREAD) {
             st = doorbell_gpu_put_signal(r, src, a.bytes, dst, a.rkey, sig, a.signal_rkey,
                                          a.signal_op, value, &t);
             n += 1;
@@ -63,9 +69,12 @@ __global__ void latency_kernel(doorbell_gpu_ring_t r, doorbell_gpu_kernel_args_t
     doorbell_gpu_ticket_t t = 0;
     for (uint32_t i = 0; i < a.iters; ++i) {
         uint64_t t0 = doorbell_gpu_port::now_ns();
-        doorbell_status_t st = doorbell_gpu_put_signal(r, a.local, a.bytes, a.remote_addr,
-                                                       a.rkey, a.signal_addr, a.signal_rkey,
-                                                       DOORBELL_SIGNAL_SET, i + 1, &t);
+        doorbell_status_t st =
+            (a.signal_addr == 0)
+                ? doorbell_gpu_put(r, a.local, a.bytes, a.remote_addr, a.rkey, &t)
+                : doorbell_gpu_put_signal(r, a.local, a.bytes, a.remote_addr, a.rkey,
+                                          a.signal_addr, a.signal_rkey, DOORBELL_SIGNAL_SET,
+                                          i + 1, &t);
         if (st == DOORBELL_OK) {
             st = doorbell_gpu_wait(r, t);
         }

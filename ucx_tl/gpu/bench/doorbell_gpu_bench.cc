@@ -1,6 +1,8 @@
 /*
  * doorbell-gpu-bench: put rate and latency over the UDP device to a forked
  * target process, for each way of ringing the doorbell, in one run:
+ *   ring-only      CPU threads -> ring -> engine -> a null QP that completes
+ *                  at once (10x the puts): the protocol's own cost, no device
  *   cpu-posted     a CPU thread builds WQEs and calls doorbell_qp_post itself
  *                  (batches of --batch), progressing the iface
  *   ring-doorbell  CPU threads write the GPU send ring; the engine thread
@@ -246,12 +248,111 @@ struct Queue {
     }
 };
 
+/* A device that accepts and completes every batch at once: the ring and
+ * engine's own cost, without the UDP device. */
+struct NullQp {
+    std::vector<void*> pending;
+    static doorbell_status_t post(void *arg, const doorbell_wqe_t *w, unsigned n)
+    {
+        auto *q = static_cast<NullQp*>(arg);
+        for (unsigned k = 0; k < n; ++k) {
+            if (w[k].flags & DOORBELL_WQE_SIGNALED) {
+                q->pending.push_back((void*)(uintptr_t)w[k].wr_id);
+            }
+        }
+        return DOORBELL_OK;
+    }
+    static unsigned progress(void *arg)
+    {
+        auto *q = static_cast<NullQp*>(arg);
+        unsigned n = unsigned(q->pending.size());
+        for (void *c : q->pending) {
+            doorbell_gpu_engine_complete(c, DOORBELL_OK);
+        }
+        q->pending.clear();
+        return n;
+    }
+};
+
+Row run_ring_null(const Options &o, const std::vector<uint8_t> &src)
+{
+    Row row{"ring-only", std::to_string(o.threads) + " CPU thread(s), null QP"};
+    NullQp qp;
+    doorbell_gpu_engine_params_t ep;
+    doorbell_gpu_engine_params_init(&ep);
+    ep.progress     = NullQp::progress;
+    ep.progress_arg = &qp;
+    ep.name         = "null";
+    doorbell_gpu_engine_t *engine = nullptr;
+    doorbell_gpu_queue_t *queue = nullptr;
+    doorbell_gpu_queue_params_t qpar;
+    doorbell_gpu_queue_params_init(&qpar);
+    qpar.post     = NullQp::post;
+    qpar.post_arg = &qp;
+    qpar.size     = 4096;
+    qpar.mode     = DOORBELL_GPU_MODE_DOORBELL;
+    if ((doorbell_gpu_engine_create(&ep, &engine) != DOORBELL_OK) ||
+        (doorbell_gpu_queue_create(engine, &qpar, &queue) != DOORBELL_OK) ||
+        (doorbell_gpu_engine_start(engine) != DOORBELL_OK)) {
+        row.note = "engine setup failed";
+        return row;
+    }
+    const doorbell_gpu_ring_t r = doorbell_gpu_queue_host_ring(queue);
+    uint32_t per_thread = 10 * o.puts / o.threads / o.batch;
+    std::atomic<int> err{0};
+    auto t0 = Clock::now();
+    std::vector<std::thread> th;
+    for (uint32_t t = 0; t < o.threads; ++t) {
+        th.emplace_back([&] {
+            std::vector<doorbell_wqe_t> w(o.batch);
+            uint64_t end = 0;
+            for (uint32_t i = 0; i < per_thread; ++i) {
+                for (uint32_t k = 0; k < o.batch; ++k) {
+                    w[k] = doorbell_gpu_make_put(src.data(), o.bytes, 0x1000, 1);
+                }
+                if (doorbell_gpu_ring_post(r, w.data(), o.batch, &end) != DOORBELL_OK) {
+                    err = 1;
+                    return;
+                }
+            }
+            if (doorbell_gpu_ring_wait_completed(r, end) != DOORBELL_OK) {
+                err = 1;
+            }
+        });
+    }
+    for (auto &t : th) {
+        t.join();
+    }
+    auto t1 = Clock::now();
+    row.mputs = double(per_thread) * o.batch * o.threads / secs(t0, t1) / 1e6;
+    std::vector<double> lat;
+    for (uint32_t i = 0; (i < o.lat) && (err.load() == 0); ++i) {
+        doorbell_wqe_t one = doorbell_gpu_make_put(src.data(), o.bytes, 0x1000, 1);
+        uint64_t end = 0;
+        auto a = Clock::now();
+        if ((doorbell_gpu_ring_post(r, &one, 1, &end) != DOORBELL_OK) ||
+            (doorbell_gpu_ring_wait_completed(r, end) != DOORBELL_OK)) {
+            err = 1;
+        }
+        lat.push_back(std::chrono::duration<double, std::nano>(Clock::now() - a).count());
+    }
+    percentiles(lat, &row);
+    doorbell_gpu_queue_counters_t c;
+    doorbell_gpu_queue_get_counters(queue, &c);
+    row.wqes_per_post = double(c.wqes) / double(std::max<uint64_t>(1, c.posts));
+    if (err.load() != 0) {
+        row.note = "a wait failed";
+    }
+    doorbell_gpu_engine_destroy(engine);
+    return row;
+}
+
 /* CPU threads as producers on the ring: o.threads threads, batches of o.batch. */
 Row run_ring(Env &env, const Options &o, const std::vector<uint8_t> &src,
              doorbell_gpu_mode_t mode)
 {
     Row row{(mode == DOORBELL_GPU_MODE_PROXY) ? "ring-proxy" : "ring-doorbell",
-            std::to_string(o.threads) + " CPU threads"};
+            std::to_string(o.threads) + " CPU thread(s)"};
     Queue q;
     if (!q.open(env, mode, nullptr)) {
         row.note = "queue setup failed";
@@ -337,9 +438,7 @@ Row run_gpu(Env &env, const Options &o, doorbell_gpu_mode_t mode)
     a.local       = src;
     a.remote_addr = env.target.addr;
     a.rkey        = env.target.rkey;
-    a.signal_addr = env.target.addr + kTargetBytes - 8; /* one shared flag word */
-    a.signal_rkey = env.target.rkey;
-    a.signal_op   = DOORBELL_SIGNAL_SET;
+    a.signal_addr = 0; /* plain puts, as the CPU rows */
     doorbell_gpu_kernel_result_t res = {};
     doorbell_status_t st = doorbell_gpu_cuda_run_puts(&ring, &a, &res);
     if ((st == DOORBELL_OK) && (res.status == DOORBELL_OK)) {
@@ -423,6 +522,7 @@ int main(int argc, char **argv)
         r.note += buf;
         rows.push_back(r);
     };
+    rows.push_back(run_ring_null(o, src));
     counted([&] { return run_cpu_posted(env, o, src); });
     counted([&] { return run_ring(env, o, src, DOORBELL_GPU_MODE_DOORBELL); });
     counted([&] { return run_ring(env, o, src, DOORBELL_GPU_MODE_PROXY); });
