@@ -80,10 +80,16 @@ doorbell_gpu_put_batch(const doorbell_gpu_ring_t &r, const doorbell_wqe_t *wqes,
     return doorbell_gpu_ring_post(r, wqes, n, ticket_p);
 }
 
+/* A WQE carries a 32-bit length. */
+#define DOORBELL_GPU_MAX_PUT 0xffffffffull
+
 __device__ __forceinline__ doorbell_status_t
 doorbell_gpu_put(const doorbell_gpu_ring_t &r, const void *local, size_t length,
                  uint64_t remote_addr, uint32_t rkey, doorbell_gpu_ticket_t *ticket_p)
 {
+    if (length > DOORBELL_GPU_MAX_PUT) {
+        return DOORBELL_ERR_INVALID_PARAM;
+    }
     doorbell_wqe_t w = doorbell_gpu_make_put(local, length, remote_addr, rkey);
     return doorbell_gpu_ring_post(r, &w, 1, ticket_p);
 }
@@ -96,6 +102,9 @@ doorbell_gpu_put_signal(const doorbell_gpu_ring_t &r, const void *local, size_t 
                         uint32_t signal_rkey, uint32_t signal_op, uint64_t signal_value,
                         doorbell_gpu_ticket_t *ticket_p)
 {
+    if (length > DOORBELL_GPU_MAX_PUT) {
+        return DOORBELL_ERR_INVALID_PARAM;
+    }
     doorbell_wqe_t w = doorbell_gpu_make_put_signal(local, length, remote_addr, rkey,
                                                     signal_addr, signal_rkey, signal_op,
                                                     signal_value);
@@ -111,12 +120,16 @@ doorbell_gpu_warp_put_batch(const doorbell_gpu_ring_t &r, const doorbell_wqe_t *
     return doorbell_gpu_ring_group_post(g, r, wqes, n, ticket_p, &group_end);
 }
 
+/* A lane with a bad length still takes part in the warp's collective (with
+ * no WQE) and gets DOORBELL_ERR_INVALID_PARAM. */
 __device__ __forceinline__ doorbell_status_t
 doorbell_gpu_warp_put(const doorbell_gpu_ring_t &r, const void *local, size_t length,
                       uint64_t remote_addr, uint32_t rkey, doorbell_gpu_ticket_t *ticket_p)
 {
+    uint32_t n = (length <= DOORBELL_GPU_MAX_PUT) ? 1 : 0;
     doorbell_wqe_t w = doorbell_gpu_make_put(local, length, remote_addr, rkey);
-    return doorbell_gpu_warp_put_batch(r, &w, 1, ticket_p);
+    doorbell_status_t st = doorbell_gpu_warp_put_batch(r, &w, n, ticket_p);
+    return (n == 0) ? DOORBELL_ERR_INVALID_PARAM : st;
 }
 
 __device__ __forceinline__ doorbell_status_t
@@ -125,10 +138,12 @@ doorbell_gpu_warp_put_signal(const doorbell_gpu_ring_t &r, const void *local, si
                              uint32_t signal_rkey, uint32_t signal_op, uint64_t signal_value,
                              doorbell_gpu_ticket_t *ticket_p)
 {
+    uint32_t n = (length <= DOORBELL_GPU_MAX_PUT) ? 1 : 0;
     doorbell_wqe_t w = doorbell_gpu_make_put_signal(local, length, remote_addr, rkey,
                                                     signal_addr, signal_rkey, signal_op,
                                                     signal_value);
-    return doorbell_gpu_warp_put_batch(r, &w, 1, ticket_p);
+    doorbell_status_t st = doorbell_gpu_warp_put_batch(r, &w, n, ticket_p);
+    return (n == 0) ? DOORBELL_ERR_INVALID_PARAM : st;
 }
 
 /* Completion of the calling thread's puts up to ticket. */

@@ -338,6 +338,8 @@ DOORBELL_HD doorbell_status_t doorbell_gpu_ring_group_post(Group &g,
     int32_t st      = DOORBELL_OK;
 
     if (total == 0) {
+        *end_p       = 0; /* nothing to wait for */
+        *group_end_p = 0;
         return DOORBELL_ERR_INVALID_PARAM;
     }
     if (g.is_leader()) {
