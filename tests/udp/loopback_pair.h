@@ -95,6 +95,15 @@ public:
         return qp;
     }
 
+    /// The peer goes away (its QP and iface closed).
+    void close_b()
+    {
+        doorbell_qp_destroy(qb);
+        qb = nullptr;
+        doorbell_iface_close(b);
+        b = nullptr;
+    }
+
     void progress()
     {
         if (a) doorbell_iface_progress(a);
