@@ -40,7 +40,7 @@ tests_rc=${PIPESTATUS[0]}
 skipped=$(grep -c '(Skipped)' "$build/gpu-check-ctest.log")
 
 log "benchmark"
-bench_out=$("$build/ucx_tl/gpu/doorbell-gpu-bench" --puts "$puts" --bytes "$bytes" 2>&1)
+bench_out=$(timeout 150 "$build/ucx_tl/gpu/doorbell-gpu-bench" --puts "$puts" --bytes "$bytes" 2>&1)
 bench_rc=$?
 sample_out="(not built)"
 if [[ -x $build/ucx_tl/gpu/doorbell-gpu-sample ]] && command -v mpirun >/dev/null; then
