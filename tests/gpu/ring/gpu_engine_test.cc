@@ -339,3 +339,25 @@ TEST_F(gpu_engine, put_signal_set_lowers_to_two_ordered_puts)
     doorbell_gpu_engine_progress(engine_);
     EXPECT_EQ(DOORBELL_ERR_UNSUPPORTED, doorbell_gpu_ring_wait_completed(r, end));
 }
+
+/* Doorbell mode: the engine posts what was rung, as rung -- a published but
+ * unrung WQE waits for its doorbell; proxy mode would have taken it. */
+TEST_F(gpu_engine, one_doorbell_is_one_post)
+{
+    doorbell_gpu_queue_t *q = make_queue(16, DOORBELL_GPU_MODE_DOORBELL);
+    const doorbell_gpu_ring_t r = doorbell_gpu_queue_host_ring(q);
+    doorbell_wqe_t a[3] = {tagged_put(0, 0), tagged_put(0, 1), tagged_put(0, 2)};
+    uint64_t end = 0, base = 0;
+    ASSERT_EQ(DOORBELL_OK, doorbell_gpu_ring_post(r, a, 3, &end));
+    ASSERT_EQ(DOORBELL_OK, doorbell_gpu_ring_reserve(r, 2, &base));
+    doorbell_gpu_ring_write(r, base, tagged_put(0, 3));
+    doorbell_gpu_ring_write(r, base + 1, tagged_put(0, 4));
+    doorbell_gpu_engine_progress(engine_);
+    doorbell_gpu_engine_progress(engine_);
+    EXPECT_EQ((std::vector<unsigned>{3}), qp_.batches) << "written but not rung: not posted";
+    doorbell_gpu_ring_doorbell(r, base + 2);
+    doorbell_gpu_engine_progress(engine_);
+    EXPECT_EQ((std::vector<unsigned>{3, 2}), qp_.batches);
+    doorbell_gpu_engine_progress(engine_);
+    EXPECT_EQ(DOORBELL_OK, doorbell_gpu_ring_wait_completed(r, base + 2));
+}
