@@ -45,6 +45,7 @@ struct Options {
     uint32_t batch   = 16;
     uint32_t threads = 2;     ///< CPU producer threads
     uint32_t rto_ms  = 0;     ///< first retransmit timeout; 0 = device default
+    uint32_t idle_spins = 0;  ///< engine passes before yielding; 0 = default
     bool     gpu     = true;
 };
 
@@ -221,14 +222,20 @@ Row run_cpu_posted(Env &env, const Options &o, const std::vector<uint8_t> &src)
 struct Queue {
     doorbell_gpu_engine_t *engine = nullptr;
     doorbell_gpu_queue_t  *queue  = nullptr;
-    bool open(Env &env, doorbell_gpu_mode_t mode, const doorbell_gpu_memory_ops_t *memory)
+    bool open(Env &env, const Options &o, doorbell_gpu_mode_t mode,
+              const doorbell_gpu_memory_ops_t *memory)
     {
+        doorbell_gpu_engine_params_t ep;
+        doorbell_gpu_engine_params_init(&ep);
+        if (o.idle_spins != 0) {
+            ep.idle_spins = o.idle_spins;
+        }
         doorbell_gpu_queue_params_t qp;
         doorbell_gpu_queue_params_init(&qp);
         qp.size   = 4096;
         qp.mode   = mode;
         qp.memory = memory;
-        return (doorbell_gpu_engine_create_for_iface(env.iface, "lo", nullptr, &engine) ==
+        return (doorbell_gpu_engine_create_for_iface(env.iface, "lo", &ep, &engine) ==
                 DOORBELL_OK) &&
                (doorbell_gpu_queue_create_for_peer(engine, env.target.dev, env.target.ifa, &qp,
                                                    &queue) == DOORBELL_OK) &&
@@ -280,6 +287,9 @@ Row run_ring_null(const Options &o, const std::vector<uint8_t> &src)
     NullQp qp;
     doorbell_gpu_engine_params_t ep;
     doorbell_gpu_engine_params_init(&ep);
+    if (o.idle_spins != 0) {
+        ep.idle_spins = o.idle_spins;
+    }
     ep.progress     = NullQp::progress;
     ep.progress_arg = &qp;
     ep.name         = "null";
@@ -354,7 +364,7 @@ Row run_ring(Env &env, const Options &o, const std::vector<uint8_t> &src,
     Row row{(mode == DOORBELL_GPU_MODE_PROXY) ? "ring-proxy" : "ring-doorbell",
             std::to_string(o.threads) + " CPU thread(s)"};
     Queue q;
-    if (!q.open(env, mode, nullptr)) {
+    if (!q.open(env, o, mode, nullptr)) {
         row.note = "queue setup failed";
         return row;
     }
@@ -418,7 +428,7 @@ Row run_gpu(Env &env, const Options &o, doorbell_gpu_mode_t mode)
     Row row{(mode == DOORBELL_GPU_MODE_PROXY) ? "gpu-proxy" : "gpu-doorbell",
             "GPU 4x128 threads, warp puts"};
     Queue q;
-    if (!q.open(env, mode, doorbell_gpu_cuda_memory())) {
+    if (!q.open(env, o, mode, doorbell_gpu_cuda_memory())) {
         row.note = "queue setup failed";
         return row;
     }
@@ -460,7 +470,8 @@ Row run_gpu(Env &env, const Options &o, doorbell_gpu_mode_t mode)
 void usage()
 {
     std::printf("usage: doorbell-gpu-bench [--puts N] [--lat N] [--bytes B] [--batch N]\n"
-                "                          [--threads N] [--rto-ms MS] [--no-gpu]\n");
+                "                          [--threads N] [--rto-ms MS] [--engine-spins N]\n"
+                "                          [--no-gpu]\n");
 }
 
 } /* namespace */
@@ -479,6 +490,7 @@ int main(int argc, char **argv)
         else if (a == "--batch")   o.batch = next();
         else if (a == "--threads") o.threads = next();
         else if (a == "--rto-ms")  o.rto_ms = next();
+        else if (a == "--engine-spins") o.idle_spins = next();
         else if (a == "--no-gpu")  o.gpu = false;
         else { usage(); return (a == "-h" || a == "--help") ? 0 : 2; }
     }
