@@ -106,7 +106,8 @@ typedef struct doorbell_coll_transport_ops {
     /* Wait until every put issued so far no longer reads its source. */
     int (*quiet)(void *ctx);
     /* One pass of progress (delivers incoming puts where the transport
-     * needs the target's help). Nonzero when the transport failed. */
+     * needs the target's help). Returns how many events it handled (>= 0),
+     * negative when the transport failed. */
     int (*progress)(void *ctx);
 } doorbell_coll_transport_ops_t;
 
@@ -125,7 +126,7 @@ typedef struct doorbell_coll_team {
     const int     *leaf_of;             /* leaf id per rank, or NULL (no leaf level) */
     uint64_t      seq;                  /* rounds done; starts at 0 on every rank */
     uint64_t      timeout_ns;           /* a wait longer than this fails; 0 = never */
-    int           yield;                /* 1: yield the CPU while polling */
+    int           yield;                /* 1: yield the CPU after idle polls */
 } doorbell_coll_team_t;
 
 /* Size thresholds that `auto` uses (bytes of the whole message). */

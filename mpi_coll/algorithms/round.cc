@@ -9,6 +9,8 @@
 
 namespace doorbell::coll {
 
+static constexpr unsigned kIdlePollsBeforeYield = 16;  ///< polls with no event
+
 Status make_error(int code, const char *fmt, ...) {
   char buf[512];
   va_list ap;
@@ -52,15 +54,22 @@ Status Round::wait(int peer, uint32_t slot) {
     return {};
   using clock = std::chrono::steady_clock;
   auto start = clock::now();
+  unsigned idle = 0;
   for (unsigned spins = 1;; spins++) {
-    if (team_.ops->progress(team_.ctx) != 0)
+    int events = team_.ops->progress(team_.ctx);
+    if (events < 0)
       return make_error(DOORBELL_COLL_ERR_TRANSPORT,
                         "rank %d: transport failed while waiting for rank %d (round %llu)",
                         team_.rank, peer, static_cast<unsigned long long>(seq_));
     if (__atomic_load_n(flag, __ATOMIC_ACQUIRE) >= seq_)
       return {};
-    if (team_.yield)
+    // Oversubscribed: give the core away only after a run of idle polls,
+    // a yield under load costs a whole time slice.
+    idle = events > 0 ? 0 : idle + 1;
+    if (team_.yield && idle >= kIdlePollsBeforeYield) {
       std::this_thread::yield();
+      idle = 0;
+    }
     if (team_.timeout_ns != 0 && spins % 64 == 0) {
       auto waited = std::chrono::duration_cast<std::chrono::nanoseconds>(clock::now() - start);
       if (static_cast<uint64_t>(waited.count()) > team_.timeout_ns)

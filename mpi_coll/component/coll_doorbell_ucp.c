@@ -282,9 +282,10 @@ static int mca_coll_doorbell_quiet(void *ctx)
 static int mca_coll_doorbell_progress_op(void *ctx)
 {
     mca_coll_doorbell_team_t *team = ctx;
+    unsigned events;
 
-    ucp_worker_progress(mca_coll_doorbell_component.ucp.worker);
-    return team->failed ? -1 : 0;
+    events = ucp_worker_progress(mca_coll_doorbell_component.ucp.worker);
+    return team->failed ? -1 : (int)events;
 }
 
 static const doorbell_coll_transport_ops_t mca_coll_doorbell_ops = {

@@ -69,11 +69,11 @@ int FakeFabric::put_signal(void *ctx, int peer, const void *src, size_t len, siz
 
 int FakeFabric::progress(void *ctx) {
   auto *ep = static_cast<Endpoint *>(ctx);
-  for (;;) {
+  for (int events = 0;; events++) {
     Put p;
     {
       std::lock_guard<std::mutex> lock(ep->mu);
-      if (ep->inbox.empty()) return 0;
+      if (ep->inbox.empty()) return events;
       p = ep->inbox.front();
       ep->inbox.pop_front();
     }
