@@ -71,6 +71,8 @@ typedef struct mca_coll_doorbell_team {
     size_t               region_len;
     ucp_ep_h             *eps;     /* by communicator rank */
     ucp_rkey_h           *rkeys;
+    void                 **rptr;   /* peer region mapped here, or NULL */
+    int                  own_region; /* region from posix_memalign */
     uint64_t             *remote_base;
     int                  *node_of;
     int                  *leaf_of;

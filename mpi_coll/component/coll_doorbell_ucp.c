@@ -229,6 +229,14 @@ static int mca_coll_doorbell_put_signal(void *ctx, int peer, const void *src,
         offset + len > flags_off || slot >= 2 * team->super.flag_half) {
         return -1;
     }
+    if (team->rptr[peer] != NULL) {
+        /* Mapped peer: copy, then publish the flag with release order. */
+        char *base = team->rptr[peer];
+        memcpy(base + offset, src, len);
+        __atomic_store_n((uint64_t *)(base + flags_off) + slot, value,
+                         __ATOMIC_RELEASE);
+        return 0;
+    }
     memset(&param, 0, sizeof(param));
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     param.cb.send      = mca_coll_doorbell_put_done;
@@ -309,9 +317,12 @@ void mca_coll_doorbell_team_destroy(mca_coll_doorbell_team_t *team)
         }
     }
     if (team->memh != NULL) {
-        ucp_mem_unmap(u->context, team->memh);
+        ucp_mem_unmap(u->context, team->memh);    /* frees a UCP allocation */
     }
-    free(team->region);
+    if (team->own_region) {
+        free(team->region);
+    }
+    free(team->rptr);
     free(team->eps);
     free(team->rkeys);
     free(team->remote_base);
@@ -368,10 +379,34 @@ static int mca_coll_doorbell_team_local(mca_coll_doorbell_team_t *team, int n)
     team->super.scratch_half = cm->scratch_size;
     team->region_len = 2 * cm->scratch_size +
                        2 * (size_t)team->super.flag_half * sizeof(uint64_t);
+    /* Let UCP allocate the region (shared memory when a shared-memory
+     * transport is enabled): peers on this node then map it and write with
+     * plain stores (ucp_rkey_ptr), no protocol in the way. */
+    memset(&mp, 0, sizeof(mp));
+    mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS |
+                    UCP_MEM_MAP_PARAM_FIELD_LENGTH |
+                    UCP_MEM_MAP_PARAM_FIELD_FLAGS;
+    mp.address    = NULL;
+    mp.length     = team->region_len;
+    mp.flags      = UCP_MEM_MAP_ALLOCATE;
+    status = ucp_mem_map(cm->ucp.context, &mp, &team->memh);
+    if (status == UCS_OK) {
+        ucp_mem_attr_t attr;
+
+        attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS;
+        if (ucp_mem_query(team->memh, &attr) == UCS_OK) {
+            team->region = attr.address;
+            memset(team->region, 0, team->region_len);
+            return OMPI_SUCCESS;
+        }
+        ucp_mem_unmap(cm->ucp.context, team->memh);
+    }
+    /* Plain memory, registered. */
     if (posix_memalign(&team->region, 4096, team->region_len) != 0) {
         team->region = NULL;
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
+    team->own_region = 1;
     memset(team->region, 0, team->region_len);
     memset(&mp, 0, sizeof(mp));
     mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS |
@@ -399,7 +434,7 @@ int mca_coll_doorbell_team_create(mca_coll_doorbell_module_t *module,
     char *blobs = NULL, *hosts = NULL, *mine;
     void *blob = NULL;
     size_t blob_len = 0;
-    int i, rc, local_ok, have_leaves = 0;
+    int i, rc, local_ok, have_leaves = 0, mapped = 0;
 
     team = calloc(1, sizeof(*team));
     if (team == NULL) {
@@ -446,7 +481,9 @@ int mca_coll_doorbell_team_create(mca_coll_doorbell_module_t *module,
     team->remote_base = calloc(n, sizeof(*team->remote_base));
     team->node_of     = calloc(n, sizeof(int));
     team->leaf_of     = calloc(n, sizeof(int));
+    team->rptr        = calloc(n, sizeof(*team->rptr));
     if (!blobs || !hosts || !team->eps || !team->rkeys || !team->remote_base ||
+        !team->rptr ||
         !team->node_of || !team->leaf_of) {
         rc = OMPI_ERR_OUT_OF_RESOURCE;
         goto err;
@@ -496,6 +533,12 @@ int mca_coll_doorbell_team_create(mca_coll_doorbell_module_t *module,
             goto err;
         }
         team->remote_base[i] = hdr.base;
+        /* Same node and shared memory: write through a mapping. */
+        if (ucp_rkey_ptr(team->rkeys[i], hdr.base, &team->rptr[i]) != UCS_OK) {
+            team->rptr[i] = NULL;
+        } else {
+            mapped++;
+        }
     }
     rc = mca_coll_doorbell_topology(module, hosts, DOORBELL_HOSTNAME_LEN,
                                     team->node_of, team->leaf_of, &have_leaves);
@@ -514,9 +557,10 @@ int mca_coll_doorbell_team_create(mca_coll_doorbell_module_t *module,
     team->super.timeout_ns = (uint64_t)cm->timeout_ms * 1000000ull;
     team->super.yield      = opal_progress_yield_when_idle ? 1 : 0;
     DOORBELL_VERBOSE(2, "comm %s (cid %u): team of %d ready, %zu scratch bytes "
-                     "per half, %u flags, leaves %s", comm->c_name,
-                     comm->c_contextid, n, team->super.scratch_half,
-                     team->super.flag_half, have_leaves ? "yes" : "no");
+                     "per half, %u flags, leaves %s, %d peers mapped, %d by "
+                     "UCP puts", comm->c_name, comm->c_contextid, n,
+                     team->super.scratch_half, team->super.flag_half,
+                     have_leaves ? "yes" : "no", mapped, n - 1 - mapped);
     free(lens);
     free(blobs);
     free(hosts);

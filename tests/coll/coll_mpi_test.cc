@@ -75,6 +75,24 @@ TEST_P(CollMpi, ChecksPassOnDoorbell) {
 
 INSTANTIATE_TEST_SUITE_P(Np, CollMpi, ::testing::Values(2, 3, 4, 5));
 
+// Without shared memory every byte goes through UCP puts (fence, flag put,
+// local completion) over tcp: the path a network transport takes.
+TEST(CollMpiUcpPuts, ChecksPassOverTcpPuts) {
+  skip_without_mpirun();
+  MpiRun r = run(mpirun(4, "--mca coll_doorbell_verbose 2 --mca coll_doorbell_tls tcp,self", "3"));
+  ASSERT_EQ(r.status, 0) << r.out.substr(r.out.size() > 6000 ? r.out.size() - 6000 : 0);
+  EXPECT_NE(r.out.find("CHECK OK"), std::string::npos);
+  EXPECT_GE(count(r.out, "0 peers mapped, 3 by UCP puts"), 4u);
+}
+
+// With shared memory, peers on the node are written through mappings.
+TEST(CollMpiUcpPuts, SharedMemoryPeersAreMapped) {
+  skip_without_mpirun();
+  MpiRun r = run(mpirun(3, "--mca coll_doorbell_verbose 2", "1"));
+  ASSERT_EQ(r.status, 0) << r.out.substr(0, 4000);
+  EXPECT_GE(count(r.out, "2 peers mapped, 0 by UCP puts"), 3u);
+}
+
 class CollMpiAlgorithm : public ::testing::TestWithParam<const char *> {};
 
 // Every algorithm forced, on 4 ranks emulating two nodes and two leaves.
