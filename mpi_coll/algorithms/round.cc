@@ -9,7 +9,7 @@
 
 namespace doorbell::coll {
 
-static constexpr unsigned kIdlePollsBeforeYield = 16;  ///< polls with no event
+static constexpr unsigned kIdlePollsBeforeYield = 1;  ///< polls with no event
 
 Status make_error(int code, const char *fmt, ...) {
   char buf[512];
@@ -63,8 +63,8 @@ Status Round::wait(int peer, uint32_t slot) {
                         team_.rank, peer, static_cast<unsigned long long>(seq_));
     if (__atomic_load_n(flag, __ATOMIC_ACQUIRE) >= seq_)
       return {};
-    // Oversubscribed: give the core away only after a run of idle polls,
-    // a yield under load costs a whole time slice.
+    // Oversubscribed: the peer we wait for may need this core; give it
+    // away as soon as a poll finds nothing (as opal_progress does).
     idle = events > 0 ? 0 : idle + 1;
     if (team_.yield && idle >= kIdlePollsBeforeYield) {
       std::this_thread::yield();

@@ -73,6 +73,7 @@ typedef struct mca_coll_doorbell_team {
     ucp_rkey_h           *rkeys;
     void                 **rptr;   /* peer region mapped here, or NULL */
     int                  own_region; /* region from posix_memalign */
+    int                  ucp_peers;  /* peers reached by UCP puts */
     uint64_t             *remote_base;
     int                  *node_of;
     int                  *leaf_of;

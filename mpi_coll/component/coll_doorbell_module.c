@@ -9,6 +9,9 @@
 
 #include "ompi/constants.h"
 #include "ompi/runtime/mpiruntime.h"
+#include "opal/util/info.h"
+
+#include <string.h>
 
 /* Save the lower module's function and retain it (released in destruct). */
 #define SAVE_PREV_COLL_API(__api)                                             \
@@ -75,6 +78,23 @@ static int mca_coll_doorbell_module_enable(mca_coll_base_module_t *base,
     return OMPI_SUCCESS;
 }
 
+/* The info key "doorbell_coll" = "off" (MPI_Comm_dup_with_info) keeps the
+ * component off one communicator, e.g. to compare against the stock
+ * collectives in the same run. */
+static int mca_coll_doorbell_info_off(struct ompi_communicator_t *comm)
+{
+    char value[16];
+    int flag = 0;
+
+    if (comm->super.s_info == NULL ||
+        opal_info_get(comm->super.s_info, "doorbell_coll", sizeof(value) - 1,
+                      value, &flag) != OPAL_SUCCESS || !flag) {
+        return 0;
+    }
+    return strcmp(value, "off") == 0 || strcmp(value, "false") == 0 ||
+           strcmp(value, "0") == 0;
+}
+
 mca_coll_base_module_t *
 mca_coll_doorbell_comm_query(struct ompi_communicator_t *comm, int *priority)
 {
@@ -92,6 +112,10 @@ mca_coll_doorbell_comm_query(struct ompi_communicator_t *comm, int *priority)
     if (ompi_comm_size(comm) < cm->np) {
         DOORBELL_VERBOSE(5, "comm %s: size %d below coll_doorbell_np %d",
                          comm->c_name, ompi_comm_size(comm), cm->np);
+        return NULL;
+    }
+    if (mca_coll_doorbell_info_off(comm)) {
+        DOORBELL_VERBOSE(5, "comm %s: info doorbell_coll=off", comm->c_name);
         return NULL;
     }
     if (ompi_mpi_thread_multiple) {

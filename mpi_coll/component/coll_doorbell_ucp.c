@@ -292,6 +292,9 @@ static int mca_coll_doorbell_progress_op(void *ctx)
     mca_coll_doorbell_team_t *team = ctx;
     unsigned events;
 
+    if (team->ucp_peers == 0) {
+        return 0;        /* every peer writes through a mapping */
+    }
     events = ucp_worker_progress(mca_coll_doorbell_component.ucp.worker);
     return team->failed ? -1 : (int)events;
 }
@@ -546,6 +549,7 @@ int mca_coll_doorbell_team_create(mca_coll_doorbell_module_t *module,
         goto err;
     }
 
+    team->ucp_peers        = n - 1 - mapped;
     team->super.ops        = &mca_coll_doorbell_ops;
     team->super.ctx        = team;
     team->super.scratch    = team->region;
