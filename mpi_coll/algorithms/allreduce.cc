@@ -39,6 +39,8 @@ Need need(const doorbell_coll_team_t &team, const doorbell_coll_tuning_t &tuning
     p.pipeline = p.spine_ring ? ring_pipeline(p.hier.spine.size(), seg, tuning.pipeline_block) : 1;
     return {hierarchical_scratch(p.hier, seg, p.spine_ring, p.pipeline),
             hierarchical_flags(p.hier, p.spine_ring, p.pipeline)};
+  case DOORBELL_COLL_ALG_DIRECT:
+    return {direct_scratch(n, seg.bytes()), direct_flags(n)};
   default:
     return {recursive_doubling_scratch(n, seg.bytes()), recursive_doubling_flags(n)};
   }
@@ -105,6 +107,7 @@ Status run(doorbell_coll_team_t &team, const doorbell_coll_tuning_t &tuning,
     switch (p.alg) {
     case DOORBELL_COLL_ALG_RING: st = ring(r, all, {}, seg, p.pipeline); break;
     case DOORBELL_COLL_ALG_RABENSEIFNER: st = rabenseifner(r, all, {}, seg); break;
+    case DOORBELL_COLL_ALG_DIRECT: st = direct(r, all, {}, seg); break;
     case DOORBELL_COLL_ALG_HIERARCHICAL:
       st = hierarchical(r, p.hier, seg, p.spine_ring, p.pipeline);
       break;
@@ -125,6 +128,7 @@ extern "C" {
 
 void doorbell_coll_tuning_default(doorbell_coll_tuning_t *tuning_p) {
   tuning_p->small_max = 16384;
+  tuning_p->direct_max_ranks = 8;
   tuning_p->hier_max = 262144;
   tuning_p->ring_min = 1048576;
   tuning_p->pipeline_block = 262144;
@@ -162,7 +166,8 @@ doorbell_coll_algorithm_t doorbell_coll_select(const doorbell_coll_team_t *team,
   if (multi_node && shared_node && bytes <= tuning->hier_max)
     return DOORBELL_COLL_ALG_HIERARCHICAL;
   if (bytes <= tuning->small_max)
-    return DOORBELL_COLL_ALG_RECURSIVE_DOUBLING;
+    return team->size <= tuning->direct_max_ranks ? DOORBELL_COLL_ALG_DIRECT
+                                                  : DOORBELL_COLL_ALG_RECURSIVE_DOUBLING;
   if (bytes >= tuning->ring_min || !is_pow2(team->size))
     return DOORBELL_COLL_ALG_RING;
   return DOORBELL_COLL_ALG_RABENSEIFNER;
@@ -170,7 +175,8 @@ doorbell_coll_algorithm_t doorbell_coll_select(const doorbell_coll_team_t *team,
 
 const char *doorbell_coll_algorithm_name(doorbell_coll_algorithm_t alg) {
   static const char *names[] = {"auto", "recursive_doubling", "ring", "rabenseifner",
-                                "hierarchical"};
+                                "hierarchical", "direct"};
+  static_assert(sizeof(names) / sizeof(names[0]) == DOORBELL_COLL_ALG_COUNT);
   return alg >= 0 && alg < DOORBELL_COLL_ALG_COUNT ? names[alg] : "unknown";
 }
 

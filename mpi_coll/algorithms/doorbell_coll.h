@@ -93,6 +93,7 @@ typedef enum doorbell_coll_algorithm {
     DOORBELL_COLL_ALG_RING,
     DOORBELL_COLL_ALG_RABENSEIFNER,
     DOORBELL_COLL_ALG_HIERARCHICAL,
+    DOORBELL_COLL_ALG_DIRECT,     /* one step: all-to-all, fold in rank order */
     DOORBELL_COLL_ALG_COUNT
 } doorbell_coll_algorithm_t;
 
@@ -131,7 +132,8 @@ typedef struct doorbell_coll_team {
 
 /* Size thresholds that `auto` uses (bytes of the whole message). */
 typedef struct doorbell_coll_tuning {
-    size_t small_max;        /* <= : recursive doubling (or hierarchical) */
+    size_t small_max;        /* <= : direct (few ranks), recursive doubling */
+    int    direct_max_ranks; /* direct exchange up to this many ranks */
     size_t hier_max;         /* <= : hierarchical when ranks span nodes */
     size_t ring_min;         /* >= : ring, else Rabenseifner (2^k ranks) */
     size_t pipeline_block;   /* ring sub-block size, 0 = no pipelining */

@@ -90,6 +90,12 @@ size_t recursive_doubling_scratch(int n, size_t bytes);
 uint32_t recursive_doubling_flags(int n);
 Status recursive_doubling(Round &r, const Group &g, Base base, const Segment &seg);
 
+// Direct exchange: one step, every rank writes to every other and folds
+// all inputs in rank order.
+size_t direct_scratch(int n, size_t bytes);
+uint32_t direct_flags(int n);
+Status direct(Round &r, const Group &g, Base base, const Segment &seg);
+
 // Ring: reduce-scatter then allgather in n-1 steps each, chunks split into
 // `pipeline` sub-blocks that move on as soon as they are reduced.
 size_t ring_scratch(int n, const Segment &seg);

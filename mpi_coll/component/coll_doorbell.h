@@ -47,7 +47,8 @@ typedef struct mca_coll_doorbell_component_t {
     int      np;                   /* coll_doorbell_np: smallest communicator */
     char     *algorithm_str;       /* coll_doorbell_allreduce_algorithm */
     doorbell_coll_algorithm_t algorithm;
-    size_t   small_max;            /* bytes; recursive doubling up to here */
+    size_t   small_max;            /* bytes; direct / recursive doubling up to here */
+    int      direct_max_ranks;     /* direct exchange up to this many ranks */
     size_t   hier_max;             /* bytes; hierarchical up to here */
     size_t   ring_min;             /* bytes; ring from here */
     size_t   pipeline_block;       /* bytes per ring sub-block */

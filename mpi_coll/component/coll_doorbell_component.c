@@ -36,7 +36,7 @@ mca_coll_doorbell_component_t mca_coll_doorbell_component = {
     2,          /* doorbell_np */
     NULL,       /* doorbell_allreduce_algorithm */
     DOORBELL_COLL_ALG_AUTO,
-    0, 0, 0, 0, /* thresholds: set from doorbell_coll_tuning_default() */
+    0, 0, 0, 0, 0, /* thresholds: set from doorbell_coll_tuning_default() */
     4194304,    /* doorbell_scratch_size */
     NULL,       /* doorbell_tls */
     30000,      /* doorbell_timeout (ms) */
@@ -47,7 +47,7 @@ mca_coll_doorbell_component_t mca_coll_doorbell_component = {
 };
 
 static const char *algorithm_names =
-    "auto|recursive_doubling|ring|rabenseifner|hierarchical";
+    "auto|recursive_doubling|ring|rabenseifner|hierarchical|direct";
 
 static void reg_int(const char *name, const char *desc, int *storage)
 {
@@ -80,6 +80,7 @@ static int mca_coll_doorbell_register(void)
 
     doorbell_coll_tuning_default(&defaults);
     cm->small_max      = defaults.small_max;
+    cm->direct_max_ranks = defaults.direct_max_ranks;
     cm->hier_max       = defaults.hier_max;
     cm->ring_min       = defaults.ring_min;
     cm->pipeline_block = defaults.pipeline_block;
@@ -97,10 +98,13 @@ static int mca_coll_doorbell_register(void)
     reg_int("np", "Smallest communicator the component serves",
             &cm->np);
     reg_string("allreduce_algorithm", "Allreduce algorithm: "
-               "auto|recursive_doubling|ring|rabenseifner|hierarchical",
+               "auto|recursive_doubling|ring|rabenseifner|hierarchical|direct",
                &cm->algorithm_str);
-    reg_size("small_max", "auto: messages up to this many bytes use "
-             "recursive doubling", &cm->small_max);
+    reg_size("small_max", "auto: messages up to this many bytes use the "
+             "direct exchange (up to direct_max_ranks ranks) or recursive "
+             "doubling", &cm->small_max);
+    reg_int("direct_max_ranks", "auto: largest communicator that uses the "
+            "one-step direct exchange for small messages", &cm->direct_max_ranks);
     reg_size("hier_max", "auto: messages up to this many bytes use the "
              "hierarchical algorithm when ranks share nodes and span "
              "several", &cm->hier_max);

@@ -22,7 +22,8 @@ constexpr size_t kHalf = 1 << 20;  ///< scratch bytes per half in most tests
 
 const doorbell_coll_algorithm_t kAlgorithms[] = {
     DOORBELL_COLL_ALG_RECURSIVE_DOUBLING, DOORBELL_COLL_ALG_RING,
-    DOORBELL_COLL_ALG_RABENSEIFNER, DOORBELL_COLL_ALG_HIERARCHICAL, DOORBELL_COLL_ALG_AUTO};
+    DOORBELL_COLL_ALG_RABENSEIFNER, DOORBELL_COLL_ALG_HIERARCHICAL, DOORBELL_COLL_ALG_DIRECT,
+    DOORBELL_COLL_ALG_AUTO};
 
 doorbell_coll_tuning_t tuning() {
   doorbell_coll_tuning_t t;
@@ -31,6 +32,7 @@ doorbell_coll_tuning_t tuning() {
   t.hier_max = 4096;
   t.ring_min = 2048;
   t.pipeline_block = 64;    // several sub-blocks per chunk
+  t.direct_max_ranks = 4;
   return t;
 }
 
@@ -235,7 +237,8 @@ TEST(SchedulesDeterminism, RepeatedRunsGiveTheSameBits) {
 // instead of hanging.
 TEST(SchedulesErrors, DeadPeerTimesOut) {
   for (auto alg : {DOORBELL_COLL_ALG_RECURSIVE_DOUBLING, DOORBELL_COLL_ALG_RING,
-                   DOORBELL_COLL_ALG_RABENSEIFNER, DOORBELL_COLL_ALG_HIERARCHICAL}) {
+                   DOORBELL_COLL_ALG_RABENSEIFNER, DOORBELL_COLL_ALG_HIERARCHICAL,
+                   DOORBELL_COLL_ALG_DIRECT}) {
     const int n = 4;
     FakeFabric fabric(n, kHalf, doorbell_coll_flags_needed(n));
     fabric.timeout_ns = 200'000'000;
@@ -290,7 +293,7 @@ TEST(SchedulesSelect, AutoFollowsSizeSizeAndTopology) {
   FakeFabric f4(4, kHalf, 64);
   doorbell_coll_team_t team = f4.team(0);
   EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 8),
-            DOORBELL_COLL_ALG_RECURSIVE_DOUBLING);
+            DOORBELL_COLL_ALG_DIRECT);
   EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 1024),
             DOORBELL_COLL_ALG_RABENSEIFNER);
   EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 1 << 20),
@@ -303,9 +306,11 @@ TEST(SchedulesSelect, AutoFollowsSizeSizeAndTopology) {
   f4.set_topology({0, 0, 0, 0}, {});  // one node: nothing to aggregate
   team = f4.team(0);
   EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 8),
-            DOORBELL_COLL_ALG_RECURSIVE_DOUBLING);
+            DOORBELL_COLL_ALG_DIRECT);
   FakeFabric f5(5, kHalf, 64);
   team = f5.team(0);
+  EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 8),
+            DOORBELL_COLL_ALG_RECURSIVE_DOUBLING);  // more ranks than direct_max_ranks
   EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 1024),
             DOORBELL_COLL_ALG_RING);
 }
