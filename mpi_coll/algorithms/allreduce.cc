@@ -127,10 +127,10 @@ using namespace doorbell::coll;
 extern "C" {
 
 void doorbell_coll_tuning_default(doorbell_coll_tuning_t *tuning_p) {
-  tuning_p->small_max = 16384;
+  tuning_p->small_max = 65536;
   tuning_p->direct_max_ranks = 8;
   tuning_p->hier_max = 262144;
-  tuning_p->ring_min = 1048576;
+  tuning_p->ring_min = 131072;
   tuning_p->pipeline_block = 262144;
 }
 
