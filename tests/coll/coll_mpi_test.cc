@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdio>
+#include <regex>
 #include <string>
 
 namespace {
@@ -39,7 +40,10 @@ std::string mpirun(int np, const std::string &extra, const std::string &args = "
                     (extra.find("coll_doorbell_tls") == std::string::npos
                          ? " --mca coll_doorbell_tls posix,sysv,self,tcp"
                          : "") +
-                    " --mca coll_doorbell_timeout 60000 " + extra + " " DOORBELL_COLL_CHECK " " +
+                    (extra.find("coll_doorbell_timeout") == std::string::npos
+                         ? " --mca coll_doorbell_timeout 60000 "
+                         : " ") +
+                    extra + " " DOORBELL_COLL_CHECK " " +
                     args;
   return cmd;
 }
@@ -140,6 +144,22 @@ TEST(CollMpiFallback, MissingTransportFallsBackCollectively) {
   ASSERT_EQ(r.status, 0) << r.out.substr(0, 4000);
   EXPECT_NE(r.out.find("CHECK OK"), std::string::npos);
   EXPECT_NE(r.out.find("falling back"), std::string::npos) << r.out.substr(0, 4000);
+}
+
+// A rank that stalls past coll_doorbell_timeout: the others get MPI_ERR_OTHER
+// through the communicator's error handler (MPI_ERRORS_RETURN), and the
+// error line names the silent rank, instead of hanging.
+TEST(CollMpiErrors, StalledPeerReturnsAnError) {
+  skip_without_mpirun();
+  MpiRun r = run(mpirun(3, "--mca coll_doorbell_timeout 300", "1 stall"));
+  ASSERT_EQ(r.status, 0) << r.out.substr(0, 4000);
+  // Ranks 0 and 1 waited for the stalled rank 2: their class is MPI_ERR_OTHER.
+  std::regex line(R"(STALL rank ([01]) class (\d+) \(MPI_ERR_OTHER is (\d+)\))");
+  size_t errors = 0;
+  for (std::sregex_iterator it(r.out.begin(), r.out.end(), line), end; it != end; ++it)
+    if ((*it)[2] == (*it)[3]) errors++;
+  EXPECT_EQ(errors, 2u) << r.out.substr(0, 4000);
+  EXPECT_NE(r.out.find("no signal from rank"), std::string::npos) << r.out.substr(0, 4000);
 }
 
 // ompi_info shows every parameter.

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int failures, cases;
 
@@ -270,6 +271,28 @@ static void run_all(MPI_Comm comm, int seed, int big)
     }
 }
 
+/* A peer that stalls: the last rank enters the allreduce long after the
+ * others; with a short coll_doorbell_timeout they must get an MPI error back
+ * (MPI_ERRORS_RETURN) instead of waiting. Prints "STALL rank <r> class <c>". */
+static int stall(void)
+{
+    int me, n, rc, cls;
+    double x = 1, y = 0;
+
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); /* set up */
+    if (me == n - 1) {
+        sleep(3);
+    }
+    rc = MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Error_class(rc, &cls);
+    printf("STALL rank %d class %d (MPI_ERR_OTHER is %d)\n", me, cls, MPI_ERR_OTHER);
+    fflush(stdout);
+    MPI_Finalize();
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int me, i, loops = argc > 1 ? atoi(argv[1]) : 20, total_cases, total_fail;
@@ -277,6 +300,9 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    if (argc > 2 && strcmp(argv[2], "stall") == 0) {
+        return stall();
+    }
 
     run_all(MPI_COMM_WORLD, 1, 1);
     /* Communicators created and freed in a loop. */
