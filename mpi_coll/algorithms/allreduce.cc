@@ -77,13 +77,17 @@ Status run(doorbell_coll_team_t &team, const doorbell_coll_tuning_t &tuning,
   if (recvbuf == nullptr || count > std::numeric_limits<size_t>::max() / esize)
     return make_error(DOORBELL_COLL_ERR_INVALID, "rank %d: invalid buffer or count %zu",
                       team.rank, count);
-  if (sendbuf != nullptr && sendbuf != recvbuf)
+  Plan p;
+  p.alg = team.size == 1 ? DOORBELL_COLL_ALG_RECURSIVE_DOUBLING
+                         : doorbell_coll_select(&team, &tuning, requested, count * esize);
+  // The ring reads the send buffer itself; the others reduce in recvbuf.
+  const bool read_send = p.alg == DOORBELL_COLL_ALG_RING && sendbuf != nullptr &&
+                         sendbuf != recvbuf;
+  if (sendbuf != nullptr && sendbuf != recvbuf && !read_send)
     std::memcpy(recvbuf, sendbuf, count * esize);
   if (team.size == 1)
     return {};
 
-  Plan p;
-  p.alg = doorbell_coll_select(&team, &tuning, requested, count * esize);
   if (p.alg == DOORBELL_COLL_ALG_HIERARCHICAL)
     p.hier = make_hierarchy(team);
   Segment whole{static_cast<unsigned char *>(recvbuf), count, esize, dtype, op};
@@ -91,6 +95,7 @@ Status run(doorbell_coll_team_t &team, const doorbell_coll_tuning_t &tuning,
   for (size_t done = 0; done < count; done += per_round) {
     Segment seg = whole;
     seg.buf = whole.at(done);
+    if (read_send) seg.in = static_cast<const unsigned char *>(sendbuf) + done * esize;
     seg.count = std::min(per_round, count - done);
     Need nd = need(team, tuning, p, seg);
     if (nd.bytes > team.scratch_half || nd.flags > team.flag_half)

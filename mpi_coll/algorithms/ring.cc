@@ -72,7 +72,7 @@ Status ring(Round &r, const Group &g, Base base, const Segment &seg, int pipelin
     Span sub = part(own.count, P, b);
     sub.start += own.start;
     if (sub.count == 0) continue;
-    if (!(st = r.put(right, seg.at(sub.start), sub.count * seg.esize, off(0, own, sub),
+    if (!(st = r.put(right, seg.in_at(sub.start), sub.count * seg.esize, off(0, own, sub),
                      flag(0, b))).ok())
       return st;
   }
@@ -86,14 +86,15 @@ Status ring(Round &r, const Group &g, Base base, const Segment &seg, int pipelin
       if (sub.count == 0) continue;
       if (!(st = r.wait(left, flag(s, b))).ok()) return st;
       unsigned char *in = r.at(off(s, chunk, sub));
-      unsigned char *mine = seg.at(sub.start);
+      const unsigned char *mine = seg.in_at(sub.start);
+      unsigned char *out = seg.at(sub.start);
       size_t len = sub.count * seg.esize;
       if (s < n - 2) {
         reduce(seg.dtype, seg.op, in, mine, in, sub.count);
         st = r.put(right, in, len, off(s + 1, chunk, sub), flag(s + 1, b));
       } else {
-        reduce(seg.dtype, seg.op, in, mine, mine, sub.count);
-        st = r.put(right, mine, len, off(n - 1, chunk, sub), flag(n - 1, b));
+        reduce(seg.dtype, seg.op, in, mine, out, sub.count);
+        st = r.put(right, out, len, off(n - 1, chunk, sub), flag(n - 1, b));
       }
       if (!st.ok()) return st;
     }

@@ -22,16 +22,20 @@ struct Status {
 
 Status make_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-// The data of one round: `count` elements at `buf` (the caller's recvbuf,
-// already holding this rank's input), reduced in place.
+// The data of one round: `count` elements at `buf` (the caller's recvbuf),
+// reduced in place. `in` is this rank's input: `buf` itself, except for
+// schedules that read the send buffer directly (the ring), which saves the
+// copy into recvbuf.
 struct Segment {
   unsigned char *buf;
   size_t count;
   size_t esize;
   doorbell_coll_dtype_t dtype;
   doorbell_coll_op_t op;
+  const unsigned char *in = nullptr;
   size_t bytes() const { return count * esize; }
   unsigned char *at(size_t elem) const { return buf + elem * esize; }
+  const unsigned char *in_at(size_t elem) const { return (in ? in : buf) + elem * esize; }
 };
 
 // Ranks taking part in one schedule, ascending; `me` indexes this rank.

@@ -29,7 +29,7 @@ class FakeFabric {
   void set_topology(std::vector<int> node_of, std::vector<int> leaf_of);
   // Puts issued by `rank` fail from now on.
   void fail_puts_from(int rank) { failing_rank_.store(rank); }
-  uint64_t timeout_ns = 2'000'000'000;
+  uint64_t timeout_ns = 30'000'000'000;  // generous: CI machines are oversubscribed
 
  private:
   struct Put {
