@@ -403,6 +403,7 @@ static int mca_coll_doorbell_team_local(mca_coll_doorbell_team_t *team, int n)
             return OMPI_SUCCESS;
         }
         ucp_mem_unmap(cm->ucp.context, team->memh);
+        team->memh = NULL;
     }
     /* Plain memory, registered. */
     if (posix_memalign(&team->region, 4096, team->region_len) != 0) {
