@@ -118,7 +118,12 @@ Status run(doorbell_coll_team_t &team, const doorbell_coll_tuning_t &tuning,
       break;
     default: st = recursive_doubling(r, all, {}, seg); break;
     }
-    if (!st.ok()) return st;
+    if (!st.ok()) {
+      // Best effort: let puts still reading the caller's buffers finish
+      // (bounded by the transport's timeout) before the caller reuses them.
+      (void)r.quiet();
+      return st;
+    }
     if (!(st = r.quiet()).ok()) return st;
   }
   return {};

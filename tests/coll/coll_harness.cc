@@ -294,12 +294,12 @@ std::vector<std::vector<Outcome>> run_cases(FakeFabric &fabric, int n,
           o.status = doorbell_coll_allreduce(&team, &tuning, c.alg, nullptr, o.result.data(),
                                              c.count, c.dtype, c.op, err, sizeof(err));
         } else {
-          Bytes send = in;
+          o.send = in;
           o.result.assign(in.size(), 0x5a);
-          o.status = doorbell_coll_allreduce(&team, &tuning, c.alg, send.data(),
+          o.status = doorbell_coll_allreduce(&team, &tuning, c.alg, o.send.data(),
                                              o.result.data(), c.count, c.dtype, c.op, err,
                                              sizeof(err));
-          o.send_intact = send == in;
+          o.send_intact = o.send == in;
         }
         o.error = err;
         if (o.status != DOORBELL_COLL_OK) return;  // the team is unusable now

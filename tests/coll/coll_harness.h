@@ -45,6 +45,8 @@ struct Outcome {
   int status = 0;
   std::string error;
   Bytes result;
+  Bytes send;  ///< kept until every rank is done: after a failure a put may
+               ///< still reference it
   bool send_intact = true;
 };
 
