@@ -1,0 +1,132 @@
+// The allreduce schedules and what they share: a Round (one segment of one
+// allreduce, with its half of the scratch and flags), a Group (the ranks a
+// schedule runs over, sorted) and each schedule's scratch and flag needs.
+// Schedules run the same code on every rank of a group; they never put to
+// themselves.
+#pragma once
+
+#include "doorbell_coll.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace doorbell::coll {
+
+struct Status {
+  int code = DOORBELL_COLL_OK;
+  std::string msg;
+  bool ok() const { return code == DOORBELL_COLL_OK; }
+};
+
+Status make_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+// The data of one round: `count` elements at `buf` (the caller's recvbuf),
+// reduced in place. `in` is this rank's input: `buf` itself, except for
+// schedules that read the send buffer directly (the ring), which saves the
+// copy into recvbuf.
+struct Segment {
+  unsigned char *buf;
+  size_t count;
+  size_t esize;
+  doorbell_coll_dtype_t dtype;
+  doorbell_coll_op_t op;
+  const unsigned char *in = nullptr;
+  size_t bytes() const { return count * esize; }
+  unsigned char *at(size_t elem) const { return buf + elem * esize; }
+  const unsigned char *in_at(size_t elem) const { return (in ? in : buf) + elem * esize; }
+};
+
+// Ranks taking part in one schedule, ascending; `me` indexes this rank.
+struct Group {
+  std::vector<int> ranks;
+  int me = -1;
+  int size() const { return static_cast<int>(ranks.size()); }
+};
+
+// Where a schedule's scratch (bytes) and flags (slots) start in the half.
+struct Base {
+  size_t off = 0;
+  uint32_t slot = 0;
+};
+
+class Round {
+ public:
+  Round(doorbell_coll_team_t &team, uint64_t seq);
+
+  // Put len bytes from src to `peer` at scratch offset `off` of this round's
+  // half, then raise its flag `slot` (also relative to the half).
+  Status put(int peer, const void *src, size_t len, size_t off, uint32_t slot);
+  // Wait for our flag `slot` of this round, set by `peer`.
+  Status wait(int peer, uint32_t slot);
+  Status quiet();
+  unsigned char *at(size_t off) const { return scratch_ + off; }
+  int rank() const { return team_.rank; }
+  uint64_t seq() const { return seq_; }
+
+ private:
+  doorbell_coll_team_t &team_;
+  uint64_t seq_;
+  unsigned char *scratch_;  ///< this round's half of the scratch
+  uint64_t *flags_;         ///< this round's half of the flags
+};
+
+// Largest power of two <= n.
+inline int pow2_floor(int n) {
+  int p = 1;
+  while (p * 2 <= n)
+    p *= 2;
+  return p;
+}
+inline int log2_floor(int n) {
+  int l = 0;
+  while ((2 << l) <= n)
+    l++;
+  return l;
+}
+
+static constexpr int kMaxPipeline = 8;  ///< ring sub-blocks per chunk, at most
+
+// Recursive doubling: log2(n) exchanges of the whole vector (+1 before and
+// after for the ranks beyond the largest power of two).
+size_t recursive_doubling_scratch(int n, size_t bytes);
+uint32_t recursive_doubling_flags(int n);
+Status recursive_doubling(Round &r, const Group &g, Base base, const Segment &seg);
+
+// Direct exchange: one step, every rank writes to every other and folds
+// all inputs in rank order.
+size_t direct_scratch(int n, size_t bytes);
+uint32_t direct_flags(int n);
+Status direct(Round &r, const Group &g, Base base, const Segment &seg);
+
+// Ring: reduce-scatter then allgather in n-1 steps each, chunks split into
+// `pipeline` sub-blocks that move on as soon as they are reduced.
+size_t ring_scratch(int n, const Segment &seg);
+uint32_t ring_flags(int n, int pipeline);
+Status ring(Round &r, const Group &g, Base base, const Segment &seg, int pipeline);
+int ring_pipeline(int n, const Segment &seg, size_t block);
+
+// Rabenseifner: recursive-halving reduce-scatter, recursive-doubling
+// allgather.
+size_t rabenseifner_scratch(int n, const Segment &seg);
+uint32_t rabenseifner_flags(int n);
+Status rabenseifner(Round &r, const Group &g, Base base, const Segment &seg);
+
+// Two-hop aggregation: node -> leaf -> spine -> back down.
+struct Hierarchy {
+  std::vector<Group> nodes;             ///< every node, ranks ascending
+  std::vector<std::vector<int>> leaves; ///< node leaders per leaf
+  std::vector<int> node_index;          ///< rank -> index into nodes
+  Group spine;                          ///< leaf leaders (or node leaders)
+  int max_node = 1;                     ///< ranks in the largest node
+  int max_leaf = 1;                     ///< nodes in the largest leaf
+};
+Hierarchy make_hierarchy(const doorbell_coll_team_t &team);
+size_t hierarchical_scratch(const Hierarchy &h, const Segment &seg, bool spine_ring,
+                            int pipeline);
+uint32_t hierarchical_flags(const Hierarchy &h, bool spine_ring, int pipeline);
+Status hierarchical(Round &r, const Hierarchy &h, const Segment &seg, bool spine_ring,
+                    int pipeline);
+
+}  // namespace doorbell::coll

@@ -1,0 +1,583 @@
+/*
+ * The UCP side: one context and worker per process (transports from
+ * coll_doorbell_tls), endpoints cached per peer process, and per
+ * communicator a pre-registered region (two scratch halves, then the flags)
+ * whose rkey every peer unpacks once. Worker addresses and rkeys travel
+ * through the lower module's allgather: a coll component opens after the
+ * modex, so it cannot publish there.
+ *
+ * The transport ops the schedules call: put_signal = put the bytes, fence,
+ * put the flag; quiet = wait for local completion of every put; progress =
+ * one ucp_worker_progress.
+ */
+#include "coll_doorbell.h"
+#include "coll_doorbell_debug.h"
+
+#include "ompi/constants.h"
+#include "ompi/datatype/ompi_datatype.h"
+#include "opal/runtime/opal_progress.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DOORBELL_HOSTNAME_LEN 64
+#define DOORBELL_MAX_BLOB     (1 << 20)   /* bytes; larger is hostile */
+
+/* What each rank contributes to the exchange, followed by the worker
+ * address and the packed rkey. */
+typedef struct mca_coll_doorbell_blob {
+    uint64_t address_len;
+    uint64_t rkey_len;
+    uint64_t base;                        /* region address */
+    uint64_t region_len;
+    char     host[DOORBELL_HOSTNAME_LEN];
+} mca_coll_doorbell_blob_t;
+
+static int mca_coll_doorbell_progress(void)
+{
+    return (int)ucp_worker_progress(mca_coll_doorbell_component.ucp.worker);
+}
+
+int mca_coll_doorbell_ucp_init(void)
+{
+    mca_coll_doorbell_component_t *cm = &mca_coll_doorbell_component;
+    mca_coll_doorbell_ucp_t *u = &cm->ucp;
+    ucp_worker_params_t worker_params;
+    ucp_params_t params;
+    ucp_config_t *config;
+    ucs_status_t status;
+
+    if (u->initialized) {
+        return OMPI_SUCCESS;
+    }
+    if (u->init_failed) {
+        return OMPI_ERROR;
+    }
+    status = ucp_config_read(NULL, NULL, &config);
+    if (status != UCS_OK) {
+        DOORBELL_ERROR("ucp_config_read() failed: %s", ucs_status_string(status));
+        goto err;
+    }
+    status = ucp_config_modify(config, "TLS", cm->tls);
+    if (status != UCS_OK) {
+        DOORBELL_ERROR("UCX_TLS=%s rejected: %s", cm->tls,
+                       ucs_status_string(status));
+        ucp_config_release(config);
+        goto err;
+    }
+    memset(&params, 0, sizeof(params));
+    params.field_mask = UCP_PARAM_FIELD_FEATURES;
+    params.features   = UCP_FEATURE_RMA;
+    status = ucp_init(&params, config, &u->context);
+    ucp_config_release(config);
+    if (status != UCS_OK) {
+        DOORBELL_ERROR("ucp_init() with transports \"%s\" failed: %s "
+                       "(is libuct_doorbell.so preloaded? see "
+                       "coll_doorbell_tls)", cm->tls, ucs_status_string(status));
+        goto err;
+    }
+    memset(&worker_params, 0, sizeof(worker_params));
+    worker_params.field_mask  = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    worker_params.thread_mode = UCS_THREAD_MODE_SINGLE;
+    status = ucp_worker_create(u->context, &worker_params, &u->worker);
+    if (status != UCS_OK) {
+        DOORBELL_ERROR("ucp_worker_create() failed: %s", ucs_status_string(status));
+        goto err_cleanup;
+    }
+    status = ucp_worker_get_address(u->worker, &u->address, &u->address_len);
+    if (status != UCS_OK) {
+        DOORBELL_ERROR("ucp_worker_get_address() failed: %s",
+                       ucs_status_string(status));
+        goto err_destroy_worker;
+    }
+    opal_progress_register(mca_coll_doorbell_progress);
+    u->initialized = 1;
+    DOORBELL_VERBOSE(1, "UCP context up on transports \"%s\" (address %zu bytes)",
+                     cm->tls, u->address_len);
+    return OMPI_SUCCESS;
+
+err_destroy_worker:
+    ucp_worker_destroy(u->worker);
+err_cleanup:
+    ucp_cleanup(u->context);
+err:
+    u->init_failed = 1;
+    return OMPI_ERROR;
+}
+
+void mca_coll_doorbell_ucp_finalize(void)
+{
+    mca_coll_doorbell_ucp_t *u = &mca_coll_doorbell_component.ucp;
+    ucp_request_param_t param;
+    void *req;
+    int i;
+
+    if (!u->initialized) {
+        return;
+    }
+    opal_progress_unregister(mca_coll_doorbell_progress);
+    memset(&param, 0, sizeof(param));
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags        = UCP_EP_CLOSE_FLAG_FORCE; /* peers may be gone */
+    for (i = 0; i < u->num_eps; i++) {
+        req = ucp_ep_close_nbx(u->eps[i].ep, &param);
+        if (UCS_PTR_IS_PTR(req)) {
+            while (ucp_request_check_status(req) == UCS_INPROGRESS) {
+                ucp_worker_progress(u->worker);
+            }
+            ucp_request_free(req);
+        }
+    }
+    free(u->eps);
+    ucp_worker_release_address(u->worker, u->address);
+    ucp_worker_destroy(u->worker);
+    ucp_cleanup(u->context);
+    DOORBELL_VERBOSE(1, "UCP context closed (%d endpoints)", u->num_eps);
+    memset(u, 0, sizeof(*u));
+}
+
+/* The endpoint to `proc`, created from its worker address on first use. */
+static int mca_coll_doorbell_get_ep(struct ompi_proc_t *proc,
+                                    const void *address, ucp_ep_h *ep_p)
+{
+    mca_coll_doorbell_ucp_t *u = &mca_coll_doorbell_component.ucp;
+    ucp_ep_params_t params;
+    ucs_status_t status;
+    void *grown;
+    int i;
+
+    for (i = 0; i < u->num_eps; i++) {
+        if (u->eps[i].proc == proc) {
+            *ep_p = u->eps[i].ep;
+            return OMPI_SUCCESS;
+        }
+    }
+    if (u->num_eps == u->max_eps) {
+        grown = realloc(u->eps, sizeof(*u->eps) * (u->max_eps * 2 + 8));
+        if (grown == NULL) {
+            return OMPI_ERR_OUT_OF_RESOURCE;
+        }
+        u->eps      = grown;
+        u->max_eps  = u->max_eps * 2 + 8;
+    }
+    memset(&params, 0, sizeof(params));
+    params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+    params.address    = (const ucp_address_t *)address;
+    status = ucp_ep_create(u->worker, &params, &u->eps[u->num_eps].ep);
+    if (status != UCS_OK) {
+        DOORBELL_ERROR("ucp_ep_create() failed: %s", ucs_status_string(status));
+        return OMPI_ERROR;
+    }
+    u->eps[u->num_eps].proc = proc;
+    *ep_p = u->eps[u->num_eps++].ep;
+    return OMPI_SUCCESS;
+}
+
+/* ----------------------------------------------------- transport ops */
+
+static uint64_t mca_coll_doorbell_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void mca_coll_doorbell_put_done(void *request, ucs_status_t status,
+                                       void *user_data)
+{
+    mca_coll_doorbell_team_t *team = user_data;
+
+    team->outstanding--;
+    if (status != UCS_OK) {
+        DOORBELL_ERROR("rank %d: put completed with %s", team->super.rank,
+                       ucs_status_string(status));
+        team->failed = 1;
+    }
+    ucp_request_free(request);
+}
+
+static int mca_coll_doorbell_track(mca_coll_doorbell_team_t *team, void *req,
+                                   int peer)
+{
+    if (req == NULL) {
+        return 0;                              /* completed in place */
+    }
+    if (UCS_PTR_IS_ERR(req)) {
+        DOORBELL_ERROR("rank %d: ucp_put_nbx() to rank %d failed: %s",
+                       team->super.rank, peer,
+                       ucs_status_string(UCS_PTR_STATUS(req)));
+        team->failed = 1;
+        return -1;
+    }
+    team->outstanding++;
+    return 0;
+}
+
+static int mca_coll_doorbell_put_signal(void *ctx, int peer, const void *src,
+                                        size_t len, size_t offset,
+                                        uint32_t slot, uint64_t value)
+{
+    mca_coll_doorbell_team_t *team = ctx;
+    ucp_worker_h worker = mca_coll_doorbell_component.ucp.worker;
+    size_t flags_off = 2 * team->super.scratch_half;
+    ucp_request_param_t param;
+    void *req;
+
+    if (peer < 0 || peer >= team->super.size || team->eps[peer] == NULL ||
+        offset + len > flags_off || slot >= 2 * team->super.flag_half) {
+        return -1;
+    }
+    if (team->rptr[peer] != NULL) {
+        /* Mapped peer: copy, then publish the flag with release order. */
+        char *base = team->rptr[peer];
+        memcpy(base + offset, src, len);
+        __atomic_store_n((uint64_t *)(base + flags_off) + slot, value,
+                         __ATOMIC_RELEASE);
+        return 0;
+    }
+    memset(&param, 0, sizeof(param));
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    param.cb.send      = mca_coll_doorbell_put_done;
+    param.user_data    = team;
+    if (len > 0) {
+        req = ucp_put_nbx(team->eps[peer], src, len,
+                          team->remote_base[peer] + offset, team->rkeys[peer],
+                          &param);
+        if (mca_coll_doorbell_track(team, req, peer) != 0) {
+            return -1;
+        }
+        /* The flag must not overtake the bytes. */
+        if (ucp_worker_fence(worker) != UCS_OK) {
+            return -1;
+        }
+    }
+    /* Every flag of a round carries the round's number; the round is
+     * quiet()ed before the next one changes it. */
+    team->signal_value = value;
+    req = ucp_put_nbx(team->eps[peer], &team->signal_value, sizeof(uint64_t),
+                      team->remote_base[peer] + flags_off +
+                      (size_t)slot * sizeof(uint64_t),
+                      team->rkeys[peer], &param);
+    return mca_coll_doorbell_track(team, req, peer);
+}
+
+static int mca_coll_doorbell_quiet(void *ctx)
+{
+    mca_coll_doorbell_team_t *team = ctx;
+    ucp_worker_h worker = mca_coll_doorbell_component.ucp.worker;
+    uint64_t start = 0;
+    unsigned spins = 0;
+
+    while (team->outstanding > 0 && !team->failed) {
+        ucp_worker_progress(worker);
+        if (team->super.timeout_ns == 0 || ++spins % 64 != 0) {
+            continue;
+        }
+        if (start == 0) {
+            start = mca_coll_doorbell_now_ns();
+        } else if (mca_coll_doorbell_now_ns() - start > team->super.timeout_ns) {
+            DOORBELL_ERROR("rank %d: %d puts still incomplete after %d ms",
+                           team->super.rank, team->outstanding,
+                           mca_coll_doorbell_component.timeout_ms);
+            return -1;
+        }
+    }
+    return team->failed ? -1 : 0;
+}
+
+static int mca_coll_doorbell_progress_op(void *ctx)
+{
+    mca_coll_doorbell_team_t *team = ctx;
+    unsigned events;
+
+    if (team->ucp_peers == 0) {
+        return 0;        /* every peer writes through a mapping */
+    }
+    events = ucp_worker_progress(mca_coll_doorbell_component.ucp.worker);
+    return team->failed ? -1 : (int)events;
+}
+
+static const doorbell_coll_transport_ops_t mca_coll_doorbell_ops = {
+    .put_signal = mca_coll_doorbell_put_signal,
+    .quiet      = mca_coll_doorbell_quiet,
+    .progress   = mca_coll_doorbell_progress_op,
+};
+
+/* ------------------------------------------------------------- teams */
+
+void mca_coll_doorbell_team_destroy(mca_coll_doorbell_team_t *team)
+{
+    mca_coll_doorbell_ucp_t *u = &mca_coll_doorbell_component.ucp;
+    int i;
+
+    if (team->rkeys != NULL) {
+        for (i = 0; i < team->super.size; i++) {
+            if (team->rkeys[i] != NULL) {
+                ucp_rkey_destroy(team->rkeys[i]);
+            }
+        }
+    }
+    if (team->memh != NULL) {
+        ucp_mem_unmap(u->context, team->memh);    /* frees a UCP allocation */
+    }
+    if (team->own_region) {
+        free(team->region);
+    }
+    free(team->rptr);
+    free(team->eps);
+    free(team->rkeys);
+    free(team->remote_base);
+    free(team->node_of);
+    free(team->leaf_of);
+    free(team);
+}
+
+/* Builds the local blob: header, worker address, packed rkey. */
+static int mca_coll_doorbell_local_blob(mca_coll_doorbell_team_t *team,
+                                        void **blob_p, size_t *len_p)
+{
+    mca_coll_doorbell_ucp_t *u = &mca_coll_doorbell_component.ucp;
+    mca_coll_doorbell_blob_t hdr;
+    void *rkey_buf;
+    size_t rkey_len;
+    char *blob;
+
+    if (ucp_rkey_pack(u->context, team->memh, &rkey_buf, &rkey_len) != UCS_OK) {
+        DOORBELL_ERROR("ucp_rkey_pack() failed");
+        return OMPI_ERROR;
+    }
+    memset(&hdr, 0, sizeof(hdr));
+    hdr.address_len = u->address_len;
+    hdr.rkey_len    = rkey_len;
+    hdr.base        = (uint64_t)(uintptr_t)team->region;
+    hdr.region_len  = team->region_len;
+    gethostname(hdr.host, sizeof(hdr.host) - 1);
+    blob = malloc(sizeof(hdr) + u->address_len + rkey_len);
+    if (blob == NULL) {
+        ucp_rkey_buffer_release(rkey_buf);
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    memcpy(blob, &hdr, sizeof(hdr));
+    memcpy(blob + sizeof(hdr), u->address, u->address_len);
+    memcpy(blob + sizeof(hdr) + u->address_len, rkey_buf, rkey_len);
+    ucp_rkey_buffer_release(rkey_buf);
+    *blob_p = blob;
+    *len_p  = sizeof(hdr) + u->address_len + rkey_len;
+    return OMPI_SUCCESS;
+}
+
+/* Local part: UCP up, region allocated and registered. */
+static int mca_coll_doorbell_team_local(mca_coll_doorbell_team_t *team, int n)
+{
+    mca_coll_doorbell_component_t *cm = &mca_coll_doorbell_component;
+    ucp_mem_map_params_t mp;
+    ucs_status_t status;
+
+    if (mca_coll_doorbell_ucp_init() != OMPI_SUCCESS) {
+        return OMPI_ERROR;
+    }
+    team->super.flag_half    = doorbell_coll_flags_needed(n);
+    team->super.scratch_half = cm->scratch_size;
+    team->region_len = 2 * cm->scratch_size +
+                       2 * (size_t)team->super.flag_half * sizeof(uint64_t);
+    /* Let UCP allocate the region (shared memory when a shared-memory
+     * transport is enabled): peers on this node then map it and write with
+     * plain stores (ucp_rkey_ptr), no protocol in the way. */
+    memset(&mp, 0, sizeof(mp));
+    mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS |
+                    UCP_MEM_MAP_PARAM_FIELD_LENGTH |
+                    UCP_MEM_MAP_PARAM_FIELD_FLAGS;
+    mp.address    = NULL;
+    mp.length     = team->region_len;
+    mp.flags      = UCP_MEM_MAP_ALLOCATE;
+    status = ucp_mem_map(cm->ucp.context, &mp, &team->memh);
+    if (status == UCS_OK) {
+        ucp_mem_attr_t attr;
+
+        attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS;
+        if (ucp_mem_query(team->memh, &attr) == UCS_OK) {
+            team->region = attr.address;
+            memset(team->region, 0, team->region_len);
+            return OMPI_SUCCESS;
+        }
+        ucp_mem_unmap(cm->ucp.context, team->memh);
+        team->memh = NULL;
+    }
+    /* Plain memory, registered. */
+    if (posix_memalign(&team->region, 4096, team->region_len) != 0) {
+        team->region = NULL;
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    team->own_region = 1;
+    memset(team->region, 0, team->region_len);
+    memset(&mp, 0, sizeof(mp));
+    mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS |
+                    UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+    mp.address    = team->region;
+    mp.length     = team->region_len;
+    status = ucp_mem_map(cm->ucp.context, &mp, &team->memh);
+    if (status != UCS_OK) {
+        DOORBELL_ERROR("ucp_mem_map() of %zu bytes failed: %s",
+                       team->region_len, ucs_status_string(status));
+        team->memh = NULL;
+        return OMPI_ERROR;
+    }
+    return OMPI_SUCCESS;
+}
+
+int mca_coll_doorbell_team_create(mca_coll_doorbell_module_t *module,
+                                  mca_coll_doorbell_team_t **team_p)
+{
+    mca_coll_doorbell_component_t *cm = &mca_coll_doorbell_component;
+    ompi_communicator_t *comm = module->comm;
+    int n = ompi_comm_size(comm), me = ompi_comm_rank(comm);
+    mca_coll_doorbell_team_t *team;
+    uint64_t my_len = 0, max_len = 0, *lens = NULL;
+    char *blobs = NULL, *hosts = NULL, *mine;
+    void *blob = NULL;
+    size_t blob_len = 0;
+    int i, rc, local_ok, have_leaves = 0, mapped = 0;
+
+    team = calloc(1, sizeof(*team));
+    if (team == NULL) {
+        return OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    team->super.size = n;
+    team->super.rank = me;
+    local_ok = mca_coll_doorbell_team_local(team, n) == OMPI_SUCCESS &&
+               mca_coll_doorbell_local_blob(team, &blob, &blob_len) == OMPI_SUCCESS;
+    my_len = local_ok ? blob_len : 0;
+
+    /* Round 1: blob lengths; a 0 says that rank could not set up, and then
+     * every rank falls back (the decision must be collective). */
+    lens = calloc(n, sizeof(uint64_t));
+    if (lens == NULL) {
+        rc = OMPI_ERR_OUT_OF_RESOURCE;
+        goto err;
+    }
+    rc = module->previous_allgather(&my_len, 1, MPI_UINT64_T, lens, 1,
+                                    MPI_UINT64_T, comm,
+                                    module->previous_allgather_module);
+    if (rc != OMPI_SUCCESS) {
+        goto err;
+    }
+    for (i = 0; i < n; i++) {
+        if (lens[i] < sizeof(mca_coll_doorbell_blob_t) ||
+            lens[i] > DOORBELL_MAX_BLOB) {
+            DOORBELL_VERBOSE(1, "comm %s: rank %d could not set up (blob %llu "
+                             "bytes); falling back", comm->c_name, i,
+                             (unsigned long long)lens[i]);
+            rc = OMPI_ERR_NOT_AVAILABLE;
+            goto err;
+        }
+        if (lens[i] > max_len) {
+            max_len = lens[i];
+        }
+    }
+
+    /* Round 2: the blobs, padded to the longest. */
+    blobs = calloc(n + 1, max_len);
+    hosts = calloc(n, DOORBELL_HOSTNAME_LEN);
+    team->eps         = calloc(n, sizeof(*team->eps));
+    team->rkeys       = calloc(n, sizeof(*team->rkeys));
+    team->remote_base = calloc(n, sizeof(*team->remote_base));
+    team->node_of     = calloc(n, sizeof(int));
+    team->leaf_of     = calloc(n, sizeof(int));
+    team->rptr        = calloc(n, sizeof(*team->rptr));
+    if (!blobs || !hosts || !team->eps || !team->rkeys || !team->remote_base ||
+        !team->rptr ||
+        !team->node_of || !team->leaf_of) {
+        rc = OMPI_ERR_OUT_OF_RESOURCE;
+        goto err;
+    }
+    mine = blobs + (size_t)n * max_len;
+    memcpy(mine, blob, blob_len);
+    rc = module->previous_allgather(mine, (int)max_len, MPI_BYTE, blobs,
+                                    (int)max_len, MPI_BYTE, comm,
+                                    module->previous_allgather_module);
+    if (rc != OMPI_SUCCESS) {
+        goto err;
+    }
+    for (i = 0; i < n; i++) {
+        mca_coll_doorbell_blob_t hdr;
+        const char *b = blobs + (size_t)i * max_len;
+
+        memcpy(&hdr, b, sizeof(hdr));
+        hdr.host[DOORBELL_HOSTNAME_LEN - 1] = '\0';
+        memcpy(hosts + (size_t)i * DOORBELL_HOSTNAME_LEN, hdr.host,
+               DOORBELL_HOSTNAME_LEN);
+        /* Remote input: the lengths must add up to what was announced. */
+        if (hdr.address_len > lens[i] || hdr.rkey_len > lens[i] ||
+            sizeof(hdr) + hdr.address_len + hdr.rkey_len != lens[i] ||
+            hdr.region_len != team->region_len) {
+            DOORBELL_ERROR("comm %s: rank %d sent an inconsistent blob "
+                           "(address %llu, rkey %llu, region %llu bytes; "
+                           "coll_doorbell_scratch_size must match on all ranks)",
+                           comm->c_name, i, (unsigned long long)hdr.address_len,
+                           (unsigned long long)hdr.rkey_len,
+                           (unsigned long long)hdr.region_len);
+            rc = OMPI_ERROR;
+            goto err;
+        }
+        if (i == me) {
+            continue;
+        }
+        rc = mca_coll_doorbell_get_ep(ompi_comm_peer_lookup(comm, i),
+                                      b + sizeof(hdr), &team->eps[i]);
+        if (rc != OMPI_SUCCESS) {
+            goto err;
+        }
+        if (ucp_ep_rkey_unpack(team->eps[i], b + sizeof(hdr) + hdr.address_len,
+                               &team->rkeys[i]) != UCS_OK) {
+            DOORBELL_ERROR("comm %s: rkey of rank %d did not unpack",
+                           comm->c_name, i);
+            rc = OMPI_ERROR;
+            goto err;
+        }
+        team->remote_base[i] = hdr.base;
+        /* Same node and shared memory: write through a mapping. */
+        if (ucp_rkey_ptr(team->rkeys[i], hdr.base, &team->rptr[i]) != UCS_OK) {
+            team->rptr[i] = NULL;
+        } else {
+            mapped++;
+        }
+    }
+    rc = mca_coll_doorbell_topology(module, hosts, DOORBELL_HOSTNAME_LEN,
+                                    team->node_of, team->leaf_of, &have_leaves);
+    if (rc != OMPI_SUCCESS) {
+        goto err;
+    }
+
+    team->ucp_peers        = n - 1 - mapped;
+    team->super.ops        = &mca_coll_doorbell_ops;
+    team->super.ctx        = team;
+    team->super.scratch    = team->region;
+    team->super.flags      = (uint64_t *)((char *)team->region +
+                                          2 * team->super.scratch_half);
+    team->super.node_of    = team->node_of;
+    team->super.leaf_of    = have_leaves ? team->leaf_of : NULL;
+    team->super.seq        = 0;
+    team->super.timeout_ns = (uint64_t)cm->timeout_ms * 1000000ull;
+    team->super.yield      = opal_progress_yield_when_idle ? 1 : 0;
+    DOORBELL_VERBOSE(2, "comm %s (cid %u): team of %d ready, %zu scratch bytes "
+                     "per half, %u flags, leaves %s, %d peers mapped, %d by "
+                     "UCP puts", comm->c_name, comm->c_contextid, n,
+                     team->super.scratch_half, team->super.flag_half,
+                     have_leaves ? "yes" : "no", mapped, n - 1 - mapped);
+    free(lens);
+    free(blobs);
+    free(hosts);
+    free(blob);
+    *team_p = team;
+    return OMPI_SUCCESS;
+
+err:
+    free(lens);
+    free(blobs);
+    free(hosts);
+    free(blob);
+    mca_coll_doorbell_team_destroy(team);
+    return rc;
+}

@@ -1,0 +1,66 @@
+// A one-sided transport between threads: every rank has scratch and flags in
+// memory; a put is queued at the target and copied there when the target
+// makes progress, reading the source at that moment, as a NIC would read it
+// some time before the sender's quiet() returns. A schedule that rewrites a
+// source before quiet() therefore delivers wrong data (and trips TSan).
+#pragma once
+
+#include "doorbell_coll.h"
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace doorbell::coll::testing {
+
+class FakeFabric {
+ public:
+  FakeFabric(int size, size_t scratch_half, uint32_t flag_half);
+  FakeFabric(const FakeFabric &) = delete;
+  FakeFabric &operator=(const FakeFabric &) = delete;
+  ~FakeFabric();
+
+  // The team of `rank`, ready for doorbell_coll_allreduce (node_of/leaf_of
+  // point into `topology_nodes`/`topology_leaves` when set).
+  doorbell_coll_team_t team(int rank);
+  void set_topology(std::vector<int> node_of, std::vector<int> leaf_of);
+  // Puts issued by `rank` fail from now on.
+  void fail_puts_from(int rank) { failing_rank_.store(rank); }
+  uint64_t timeout_ns = 30'000'000'000;  // generous: CI machines are oversubscribed
+
+ private:
+  struct Put {
+    int from;
+    const void *src;
+    size_t len;
+    size_t off;
+    uint32_t slot;
+    uint64_t value;
+  };
+  struct Endpoint {
+    FakeFabric *fabric;
+    int rank;
+    unsigned char *scratch;
+    uint64_t *flags;
+    std::mutex mu;
+    std::deque<Put> inbox;            // guarded by mu
+    std::atomic<uint64_t> outstanding{0};
+  };
+  static int put_signal(void *ctx, int peer, const void *src, size_t len, size_t offset,
+                        uint32_t slot, uint64_t value);
+  static int quiet(void *ctx);
+  static int progress(void *ctx);
+
+  int size_;
+  size_t scratch_half_;
+  uint32_t flag_half_;
+  std::vector<std::unique_ptr<Endpoint>> eps_;
+  std::vector<int> node_of_, leaf_of_;
+  std::atomic<int> failing_rank_{-1};
+  doorbell_coll_transport_ops_t ops_;
+};
+
+}  // namespace doorbell::coll::testing

@@ -1,0 +1,343 @@
+// The allreduce schedules with threads as ranks over the fake transport:
+// every algorithm, team sizes 1..17, every valid op/type pair, random counts,
+// in place or not; results compared bitwise across ranks and with the
+// algorithm's fixed-order reference.
+#include "coll_harness.h"
+#include "reduce.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <random>
+#include <tuple>
+
+using namespace doorbell::coll;
+using namespace doorbell::coll::testing;
+
+namespace {
+
+constexpr size_t kHalf = 1 << 20;  ///< scratch bytes per half in most tests
+
+const doorbell_coll_algorithm_t kAlgorithms[] = {
+    DOORBELL_COLL_ALG_RECURSIVE_DOUBLING, DOORBELL_COLL_ALG_RING,
+    DOORBELL_COLL_ALG_RABENSEIFNER, DOORBELL_COLL_ALG_HIERARCHICAL, DOORBELL_COLL_ALG_DIRECT,
+    DOORBELL_COLL_ALG_AUTO};
+
+doorbell_coll_tuning_t tuning() {
+  doorbell_coll_tuning_t t;
+  doorbell_coll_tuning_default(&t);
+  t.small_max = 512;        // exercise every branch with small vectors
+  t.hier_max = 4096;
+  t.ring_min = 2048;
+  t.pipeline_block = 64;    // several sub-blocks per chunk
+  t.direct_max_ranks = 4;
+  return t;
+}
+
+// Node and leaf ids that make the hierarchy non-trivial: nodes of 1-3 ranks,
+// not contiguous, grouped into leaves of up to 3 nodes.
+void topology(int n, std::vector<int> &node_of, std::vector<int> &leaf_of) {
+  node_of.resize(n);
+  leaf_of.resize(n);
+  int nodes = (n + 2) / 3;
+  for (int r = 0; r < n; r++) {
+    node_of[r] = (r * 7) % nodes;  // interleaved ranks
+    leaf_of[r] = node_of[r] / 3;
+  }
+}
+
+// Complex vectors equal as numbers (-0 == +0).
+bool same_number(doorbell_coll_dtype_t dt, const Bytes &a, const Bytes &b, size_t count,
+                 size_t *first_diff) {
+  auto cmp = [&](auto zero) {
+    using T = decltype(zero);
+    for (size_t i = 0; i < 2 * count; i++) {
+      T x, y;
+      std::memcpy(&x, a.data() + i * sizeof(T), sizeof(T));
+      std::memcpy(&y, b.data() + i * sizeof(T), sizeof(T));
+      if (!(x == y)) {
+        *first_diff = i / 2;
+        return false;
+      }
+    }
+    return true;
+  };
+  if (dt == DOORBELL_COLL_DT_FLOAT_COMPLEX) return cmp(0.0f);
+  if (dt == DOORBELL_COLL_DT_DOUBLE_COMPLEX) return cmp(0.0);
+  return cmp(0.0L);
+}
+
+// Runs the cases on n ranks and checks status, agreement and reference.
+void check(int n, const std::vector<Case> &cases, const doorbell_coll_tuning_t &tun,
+           size_t half = kHalf, bool with_topology = true, bool with_leaves = true) {
+  uint32_t flags = doorbell_coll_flags_needed(n);
+  FakeFabric fabric(n, half, flags);
+  std::vector<int> node_of, leaf_of;
+  if (with_topology) {
+    topology(n, node_of, leaf_of);
+    if (!with_leaves) leaf_of.clear();
+    fabric.set_topology(node_of, leaf_of);
+  }
+  auto out = run_cases(fabric, n, cases, tun);
+  doorbell_coll_team_t t0 = fabric.team(0);
+  for (size_t i = 0; i < cases.size(); i++) {
+    const Case &c = cases[i];
+    doorbell_coll_algorithm_t alg =
+        doorbell_coll_select(&t0, &tun, c.alg, c.count * dtype_size(c.dtype));
+    SCOPED_TRACE(::testing::Message() << "n=" << n << " alg=" << doorbell_coll_algorithm_name(alg)
+                                    << " type=" << doorbell_coll_dtype_name(c.dtype)
+                                    << " op=" << doorbell_coll_op_name(c.op) << " count=" << c.count
+                                    << " in_place=" << c.in_place << " exact=" << c.exact);
+    Bytes ref = reference(alg, c, n, node_of, leaf_of, tun);
+    for (int r = 0; r < n; r++) {
+      const Outcome &o = out[i][r];
+      ASSERT_EQ(o.status, DOORBELL_COLL_OK) << "rank " << r << ": " << o.error;
+      ASSERT_TRUE(o.send_intact) << "rank " << r << " changed its send buffer";
+      size_t diff = 0;
+      ASSERT_TRUE(same_value(c.dtype, o.result, out[i][0].result, c.count, &diff))
+          << "rank " << r << " differs from rank 0 at element " << diff;
+      ASSERT_TRUE(same_value(c.dtype, o.result, ref, c.count, &diff))
+          << "rank " << r << " differs from the fixed-order reference at element " << diff;
+    }
+    if (c.exact) {
+      // Order-independent data: any order gives the rank-order fold (complex
+      // products may differ in the sign of a zero, so compare those as numbers).
+      size_t diff = 0;
+      Bytes seq = sequential(c, n);
+      bool complex = c.dtype == DOORBELL_COLL_DT_FLOAT_COMPLEX ||
+                     c.dtype == DOORBELL_COLL_DT_DOUBLE_COMPLEX ||
+                     c.dtype == DOORBELL_COLL_DT_LONG_DOUBLE_COMPLEX;
+      bool same = complex ? same_number(c.dtype, out[i][0].result, seq, c.count, &diff)
+                          : same_value(c.dtype, out[i][0].result, seq, c.count, &diff);
+      ASSERT_TRUE(same) << "exact data differs from the rank-order fold at element " << diff;
+    }
+  }
+}
+
+class Schedules : public ::testing::TestWithParam<std::tuple<doorbell_coll_algorithm_t, int>> {};
+
+// Every op on every type it is defined for.
+TEST_P(Schedules, AllOpsAllTypes) {
+  auto [alg, n] = GetParam();
+  std::mt19937_64 rng(static_cast<uint64_t>(alg) * 131 + n);
+  std::vector<Case> cases;
+  for (int t = 0; t < DOORBELL_COLL_DT_COUNT; t++)
+    for (int o = 0; o < DOORBELL_COLL_OP_COUNT; o++) {
+      auto dt = static_cast<doorbell_coll_dtype_t>(t);
+      auto op = static_cast<doorbell_coll_op_t>(o);
+      if (!doorbell_coll_supported(dt, op)) continue;
+      Case c;
+      c.alg = alg;
+      c.dtype = dt;
+      c.op = op;
+      c.count = rng() % 97;
+      c.in_place = rng() % 2;
+      c.seed = rng();
+      cases.push_back(c);
+    }
+  ASSERT_GT(cases.size(), 80u);
+  check(n, cases, tuning());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Coll, Schedules,
+    ::testing::Combine(::testing::ValuesIn(kAlgorithms), ::testing::Values(2, 3, 4, 5, 8)),
+    [](const auto &info) {
+      return std::string(doorbell_coll_algorithm_name(std::get<0>(info.param))) + "_n" +
+             std::to_string(std::get<1>(info.param));
+    });
+
+class SizesSweep : public ::testing::TestWithParam<doorbell_coll_algorithm_t> {};
+
+// Team sizes 1..17; random full-mantissa doubles must match the algorithm's
+// fixed order bit for bit; integer XOR and exact sums across random counts.
+TEST_P(SizesSweep, CommSizes1To17) {
+  doorbell_coll_algorithm_t alg = GetParam();
+  for (int n = 1; n <= 17; n++) {
+    std::mt19937_64 rng(n * 977 + alg);
+    std::vector<Case> cases;
+    const size_t counts[] = {0, 1, static_cast<size_t>(n - 1), static_cast<size_t>(n + 1),
+                             rng() % 1500 + 2};
+    for (size_t count : counts) {
+      Case c;
+      c.alg = alg;
+      c.count = count;
+      c.seed = rng();
+      c.in_place = rng() % 2;
+      c.exact = false;
+      c.dtype = DOORBELL_COLL_DT_DOUBLE;
+      cases.push_back(c);
+      c.dtype = DOORBELL_COLL_DT_FLOAT;
+      c.in_place = !c.in_place;
+      cases.push_back(c);
+      c.exact = true;
+      c.dtype = DOORBELL_COLL_DT_INT32;
+      c.op = DOORBELL_COLL_OP_BXOR;
+      cases.push_back(c);
+    }
+    check(n, cases, tuning(), kHalf, /*with_topology=*/n % 2 == 0, /*with_leaves=*/n % 4 == 0);
+    if (HasFatalFailure()) return;
+  }
+}
+
+// A scratch half far smaller than the message: many rounds, alternating
+// halves, every round's segment planned the same way on every rank.
+TEST_P(SizesSweep, ManyRoundsThroughSmallScratch) {
+  doorbell_coll_algorithm_t alg = GetParam();
+  for (int n : {3, 4, 6}) {
+    std::vector<Case> cases;
+    for (size_t count : {size_t{5000}, size_t{777}, size_t{4096}}) {
+      Case c;
+      c.alg = alg;
+      c.count = count;
+      c.dtype = DOORBELL_COLL_DT_INT64;
+      c.seed = count + n;
+      c.in_place = count % 2;
+      cases.push_back(c);
+    }
+    check(n, cases, tuning(), /*half=*/4096);
+    if (HasFatalFailure()) return;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Coll, SizesSweep, ::testing::ValuesIn(kAlgorithms),
+                         [](const auto &info) {
+                           return std::string(doorbell_coll_algorithm_name(info.param));
+                         });
+
+// Random doubles: results agree bitwise across ranks and across repeated
+// runs, and stay within rounding of an exact-order sum.
+TEST(SchedulesDeterminism, RepeatedRunsGiveTheSameBits) {
+  for (auto alg : kAlgorithms) {
+    Case c;
+    c.alg = alg;
+    c.count = 3001;
+    c.exact = false;
+    c.seed = 42;
+    std::vector<Case> cases(3, c);
+    const int n = 7;
+    FakeFabric fabric(n, kHalf, doorbell_coll_flags_needed(n));
+    auto out = run_cases(fabric, n, cases, tuning());
+    Bytes seq = sequential(c, n);
+    for (size_t i = 0; i < cases.size(); i++)
+      for (int r = 0; r < n; r++) {
+        ASSERT_EQ(out[i][r].status, 0) << out[i][r].error;
+        ASSERT_EQ(out[i][r].result, out[0][0].result) << "run " << i << " rank " << r;
+      }
+    const double *a = reinterpret_cast<const double *>(out[0][0].result.data());
+    const double *b = reinterpret_cast<const double *>(seq.data());
+    for (size_t k = 0; k < c.count; k++)
+      ASSERT_NEAR(a[k], b[k], 1e-12 * 256) << "element " << k;
+  }
+}
+
+// A rank that never arrives: the others fail with a timeout naming a peer
+// instead of hanging.
+TEST(SchedulesErrors, DeadPeerTimesOut) {
+  for (auto alg : {DOORBELL_COLL_ALG_RECURSIVE_DOUBLING, DOORBELL_COLL_ALG_RING,
+                   DOORBELL_COLL_ALG_RABENSEIFNER, DOORBELL_COLL_ALG_HIERARCHICAL,
+                   DOORBELL_COLL_ALG_DIRECT}) {
+    const int n = 4;
+    FakeFabric fabric(n, kHalf, doorbell_coll_flags_needed(n));
+    fabric.timeout_ns = 200'000'000;
+    Case c;
+    c.alg = alg;
+    c.count = 100;
+    auto out = run_cases(fabric, n, {c}, tuning(), /*absent_rank=*/3);
+    for (int r = 0; r < 3; r++) {
+      EXPECT_NE(out[0][r].status, DOORBELL_COLL_OK) << doorbell_coll_algorithm_name(alg);
+      EXPECT_NE(out[0][r].error.find("rank"), std::string::npos) << out[0][r].error;
+    }
+  }
+}
+
+TEST(SchedulesErrors, PutFailureIsReported) {
+  const int n = 4;
+  FakeFabric fabric(n, kHalf, doorbell_coll_flags_needed(n));
+  fabric.timeout_ns = 200'000'000;
+  fabric.fail_puts_from(2);
+  Case c;
+  c.alg = DOORBELL_COLL_ALG_RECURSIVE_DOUBLING;
+  c.count = 10;
+  auto out = run_cases(fabric, n, {c}, tuning());
+  EXPECT_EQ(out[0][2].status, DOORBELL_COLL_ERR_TRANSPORT);
+  EXPECT_NE(out[0][2].error.find("put of"), std::string::npos) << out[0][2].error;
+  for (int r : {0, 1, 3}) EXPECT_NE(out[0][r].status, DOORBELL_COLL_OK);
+}
+
+TEST(SchedulesErrors, UnsupportedPairAndTooFewFlags) {
+  FakeFabric fabric(1, kHalf, 4);
+  doorbell_coll_team_t t = fabric.team(0);
+  double x = 1;
+  char err[256];
+  EXPECT_EQ(doorbell_coll_allreduce(&t, nullptr, DOORBELL_COLL_ALG_AUTO, nullptr, &x, 1,
+                                    DOORBELL_COLL_DT_DOUBLE, DOORBELL_COLL_OP_BXOR, err,
+                                    sizeof(err)),
+            DOORBELL_COLL_ERR_UNSUPPORTED);
+  EXPECT_NE(std::string(err).find("MPI_BXOR"), std::string::npos) << err;
+
+  FakeFabric two(2, kHalf, 1);  // fewer flags than recursive doubling needs
+  std::vector<Case> cases(1);
+  cases[0].alg = DOORBELL_COLL_ALG_RECURSIVE_DOUBLING;
+  cases[0].count = 4;
+  auto out = run_cases(two, 2, cases, tuning());
+  EXPECT_EQ(out[0][0].status, DOORBELL_COLL_ERR_NO_SPACE) << out[0][0].error;
+}
+
+// auto: small -> recursive doubling, large -> Rabenseifner (2^k ranks) or
+// ring; hierarchical only when ranks share nodes and span several.
+TEST(SchedulesSelect, AutoFollowsSizeSizeAndTopology) {
+  doorbell_coll_tuning_t t = tuning();
+  FakeFabric f4(4, kHalf, 64);
+  doorbell_coll_team_t team = f4.team(0);
+  EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 8),
+            DOORBELL_COLL_ALG_DIRECT);
+  EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 1024),
+            DOORBELL_COLL_ALG_RABENSEIFNER);
+  EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 1 << 20),
+            DOORBELL_COLL_ALG_RING);
+  EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_RING, 8), DOORBELL_COLL_ALG_RING);
+  f4.set_topology({0, 0, 1, 1}, {});
+  team = f4.team(0);
+  EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 8),
+            DOORBELL_COLL_ALG_HIERARCHICAL);
+  f4.set_topology({0, 0, 0, 0}, {});  // one node: nothing to aggregate
+  team = f4.team(0);
+  EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 8),
+            DOORBELL_COLL_ALG_DIRECT);
+  FakeFabric f5(5, kHalf, 64);
+  team = f5.team(0);
+  EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 8),
+            DOORBELL_COLL_ALG_RECURSIVE_DOUBLING);  // more ranks than direct_max_ranks
+  EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 1024),
+            DOORBELL_COLL_ALG_RING);
+}
+
+// Byte sizes beyond 2^31 on two ranks (4.3 GB of memory): opt-in.
+TEST(SchedulesLarge, ByteSizeBeyond2GiB) {
+  if (std::getenv("DOORBELL_COLL_LARGE_TEST") == nullptr)
+    GTEST_SKIP() << "needs ~5 GB of memory; set DOORBELL_COLL_LARGE_TEST=1 to run";
+  const size_t count = (size_t{1} << 31) + 4096 + 3;
+  FakeFabric fabric(2, 8 << 20, doorbell_coll_flags_needed(2));
+  std::vector<Bytes> bufs(2, Bytes(count));
+  std::vector<std::thread> th;
+  int st[2];
+  for (int r = 0; r < 2; r++)
+    th.emplace_back([&, r] {
+      for (size_t i = 0; i < count; i++) bufs[r][i] = static_cast<unsigned char>(i * (r + 3));
+      doorbell_coll_team_t t = fabric.team(r);
+      st[r] = doorbell_coll_allreduce(&t, nullptr, DOORBELL_COLL_ALG_RING, nullptr,
+                                      bufs[r].data(), count, DOORBELL_COLL_DT_BYTE,
+                                      DOORBELL_COLL_OP_BXOR, nullptr, 0);
+    });
+  for (auto &t : th) t.join();
+  ASSERT_EQ(st[0], 0);
+  ASSERT_EQ(st[1], 0);
+  for (size_t i : {size_t{0}, size_t{1} << 31, count - 1})
+    for (int r = 0; r < 2; r++)
+      ASSERT_EQ(bufs[r][i], static_cast<unsigned char>((i * 3) ^ (i * 4))) << i;
+}
+
+}  // namespace
