@@ -1,0 +1,177 @@
+// Small, careful file readers: a doctor must never crash on the machine it is
+// diagnosing, so every failure becomes a ReadResult with the errno text.
+#include "fs.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace doorbell::doctor {
+
+static constexpr size_t kMaxFileBytes = 1 << 20; ///< sysfs files are <= 4 KiB; procfs tables stay far below 1 MiB
+
+ReadResult Fs::read(const std::string &path) const {
+  ReadResult r;
+  int fd = ::open(full(path).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    r.error = std::strerror(errno);
+    return r;
+  }
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      r.error = std::strerror(errno);
+      ::close(fd);
+      return r;
+    }
+    if (n == 0)
+      break;
+    r.value.append(buf, size_t(n));
+    if (r.value.size() > kMaxFileBytes)
+      break;
+  }
+  ::close(fd);
+  while (!r.value.empty() && (r.value.back() == '\n' || r.value.back() == ' ' ||
+                              r.value.back() == '\t' || r.value.back() == '\0'))
+    r.value.pop_back();
+  r.ok = true;
+  return r;
+}
+
+std::optional<std::vector<std::string>> Fs::list(const std::string &dir) const {
+  DIR *d = ::opendir(full(dir).c_str());
+  if (!d)
+    return std::nullopt;
+  std::vector<std::string> names;
+  while (dirent *e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name != "." && name != "..")
+      names.push_back(name);
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+bool Fs::exists(const std::string &path) const {
+  struct stat st;
+  return ::stat(full(path).c_str(), &st) == 0;
+}
+
+bool Fs::is_dir(const std::string &path) const {
+  struct stat st;
+  return ::stat(full(path).c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+std::optional<std::string> Fs::link_basename(const std::string &path) const {
+  char buf[4096];
+  ssize_t n = ::readlink(full(path).c_str(), buf, sizeof(buf) - 1);
+  if (n <= 0)
+    return std::nullopt;
+  std::string target(buf, size_t(n));
+  while (!target.empty() && target.back() == '/')
+    target.pop_back();
+  size_t slash = target.rfind('/');
+  return slash == std::string::npos ? target : target.substr(slash + 1);
+}
+
+std::optional<uint64_t> parse_u64(const std::string &text) {
+  size_t i = 0;
+  while (i < text.size() && (text[i] == ' ' || text[i] == '\t'))
+    i++;
+  int base = 10;
+  if (text.compare(i, 2, "0x") == 0 || text.compare(i, 2, "0X") == 0) {
+    base = 16;
+    i += 2;
+  }
+  if (i >= text.size())
+    return std::nullopt;
+  uint64_t v = 0;
+  for (; i < text.size(); i++) {
+    char c = text[i];
+    int digit;
+    if (c >= '0' && c <= '9')
+      digit = c - '0';
+    else if (base == 16 && c >= 'a' && c <= 'f')
+      digit = c - 'a' + 10;
+    else if (base == 16 && c >= 'A' && c <= 'F')
+      digit = c - 'A' + 10;
+    else if (c == '\n' || c == ' ')
+      break;
+    else
+      return std::nullopt;
+    if (v > (std::numeric_limits<uint64_t>::max() - uint64_t(digit)) / uint64_t(base))
+      return std::nullopt;
+    v = v * uint64_t(base) + uint64_t(digit);
+  }
+  return v;
+}
+
+std::optional<std::vector<int>> parse_cpulist(const std::string &text) {
+  static constexpr int kMaxCpu = 1 << 16; ///< bounds a hostile "0-4000000000" range
+  std::vector<int> cpus;
+  size_t i = 0;
+  auto number = [&](int &out) {
+    size_t start = i;
+    long v = 0;
+    while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
+      v = v * 10 + (text[i] - '0');
+      if (v > kMaxCpu)
+        return false;
+      i++;
+    }
+    out = int(v);
+    return i > start;
+  };
+  while (i < text.size() && text[i] == ' ')
+    i++;
+  if (i == text.size())
+    return cpus;
+  for (;;) {
+    int lo, hi;
+    if (!number(lo))
+      return std::nullopt;
+    hi = lo;
+    if (i < text.size() && text[i] == '-') {
+      i++;
+      if (!number(hi) || hi < lo)
+        return std::nullopt;
+    }
+    for (int c = lo; c <= hi; c++)
+      cpus.push_back(c);
+    if (i == text.size() || text[i] == '\n')
+      break;
+    if (text[i] != ',')
+      return std::nullopt;
+    i++;
+  }
+  std::sort(cpus.begin(), cpus.end());
+  cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
+  return cpus;
+}
+
+std::string format_cpulist(const std::vector<int> &cpus) {
+  std::string out;
+  for (size_t i = 0; i < cpus.size();) {
+    size_t j = i;
+    while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1)
+      j++;
+    if (!out.empty())
+      out += ',';
+    out += std::to_string(cpus[i]);
+    if (j > i)
+      out += '-' + std::to_string(cpus[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+} // namespace doorbell::doctor
