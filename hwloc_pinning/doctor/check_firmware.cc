@@ -69,22 +69,24 @@ void compare_firmware(const std::vector<std::string> &lines, const std::string &
                              std::to_string(by_fw.size()) + " firmware versions " + scope + " (" + level +
                                  "-level difference; most run " + ref->first + ")",
                              "flash every " + type + " to one version (mlxfwmanager -u or mstflint), then reboot or mlxfwreset");
+    // Differing HCAs first, then the majority, up to kMaxEvidence lines.
     size_t shown = 0, hidden = 0;
-    for (const auto &[fw, list] : by_fw) {
-      if (fw == ref->first)
-        continue;
+    auto show = [&](const std::vector<const Entry *> &list, const std::string &fw) {
       for (const Entry *e : list) {
         if (shown < kMaxEvidence) {
-          f.evidence.push_back(e->host + " " + e->dev + " fw_ver " + fw);
+          f.evidence.push_back(e->host + " " + e->dev + " fw_ver " + fw + (fw == ref->first ? "" : "  <- differs"));
           shown++;
         } else {
           hidden++;
         }
       }
-    }
-    f.evidence.push_back(std::to_string(ref->second.size()) + " HCA(s) run " + ref->first);
+    };
+    for (const auto &[fw, list] : by_fw)
+      if (fw != ref->first)
+        show(list, fw);
+    show(ref->second, ref->first);
     if (hidden)
-      f.evidence.push_back("... and " + std::to_string(hidden) + " more differing HCA(s)");
+      f.evidence.push_back("... and " + std::to_string(hidden) + " more HCA(s)");
   }
 }
 

@@ -44,6 +44,12 @@ static std::pair<int, int> kernel_version(const std::string &release) {
 
 static void check_modules(Context &ctx, Report &out) {
   ReadResult modules = ctx.fs.read("/proc/modules");
+  if (!modules.ok && !ctx.fs.is_dir("/sys/module")) {
+    Finding &f = add_finding(out, "gpudirect", "modules", Status::kWarn,
+                             "cannot tell which kernel modules are loaded", "mount /proc and /sys, then re-run");
+    f.evidence = {evidence_line("/proc/modules", modules), "/sys/module: absent"};
+    return;
+  }
   std::string ev;
   if (!module_loaded(ctx.fs, modules, "nvidia", ev)) {
     Finding &f = add_finding(out, "gpudirect", "nvidia", Status::kFail, "NVIDIA kernel driver not loaded",

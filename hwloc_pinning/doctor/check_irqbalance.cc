@@ -64,6 +64,12 @@ static std::optional<std::vector<int>> parse_cpumask(const std::string &text) {
 }
 
 void check_irqbalance(Context &ctx, Report &out) {
+  if (!ctx.fs.is_dir("/proc/1")) {
+    add_finding(out, "irqbalance", "host", Status::kWarn, "cannot list processes: irqbalance state unknown",
+                "mount /proc and re-run")
+        .evidence.push_back(evidence_line("/proc/1/comm", ctx.fs.read("/proc/1/comm")));
+    return;
+  }
   std::vector<std::string> pids = irqbalance_pids(ctx.fs);
   if (pids.empty()) {
     add_finding(out, "irqbalance", "host", Status::kPass, "irqbalance not running: interrupt affinity stays where it is set")

@@ -60,8 +60,9 @@ void check_rdma(Context &ctx, Report &out) {
     for (const RdmaPort &p : dev.ports) {
       std::string subject = dev.name + " port " + std::to_string(p.num);
       std::string pb = base + "/ports/" + std::to_string(p.num);
-      std::vector<std::string> ev = {pb + "/state: " + p.state, pb + "/phys_state: " + p.phys_state,
-                                     pb + "/rate: " + p.rate, pb + "/link_layer: " + p.link_layer};
+      std::vector<std::string> ev;
+      for (const char *attr : {"/state", "/phys_state", "/rate", "/link_layer"})
+        ev.push_back(evidence_line(pb + attr, ctx.fs.read(pb + attr)));
       Finding *f;
       bool active = p.state.find("ACTIVE") != std::string::npos;
       bool link_up = p.phys_state.find("LinkUp") != std::string::npos;

@@ -13,8 +13,9 @@ namespace doorbell::doctor {
 static constexpr int kDefaultLiveIntervalMs = 200; ///< long enough to see a congested fabric, short enough to run everywhere
 static constexpr int kMaxIntervalMs = 60000;
 
+static const char kSynopsis[] =
+    "usage: doorbell-doctor [--check NAME]... [--json] [--interval MS] [--root DIR [--later DIR]] [--mpi]\n";
 static const char kUsage[] =
-    "usage: doorbell-doctor [--check NAME]... [--json] [--interval MS] [--root DIR [--later DIR]] [--mpi]\n"
     "  --check NAME   run only this check (repeatable, or comma-separated)\n"
     "  --json         print JSON instead of text\n"
     "  --interval MS  sampling window for counter rates (default 200 live, 0 on a recorded tree)\n"
@@ -24,7 +25,7 @@ static const char kUsage[] =
     "exit status: 0 all pass, 1 worst is a warning, 2 worst is a failure, 3 usage error\n";
 
 std::string usage_text() {
-  std::string u = kUsage;
+  std::string u = std::string(kSynopsis) + kUsage;
   u += "checks:\n";
   for (size_t i = 0; i < kNumChecks; i++) {
     char line[160];
@@ -132,7 +133,7 @@ int doctor_main(const std::vector<std::string> &args, std::string &out, std::str
     out = usage_text();
     return 0;
   case ParseResult::kError:
-    err = "doorbell-doctor: " + error + "\n" + kUsage;
+    err = "doorbell-doctor: " + error + "\n" + kSynopsis + "(doorbell-doctor --help lists the options and checks)\n";
     return kExitUsage;
   case ParseResult::kOk:
     break;
