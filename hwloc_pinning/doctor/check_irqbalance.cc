@@ -1,30 +1,26 @@
 // irqbalance rewrites /proc/irq/*/smp_affinity every 10 s, undoing any
 // interrupt placement (doorbell-pin apply-irqs, set_irq_affinity.sh). It must
-// either not run, or be told to keep off the CPUs that serve the NIC's
-// interrupts (IRQBALANCE_BANNED_CPULIST in /etc/default/irqbalance on Debian,
-// /etc/sysconfig/irqbalance on RHEL; the older IRQBALANCE_BANNED_CPUS is a hex
-// mask).
+// either not run or leave the NIC's interrupts alone. Banning CPUs
+// (IRQBALANCE_BANNED_CPULIST, or the older hex mask IRQBALANCE_BANNED_CPUS)
+// is not enough on its own: irqbalance moves every IRQ it balances *off*
+// banned CPUs, the NIC's included, so the NIC's IRQs must also be excluded
+// with --banirq in IRQBALANCE_ARGS. Config: /etc/default/irqbalance (Debian),
+// /etc/sysconfig/irqbalance (RHEL).
 #include "doctor.h"
 
+#include "pinning/cpu_list.h"
+#include "pinning/irqbalance.h"
+
+#include <algorithm>
 #include <set>
 #include <sstream>
 
 namespace doorbell::doctor {
 
 static const char *const kConfigFiles[] = {"/etc/default/irqbalance", "/etc/sysconfig/irqbalance"};
+static constexpr size_t kMaxListedIrqs = 12;
 
-// PIDs whose /proc/<pid>/comm is "irqbalance".
-static std::vector<std::string> irqbalance_pids(const Fs &fs) {
-  std::vector<std::string> pids;
-  if (auto entries = fs.list("/proc"))
-    for (const std::string &e : *entries)
-      if (!e.empty() && e.find_first_not_of("0123456789") == std::string::npos)
-        if (ReadResult r = fs.read("/proc/" + e + "/comm"); r.ok && r.value == "irqbalance")
-          pids.push_back(e);
-  return pids;
-}
-
-// VALUE of an uncommented `NAME=VALUE` / `NAME="VALUE"` line.
+// VALUE of an uncommented `NAME=VALUE` / `NAME="VALUE"` line; the last wins, as in the shell.
 static std::optional<std::string> shell_var(const std::string &text, const std::string &name) {
   std::istringstream in(text);
   std::optional<std::string> value;
@@ -37,7 +33,7 @@ static std::optional<std::string> shell_var(const std::string &text, const std::
       v.pop_back();
     if (v.size() >= 2 && (v.front() == '"' || v.front() == '\'') && v.back() == v.front())
       v = v.substr(1, v.size() - 2);
-    value = v; // the last assignment wins, as in the shell
+    value = v;
   }
   return value;
 }
@@ -63,6 +59,24 @@ static std::optional<std::vector<int>> parse_cpumask(const std::string &text) {
   return cpus;
 }
 
+// IRQ numbers given as --banirq=N, --banirq N or -i N.
+static std::set<int> banned_irqs(const std::string &args) {
+  std::set<int> irqs;
+  std::istringstream in(args);
+  std::string tok, prev;
+  while (in >> tok) {
+    std::string num;
+    if (tok.rfind("--banirq=", 0) == 0)
+      num = tok.substr(9);
+    else if (prev == "--banirq" || prev == "-i")
+      num = tok;
+    if (auto v = parse_u64(num); v && *v < (1u << 24))
+      irqs.insert(int(*v));
+    prev = tok;
+  }
+  return irqs;
+}
+
 void check_irqbalance(Context &ctx, Report &out) {
   if (!ctx.fs.is_dir("/proc/1")) {
     add_finding(out, "irqbalance", "host", Status::kWarn, "cannot list processes: irqbalance state unknown",
@@ -70,15 +84,16 @@ void check_irqbalance(Context &ctx, Report &out) {
         .evidence.push_back(evidence_line("/proc/1/comm", ctx.fs.read("/proc/1/comm")));
     return;
   }
-  std::vector<std::string> pids = irqbalance_pids(ctx.fs);
-  if (pids.empty()) {
+  pin::IrqbalanceState state = pin::detect_irqbalance(pin_root(ctx));
+  if (!state.running()) {
     add_finding(out, "irqbalance", "host", Status::kPass, "irqbalance not running: interrupt affinity stays where it is set")
         .evidence.push_back("/proc/*/comm: no irqbalance process");
     return;
   }
-  std::vector<std::string> ev = {"/proc/" + pids.front() + "/comm: irqbalance (running)"};
+  std::vector<std::string> ev = {"/proc/" + std::to_string(state.pids.front()) + "/comm: irqbalance (running)"};
 
-  std::optional<std::vector<int>> banned;
+  std::vector<int> banned_cpus;
+  std::set<int> banned;
   for (const char *path : kConfigFiles) {
     ReadResult r = ctx.fs.read(path);
     if (!r.ok) {
@@ -87,43 +102,62 @@ void check_irqbalance(Context &ctx, Report &out) {
     }
     if (auto list = shell_var(r.value, "IRQBALANCE_BANNED_CPULIST")) {
       ev.push_back(std::string(path) + ": IRQBALANCE_BANNED_CPULIST=" + *list);
-      banned = parse_cpulist(*list);
+      if (auto cpus = pin::parse_cpu_list(*list); cpus.ok())
+        banned_cpus = *cpus;
     } else if (auto mask = shell_var(r.value, "IRQBALANCE_BANNED_CPUS")) {
       ev.push_back(std::string(path) + ": IRQBALANCE_BANNED_CPUS=" + *mask);
-      banned = parse_cpumask(*mask);
+      banned_cpus = parse_cpumask(*mask).value_or(std::vector<int>{});
     } else {
       ev.push_back(std::string(path) + ": no IRQBALANCE_BANNED_CPULIST");
     }
+    if (auto args = shell_var(r.value, "IRQBALANCE_ARGS")) {
+      ev.push_back(std::string(path) + ": IRQBALANCE_ARGS=" + *args);
+      std::set<int> b = banned_irqs(*args);
+      banned.insert(b.begin(), b.end());
+    }
   }
 
-  // CPUs local to the RDMA NICs: where their interrupts belong.
-  std::set<int> local;
-  for (const RdmaDevice &d : ctx.inv.rdma)
-    if (!d.bdf.empty())
-      if (ReadResult r = ctx.fs.read("/sys/bus/pci/devices/" + d.bdf + "/local_cpulist"); r.ok)
-        if (auto cpus = parse_cpulist(r.value))
-          local.insert(cpus->begin(), cpus->end());
+  // The RDMA NICs' interrupts: the ones irqbalance must leave alone.
+  std::vector<int> nic_irqs;
+  for (const RdmaDevice &dev : ctx.inv.rdma)
+    if (auto irqs = find_rdma_irqs(ctx, dev); irqs.ok())
+      for (const pin::NicIrq &i : irqs->irqs)
+        nic_irqs.push_back(i.irq);
+  std::vector<int> loose;
+  for (int irq : nic_irqs)
+    if (!banned.count(irq))
+      loose.push_back(irq);
+  std::sort(loose.begin(), loose.end());
 
-  static const std::string kFix =
-      "stop it (systemctl disable --now irqbalance) or set IRQBALANCE_BANNED_CPULIST to the CPUs of the "
-      "doorbell-pin plan (doorbell-pin plan) in /etc/default/irqbalance and restart it";
+  std::string banirq;
+  for (size_t i = 0; i < loose.size() && i < kMaxListedIrqs; i++)
+    banirq += (i ? " " : "") + std::string("--banirq=") + std::to_string(loose[i]);
+  if (loose.size() > kMaxListedIrqs)
+    banirq += " ...";
+  std::string fix = "stop it (systemctl disable --now irqbalance), or add IRQBALANCE_ARGS=\"" + banirq +
+                    "\" (and IRQBALANCE_BANNED_CPULIST=<the plan's interrupt CPUs>) to /etc/default/irqbalance "
+                    "or /etc/sysconfig/irqbalance, restart it and re-run doorbell-pin apply-irqs";
   Finding *f;
-  if (!banned || banned->empty()) {
+  if (ctx.inv.rdma.empty()) {
+    f = &add_finding(out, "irqbalance", "host", Status::kPass, "irqbalance running; no RDMA NIC interrupts to protect");
+  } else if (nic_irqs.empty()) {
     f = &add_finding(out, "irqbalance", "host", Status::kWarn,
-                     "irqbalance running with no banned CPUs: it will move NIC interrupts off their placement", kFix);
+                     "irqbalance running and the NICs' interrupts are unknown: cannot tell whether it leaves them alone",
+                     "stop it (systemctl disable --now irqbalance), or exclude the NIC's IRQs with --banirq");
+  } else if (loose.empty()) {
+    f = &add_finding(out, "irqbalance", "host", Status::kPass,
+                     "irqbalance running but leaves all " + std::to_string(nic_irqs.size()) + " NIC IRQs alone (--banirq)");
+  } else if (!banned_cpus.empty()) {
+    f = &add_finding(out, "irqbalance", "host", Status::kWarn,
+                     "irqbalance bans CPUs " + pin::format_cpu_list(banned_cpus) + " but balances " +
+                         std::to_string(loose.size()) + " of " + std::to_string(nic_irqs.size()) +
+                         " NIC IRQs: it moves them off banned CPUs too",
+                     fix);
   } else {
-    std::vector<int> hit;
-    for (int c : *banned)
-      if (local.count(c))
-        hit.push_back(c);
-    if (!local.empty() && hit.empty())
-      f = &add_finding(out, "irqbalance", "host", Status::kWarn,
-                       "irqbalance bans CPUs " + format_cpulist(*banned) + ", none of them local to the RDMA NICs (" +
-                           format_cpulist({local.begin(), local.end()}) + ")",
-                       kFix);
-    else
-      f = &add_finding(out, "irqbalance", "host", Status::kPass,
-                       "irqbalance running but keeps off CPUs " + format_cpulist(*banned));
+    f = &add_finding(out, "irqbalance", "host", Status::kWarn,
+                     "irqbalance running with no bans: it will move " + std::to_string(loose.size()) +
+                         " NIC IRQs off their placement",
+                     fix);
   }
   f->evidence = ev;
 }

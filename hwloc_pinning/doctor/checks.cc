@@ -10,6 +10,7 @@ const CheckInfo kChecks[] = {
     {"firmware", "HCA firmware per device; with --mpi, the same across the job", check_firmware, false},
     {"gpudirect", "nvidia_peermem or dmabuf, nvidia_uvm, PeerMappingOverride, large BAR1", check_gpudirect, false},
     {"pcie", "PCIe link of every NIC and GPU: current vs max speed and width", check_pcie, false},
+    {"irq", "NIC completion interrupts on the NIC's NUMA node, not piled on one CPU", check_irq, false},
     {"irqbalance", "irqbalance stopped, or banned from the interrupt CPUs", check_irqbalance, false},
     {"thermal", "NIC and GPU temperatures vs the throttling threshold (hwmon)", check_thermal, false},
     {"congestion", "RoCE ECN/CNP counters and their rate (DCQCN working, fabric not congested)", check_congestion, true},

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "fs.h"
+#include "pinning/nic_irqs.h"
 
 #include <cstdint>
 #include <map>
@@ -117,6 +118,11 @@ void check_irqbalance(Context &ctx, Report &out);
 void check_thermal(Context &ctx, Report &out);
 void check_congestion(Context &ctx, Report &out);
 void check_retransmit(Context &ctx, Report &out);
+
+// A NIC's interrupts through doorbell_pinning (its /proc/interrupts and
+// msi_irqs parser), under the context's root ("/" when live).
+std::string pin_root(const Context &ctx);
+pin::Result<pin::NicIrqs> find_rdma_irqs(const Context &ctx, const RdmaDevice &dev);
 
 struct CheckInfo {
   const char *name;

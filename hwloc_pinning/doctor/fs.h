@@ -45,10 +45,4 @@ private:
 // Parses an unsigned decimal or 0x-hex integer; nullopt on junk or overflow.
 std::optional<uint64_t> parse_u64(const std::string &text);
 
-// "0-3,8,10-11" -> sorted CPU ids; nullopt on malformed input.
-std::optional<std::vector<int>> parse_cpulist(const std::string &text);
-
-// Sorted CPU ids -> "0-3,8,10-11".
-std::string format_cpulist(const std::vector<int> &cpus);
-
 } // namespace doorbell::doctor

@@ -140,21 +140,54 @@ TEST_F(DoctorChecks, IrqbalanceStoppedPassesRunningUnbannedWarns) {
   EXPECT_TRUE(evidence_has(f, "/etc/sysconfig/irqbalance: no IRQBALANCE_BANNED_CPULIST"));
 }
 
-TEST_F(DoctorChecks, IrqbalanceBannedFromNicCpusPasses) {
+// Banning CPUs alone does not protect the NIC: irqbalance moves the IRQs it
+// balances off banned CPUs. Only --banirq for every NIC IRQ passes.
+TEST_F(DoctorChecks, IrqbalanceMustBanTheNicIrqs) {
   TempTree t;
   t.put("/proc/1/comm", "systemd");
   t.put("/proc/900/comm", "irqbalance");
   t.link("/sys/class/infiniband/mlx5_0/device", "../../../bus/pci/devices/0000:c1:00.0");
   t.put("/sys/bus/pci/devices/0000:c1:00.0/local_cpulist", "32-63");
+  t.put("/proc/interrupts",
+        "            CPU0       CPU1\n"
+        " 140:          5          0  IR-PCI-MSIX-0000:c1:00.0    0-edge      mlx5_async0@pci:0000:c1:00.0\n"
+        " 141:        900         20  IR-PCI-MSIX-0000:c1:00.0    1-edge      mlx5_comp0@pci:0000:c1:00.0");
   t.put("/etc/default/irqbalance", "#IRQBALANCE_BANNED_CPULIST=\nIRQBALANCE_BANNED_CPULIST=\"32-39\"");
   Context ctx = load(t.root());
-  EXPECT_EQ(run(check_irqbalance, ctx).at(0).status, Status::kPass);
-  // Banning CPUs of another node does not protect the NIC's interrupts.
-  t.put("/etc/default/irqbalance", "IRQBALANCE_BANNED_CPUS=000000ff");
-  ctx = load(t.root());
-  const Finding f = run(check_irqbalance, ctx).at(0);
+  Finding f = run(check_irqbalance, ctx).at(0);
   EXPECT_EQ(f.status, Status::kWarn);
-  EXPECT_NE(f.summary.find("0-7"), std::string::npos);
+  EXPECT_NE(f.summary.find("bans CPUs 32-39 but balances 2 of 2 NIC IRQs"), std::string::npos) << f.summary;
+  EXPECT_NE(f.fix.find("--banirq=140 --banirq=141"), std::string::npos) << f.fix;
+
+  t.put("/etc/default/irqbalance", "IRQBALANCE_BANNED_CPUS=000000ff\nIRQBALANCE_ARGS=\"--banirq=141 -i 140\"");
+  ctx = load(t.root());
+  f = run(check_irqbalance, ctx).at(0);
+  EXPECT_EQ(f.status, Status::kPass) << f.summary;
+  EXPECT_TRUE(evidence_has(f, "IRQBALANCE_BANNED_CPUS=000000ff"));
+}
+
+TEST_F(DoctorChecks, IrqOnNicNodeSpreadPasses) {
+  Context ctx = load(fixture("healthy"));
+  Report r = run(check_irq, ctx);
+  const Finding &f = find(r, "mlx5_0 (0000:01:00.0)");
+  EXPECT_EQ(f.status, Status::kPass) << f.summary;
+  EXPECT_NE(f.summary.find("12 completion IRQs"), std::string::npos);
+  EXPECT_TRUE(evidence_has(f, "IRQ 109 mlx5_comp1@pci:0000:01:00.0: effective affinity 8"));
+  EXPECT_EQ(find(r, "mlx5_1 (0000:01:00.1)").status, Status::kPass);
+}
+
+// The Azure VM of the shared recording: every completion interrupt on CPU0.
+TEST_F(DoctorChecks, IrqOffNodeFailsPiledOnOneCpuWarns) {
+  Context ctx = load(fixture("degraded"));
+  Report r = run(check_irq, ctx);
+  const Finding &remote = find(r, "mlx5_0 (8b76:00:02.0)");
+  EXPECT_EQ(remote.status, Status::kFail);
+  EXPECT_NE(remote.summary.find("8 of 8 completion IRQs point off NUMA node 1"), std::string::npos) << remote.summary;
+  EXPECT_TRUE(evidence_has(remote, "0 of 839229 completion interrupts fired on CPUs 4-7"));
+  EXPECT_NE(remote.fix.find("doorbell-pin apply-irqs --nic mlx5_0"), std::string::npos);
+  const Finding &piled = find(r, "mlx5_1 (83a4:00:02.0)");
+  EXPECT_EQ(piled.status, Status::kWarn);
+  EXPECT_NE(piled.summary.find("fire on CPU 0"), std::string::npos) << piled.summary;
 }
 
 TEST_F(DoctorChecks, ThermalCoolNicPasses) {
