@@ -99,7 +99,9 @@ void check_thermal(Context &ctx, Report &out) {
   if (ctx.inv.nics.empty() && ctx.inv.gpus.empty()) {
     add_finding(out, "thermal", "host", Status::kWarn, "no RDMA NIC and no NVIDIA GPU: no temperature to check",
                 "nothing to fix unless this node should have them")
-        .evidence.push_back(ctx.inv.pci_absent_reason.empty() ? "/sys/bus/pci/devices: none found" : ctx.inv.pci_absent_reason);
+        .evidence.push_back(ctx.inv.pci_absent_reason.empty()
+                                ? "/sys/bus/pci/devices: no Mellanox network function, no RDMA device, no NVIDIA GPU"
+                                : ctx.inv.pci_absent_reason);
     return;
   }
   for (const PciFunction &n : ctx.inv.nics) {

@@ -84,6 +84,7 @@ using CounterSnapshot = std::map<std::string, uint64_t>;
 struct Options {
   std::string root;         ///< --root: a recorded tree; empty = live
   std::string later_root;   ///< --later: the same tree recorded interval_ms later
+  std::string record;       ///< --record: copy what is read into this folder (and <record>.later)
   int interval_ms = -1;     ///< --interval; -1 = default (200 live, 0 recorded)
   std::vector<std::string> only; ///< --check NAME (repeatable)
   bool json = false;
@@ -93,6 +94,7 @@ struct Options {
 struct Context {
   Options opt;
   Fs fs;                    ///< reads opt.root
+  Fs later_fs;              ///< the end-of-window snapshot (live, or --later)
   Inventory inv;
   CounterSnapshot before;   ///< counters at the start of the window
   CounterSnapshot after;    ///< counters at its end (== before when no window)

@@ -14,13 +14,15 @@ static constexpr int kDefaultLiveIntervalMs = 200; ///< long enough to see a con
 static constexpr int kMaxIntervalMs = 60000;
 
 static const char kSynopsis[] =
-    "usage: doorbell-doctor [--check NAME]... [--json] [--interval MS] [--root DIR [--later DIR]] [--mpi]\n";
+    "usage: doorbell-doctor [--check NAME]... [--json] [--interval MS] [--root DIR [--later DIR] | --record DIR] [--mpi]\n";
 static const char kUsage[] =
     "  --check NAME   run only this check (repeatable, or comma-separated)\n"
     "  --json         print JSON instead of text\n"
     "  --interval MS  sampling window for counter rates (default 200 live, 0 on a recorded tree)\n"
     "  --root DIR     read a recorded sysfs/procfs tree (DIR/sys, DIR/proc, DIR/etc) instead of this host\n"
     "  --later DIR    the same tree recorded MS later (needs --root and --interval): rates from two snapshots\n"
+    "  --record DIR   copy every file read on this machine into DIR (and the window's end into DIR.later)\n"
+    "                 for replay with --root; DIR must not exist yet\n"
     "  --mpi          under mpirun: compare HCA firmware across all ranks, print every rank's report on rank 0\n"
     "exit status: 0 all pass, 1 worst is a warning, 2 worst is a failure, 3 usage error\n";
 
@@ -58,6 +60,9 @@ ParseResult parse_options(const std::vector<std::string> &args, Options &opt, st
         return ParseResult::kError;
     } else if (a == "--later") {
       if (!value(opt.later_root))
+        return ParseResult::kError;
+    } else if (a == "--record") {
+      if (!value(opt.record))
         return ParseResult::kError;
     } else if (a == "--interval") {
       if (!value(v))
@@ -97,6 +102,14 @@ ParseResult parse_options(const std::vector<std::string> &args, Options &opt, st
   }
   if (!opt.root.empty() && opt.later_root.empty() && opt.interval_ms > 0) {
     error = "a recorded tree cannot be sampled over time: give --later DIR, or --interval 0";
+    return ParseResult::kError;
+  }
+  if (!opt.record.empty() && !opt.root.empty()) {
+    error = "--record copies the live machine; it cannot be combined with --root";
+    return ParseResult::kError;
+  }
+  if (!opt.record.empty() && (Fs().exists(opt.record) || Fs().exists(opt.record + ".later"))) {
+    error = "--record " + opt.record + ": already exists; give a new folder";
     return ParseResult::kError;
   }
   if (!opt.root.empty() && !Fs().is_dir(opt.root)) {
@@ -139,6 +152,12 @@ int doctor_main(const std::vector<std::string> &args, std::string &out, std::str
     break;
   }
   ctx.fs = Fs(ctx.opt.root);
+  ctx.later_fs = Fs(ctx.opt.later_root.empty() ? ctx.opt.root : ctx.opt.later_root);
+  if (!ctx.opt.record.empty()) {
+    ctx.fs.record_into(ctx.opt.record);
+    ctx.later_fs.record_into(ctx.opt.record + ".later");
+    read_hostname(ctx.fs); // the replay names the host from the copy
+  }
   ctx.host = ctx.opt.root.empty() ? live_hostname() : read_hostname(ctx.fs);
 
   // Which checks run: all, or those named with --check (in table order).
@@ -160,10 +179,10 @@ int doctor_main(const std::vector<std::string> &args, std::string &out, std::str
     ctx.before = read_counters(ctx.fs, ctx.inv);
     ctx.window_ms = ctx.opt.interval_ms >= 0 ? ctx.opt.interval_ms : (ctx.opt.root.empty() ? kDefaultLiveIntervalMs : 0);
     if (!ctx.opt.later_root.empty()) {
-      ctx.after = read_counters(Fs(ctx.opt.later_root), ctx.inv);
+      ctx.after = read_counters(ctx.later_fs, ctx.inv);
     } else if (ctx.window_ms > 0) {
       sleep_ms(ctx.window_ms);
-      ctx.after = read_counters(ctx.fs, ctx.inv);
+      ctx.after = read_counters(ctx.later_fs, ctx.inv);
     } else {
       ctx.after = ctx.before;
     }
@@ -178,6 +197,24 @@ int doctor_main(const std::vector<std::string> &args, std::string &out, std::str
   Report report;
   for (const CheckInfo *c : selected)
     c->run(ctx, report);
+
+  // With --record, add what doorbell_pinning read directly (msi_irqs, the
+  // irqbalance process) so that the copy replays to the same report.
+  if (!ctx.opt.record.empty()) {
+    ctx.fs.record_path("/proc/1/comm");
+    for (const RdmaDevice &dev : ctx.inv.rdma)
+      if (!dev.bdf.empty())
+        ctx.fs.record_path("/sys/bus/pci/devices/" + dev.bdf + "/msi_irqs");
+    if (auto procs = ctx.fs.list("/proc"))
+      for (const std::string &pid : *procs)
+        if (pid.find_first_not_of("0123456789") == std::string::npos)
+          if (ReadResult r = Fs().read("/proc/" + pid + "/comm"); r.ok && r.value == "irqbalance")
+            ctx.fs.record_path("/proc/" + pid + "/comm");
+    err += "doorbell-doctor: recorded into " + ctx.opt.record + "; replay: doorbell-doctor --root " + ctx.opt.record +
+           (ctx.window_ms > 0 ? " --later " + ctx.opt.record + ".later --interval " + std::to_string(ctx.window_ms)
+                              : "") +
+           "\n";
+  }
 
   // Render; with --mpi rank 0 prints every rank's report.
   Status w = worst(report);

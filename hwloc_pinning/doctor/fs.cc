@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <cstring>
 #include <dirent.h>
+#include <filesystem>
+#include <fstream>
 #include <fcntl.h>
 #include <limits>
 #include <sys/stat.h>
@@ -39,6 +41,8 @@ ReadResult Fs::read(const std::string &path) const {
       break;
   }
   ::close(fd);
+  if (!record_.empty())
+    record_file(path, r.value);
   while (!r.value.empty() && (r.value.back() == '\n' || r.value.back() == ' ' ||
                               r.value.back() == '\t' || r.value.back() == '\0'))
     r.value.pop_back();
@@ -58,6 +62,8 @@ std::optional<std::vector<std::string>> Fs::list(const std::string &dir) const {
   }
   ::closedir(d);
   std::sort(names.begin(), names.end());
+  if (!record_.empty())
+    record_dir(dir);
   return names;
 }
 
@@ -68,7 +74,10 @@ bool Fs::exists(const std::string &path) const {
 
 bool Fs::is_dir(const std::string &path) const {
   struct stat st;
-  return ::stat(full(path).c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  bool dir = ::stat(full(path).c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  if (dir && !record_.empty())
+    record_dir(path);
+  return dir;
 }
 
 std::optional<std::string> Fs::link_basename(const std::string &path) const {
@@ -77,10 +86,50 @@ std::optional<std::string> Fs::link_basename(const std::string &path) const {
   if (n <= 0)
     return std::nullopt;
   std::string target(buf, size_t(n));
+  if (!record_.empty())
+    record_link(path, target);
   while (!target.empty() && target.back() == '/')
     target.pop_back();
   size_t slash = target.rfind('/');
   return slash == std::string::npos ? target : target.substr(slash + 1);
+}
+
+// Recording never fails the run: a copy that cannot be written is skipped.
+void Fs::record_file(const std::string &path, const std::string &contents) const {
+  std::filesystem::path p = record_ + path;
+  std::error_code ec;
+  std::filesystem::create_directories(p.parent_path(), ec);
+  std::ofstream(p, std::ios::trunc) << contents << "\n";
+}
+
+void Fs::record_dir(const std::string &path) const {
+  std::error_code ec;
+  std::filesystem::create_directories(record_ + path, ec);
+}
+
+// The link text is kept verbatim: readers take its last component only.
+void Fs::record_link(const std::string &path, const std::string &target) const {
+  std::filesystem::path p = record_ + path;
+  std::error_code ec;
+  std::filesystem::create_directories(p.parent_path(), ec);
+  std::filesystem::remove(p, ec);
+  std::filesystem::create_symlink(target, p, ec);
+}
+
+void Fs::record_path(const std::string &path) const {
+  if (record_.empty())
+    return;
+  if (!is_dir(path)) {
+    read(path);
+    return;
+  }
+  if (auto names = list(path))
+    for (const std::string &n : *names) {
+      if (is_dir(path + "/" + n)) // old kernels: msi_irqs/<irq>/mode
+        read(path + "/" + n + "/mode");
+      else
+        read(path + "/" + n);
+    }
 }
 
 std::optional<uint64_t> parse_u64(const std::string &text) {

@@ -22,6 +22,13 @@ class Fs {
 public:
   explicit Fs(std::string root = "") : root_(std::move(root)) {}
 
+  // Copies everything this Fs reads into `dir` (files, listed folders, link
+  // texts), so the same checks replay on it with --root. Empty: no copy.
+  void record_into(std::string dir) { record_ = std::move(dir); }
+  const std::string &recording() const { return record_; }
+  // Copies one path (a file, or a folder's plain files) into the recording.
+  void record_path(const std::string &path) const;
+
   // Reads a whole (small) file; trailing newlines and spaces are dropped.
   ReadResult read(const std::string &path) const;
 
@@ -39,7 +46,11 @@ public:
 
 private:
   std::string full(const std::string &path) const { return root_ + path; }
+  void record_file(const std::string &path, const std::string &contents) const;
+  void record_dir(const std::string &path) const;
+  void record_link(const std::string &path, const std::string &target) const;
   std::string root_;
+  std::string record_;
 };
 
 // Parses an unsigned decimal or 0x-hex integer; nullopt on junk or overflow.

@@ -33,6 +33,8 @@ TEST(DoctorCli, UsageErrorsExit3WithReason) {
       {{"--later", "/tmp"}, "--later needs --root"},
       {{"--root", "/tmp", "--later", "/tmp"}, "--later needs --interval"},
       {{"--root", "/tmp", "--interval", "100"}, "cannot be sampled over time"},
+      {{"--record", "/tmp"}, "--record /tmp: already exists"},
+      {{"--root", "/tmp", "--record", "/nonexistent/x"}, "cannot be combined with --root"},
   };
   for (const Case &c : cases) {
     Result r = doctor(c.args);
@@ -106,6 +108,21 @@ TEST(DoctorCli, LiveMachineSaysWhatIsMissing) {
   EXPECT_NE(r.out.find("[WARN] gpudirect   host: no NVIDIA GPU on this host"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("[FAIL]"), std::string::npos) << r.out;
   EXPECT_EQ(r.rc, 1);
+}
+
+// --record copies what a live run reads; replaying the copy gives the same report.
+TEST(DoctorCli, RecordedLiveRunReplaysIdentically) {
+  TempTree t;
+  std::string rec = t.root() + "/node";
+  Result live = doctor({"--interval", "0", "--record", rec});
+  ASSERT_NE(live.rc, kExitUsage) << live.err;
+  EXPECT_NE(live.err.find("replay: doorbell-doctor --root " + rec), std::string::npos) << live.err;
+  EXPECT_TRUE(std::filesystem::exists(rec + "/proc/sys/kernel/hostname"));
+  Result replay = doctor({"--root", rec});
+  EXPECT_EQ(replay.rc, live.rc);
+  auto body = [](const std::string &s) { return s.substr(s.find('\n') + 1); }; // the header names the source
+  EXPECT_EQ(body(replay.out), body(live.out));
+  EXPECT_EQ(replay.out.substr(0, replay.out.find(" (")), live.out.substr(0, live.out.find(" (")));
 }
 
 // The installed binary: same exit statuses through a real process.
