@@ -84,6 +84,7 @@ using CounterSnapshot = std::map<std::string, uint64_t>;
 struct Options {
   std::string root;         ///< --root: a recorded tree; empty = live
   std::string later_root;   ///< --later: the same tree recorded interval_ms later
+  std::string topology;     ///< --topology: hwloc XML of the recorded node (pinplan)
   std::string record;       ///< --record: copy what is read into this folder (and <record>.later)
   int interval_ms = -1;     ///< --interval; -1 = default (200 live, 0 recorded)
   std::vector<std::string> only; ///< --check NAME (repeatable)
@@ -117,6 +118,7 @@ void check_gpudirect(Context &ctx, Report &out);
 void check_pcie(Context &ctx, Report &out);
 void check_irq(Context &ctx, Report &out);
 void check_irqbalance(Context &ctx, Report &out);
+void check_pinplan(Context &ctx, Report &out);
 void check_thermal(Context &ctx, Report &out);
 void check_congestion(Context &ctx, Report &out);
 void check_retransmit(Context &ctx, Report &out);

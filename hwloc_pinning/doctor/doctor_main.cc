@@ -14,13 +14,15 @@ static constexpr int kDefaultLiveIntervalMs = 200; ///< long enough to see a con
 static constexpr int kMaxIntervalMs = 60000;
 
 static const char kSynopsis[] =
-    "usage: doorbell-doctor [--check NAME]... [--json] [--interval MS] [--root DIR [--later DIR] | --record DIR] [--mpi]\n";
+    "usage: doorbell-doctor [--check NAME]... [--json] [--interval MS]\n"
+    "                       [--root DIR [--later DIR] [--topology FILE.xml] | --record DIR] [--mpi]\n";
 static const char kUsage[] =
     "  --check NAME   run only this check (repeatable, or comma-separated)\n"
     "  --json         print JSON instead of text\n"
     "  --interval MS  sampling window for counter rates (default 200 live, 0 on a recorded tree)\n"
     "  --root DIR     read a recorded sysfs/procfs tree (DIR/sys, DIR/proc, DIR/etc) instead of this host\n"
     "  --later DIR    the same tree recorded MS later (needs --root and --interval): rates from two snapshots\n"
+    "  --topology XML hwloc XML of the recorded node, for the pinplan check (live: this machine's)\n"
     "  --record DIR   copy every file read on this machine into DIR (and the window's end into DIR.later)\n"
     "                 for replay with --root; DIR must not exist yet\n"
     "  --mpi          under mpirun: compare HCA firmware across all ranks, print every rank's report on rank 0\n"
@@ -60,6 +62,9 @@ ParseResult parse_options(const std::vector<std::string> &args, Options &opt, st
         return ParseResult::kError;
     } else if (a == "--later") {
       if (!value(opt.later_root))
+        return ParseResult::kError;
+    } else if (a == "--topology") {
+      if (!value(opt.topology))
         return ParseResult::kError;
     } else if (a == "--record") {
       if (!value(opt.record))
@@ -110,6 +115,14 @@ ParseResult parse_options(const std::vector<std::string> &args, Options &opt, st
   }
   if (!opt.record.empty() && (Fs().exists(opt.record) || Fs().exists(opt.record + ".later"))) {
     error = "--record " + opt.record + ": already exists; give a new folder";
+    return ParseResult::kError;
+  }
+  if (!opt.topology.empty() && opt.root.empty()) {
+    error = "--topology describes a recorded node: it needs --root (a live run loads this machine's)";
+    return ParseResult::kError;
+  }
+  if (!opt.topology.empty() && !Fs().exists(opt.topology)) {
+    error = "--topology " + opt.topology + ": no such file";
     return ParseResult::kError;
   }
   if (!opt.root.empty() && !Fs().is_dir(opt.root)) {

@@ -190,6 +190,36 @@ TEST_F(DoctorChecks, IrqOffNodeFailsPiledOnOneCpuWarns) {
   EXPECT_NE(piled.summary.find("fire on CPU 0"), std::string::npos) << piled.summary;
 }
 
+// The plan over the recorded 2x EPYC topology of ../shared/fixtures/hwloc.
+TEST_F(DoctorChecks, PinPlanAppliedPassesDefaultMasksWarn) {
+  std::string topo = std::string(DOORBELL_SHARED_DIR) + "/fixtures/hwloc/topo.mel3001.xml";
+  if (!std::filesystem::exists(topo))
+    GTEST_SKIP() << "shared fixtures missing: " << topo;
+  Context placed = load(fixture("mel3001-placed"));
+  placed.opt.topology = topo;
+  Finding f = run(check_pinplan, placed).at(0);
+  EXPECT_EQ(f.status, Status::kPass) << f.summary;
+  EXPECT_NE(f.summary.find("all 9 NIC IRQs"), std::string::npos);
+  EXPECT_TRUE(evidence_has(f, "plan: mlx5_2 interrupts on NUMA node 1, CPUs 56-63,120-127"));
+
+  Context unplaced = load(fixture("mel3001-default"));
+  unplaced.opt.topology = topo;
+  f = run(check_pinplan, unplaced).at(0);
+  EXPECT_EQ(f.status, Status::kWarn);
+  EXPECT_NE(f.summary.find("9 of 9 NIC IRQs differ"), std::string::npos) << f.summary;
+  EXPECT_TRUE(evidence_has(f, "IRQ 210 mlx5_comp0@pci:0000:c1:00.0: now 0-127, plan 56,120"));
+  // Masks spanning both nodes: the irq check warns too.
+  EXPECT_EQ(run(check_irq, unplaced).at(0).status, Status::kWarn);
+  EXPECT_EQ(run(check_irq, placed).at(0).status, Status::kPass);
+}
+
+TEST_F(DoctorChecks, PinPlanNeedsTopologyForRecordedTree) {
+  Context ctx = load(fixture("healthy"));
+  Finding f = run(check_pinplan, ctx).at(0);
+  EXPECT_EQ(f.status, Status::kWarn);
+  EXPECT_NE(f.fix.find("--topology"), std::string::npos);
+}
+
 TEST_F(DoctorChecks, ThermalCoolNicPasses) {
   Context ctx = load(fixture("healthy"));
   Report r = run(check_thermal, ctx);
@@ -284,6 +314,11 @@ TEST_F(DoctorChecks, SparseTreeWarnsWithReasons) {
         // /sys/module is recorded: nvidia present, nvidia_peermem and nvidia_uvm absent.
         EXPECT_EQ(f.status, Status::kFail);
         EXPECT_TRUE(evidence_has(f, "absent (/proc/modules: No such file or directory)"));
+        continue;
+      }
+      if (f.check == "pinplan") { // a recorded tree without --topology
+        EXPECT_EQ(f.status, Status::kWarn);
+        EXPECT_TRUE(evidence_has(f, "without --topology"));
         continue;
       }
       if (f.check == "irqbalance") {

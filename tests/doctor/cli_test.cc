@@ -12,8 +12,8 @@ bool have_fixtures() { return std::filesystem::is_directory(fixture("healthy"));
 TEST(DoctorCli, ExitStatusIsWorstFinding) {
   if (!have_fixtures())
     GTEST_SKIP() << "recorded trees missing at " << fixture("");
-  EXPECT_EQ(doctor({"--root", fixture("healthy"), "--check", "rdma,firmware,gpudirect,pcie,irqbalance"}).rc, 0);
-  EXPECT_EQ(doctor({"--root", fixture("healthy")}).rc, 1); // the GPU has no hwmon sensor
+  EXPECT_EQ(doctor({"--root", fixture("healthy"), "--check", "rdma,firmware,gpudirect,pcie,irq,irqbalance"}).rc, 0);
+  EXPECT_EQ(doctor({"--root", fixture("healthy")}).rc, 1); // the GPU has no hwmon sensor, no --topology
   EXPECT_EQ(doctor({"--root", fixture("degraded")}).rc, 2);
   EXPECT_EQ(doctor({"--root", fixture("degraded"), "--check", "irqbalance"}).rc, 1);
 }
@@ -34,6 +34,8 @@ TEST(DoctorCli, UsageErrorsExit3WithReason) {
       {{"--root", "/tmp", "--later", "/tmp"}, "--later needs --interval"},
       {{"--root", "/tmp", "--interval", "100"}, "cannot be sampled over time"},
       {{"--record", "/tmp"}, "--record /tmp: already exists"},
+      {{"--topology", "/tmp"}, "--topology describes a recorded node: it needs --root"},
+      {{"--root", "/tmp", "--topology", "/nonexistent.xml"}, "--topology /nonexistent.xml: no such file"},
       {{"--root", "/tmp", "--record", "/nonexistent/x"}, "cannot be combined with --root"},
   };
   for (const Case &c : cases) {
