@@ -12,7 +12,16 @@ namespace doorbell::doctor {
 
 static constexpr size_t kMaxEvidence = 16; ///< keeps a 1000-node report readable
 
-static std::string or_dash(const std::string &s) { return s.empty() ? "-" : s; }
+// One whitespace-free token per field, so lines split back exactly.
+static std::string or_dash(const std::string &s) {
+  if (s.empty())
+    return "-";
+  std::string t = s;
+  for (char &c : t)
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r')
+      c = '_';
+  return t;
+}
 
 std::string firmware_line(const std::string &host, const RdmaDevice &dev) {
   return or_dash(host) + " " + or_dash(dev.name) + " " + or_dash(dev.hca_type) + " " + or_dash(dev.fw_ver);

@@ -15,7 +15,7 @@
 
 namespace doorbell::doctor {
 
-static constexpr size_t kMaxFileBytes = 1 << 20; ///< sysfs files are <= 4 KiB; procfs tables stay far below 1 MiB
+static constexpr size_t kMaxFileBytes = 64 << 20; ///< sysfs files are <= 4 KiB; /proc/interrupts reaches megabytes on 256-CPU hosts
 
 ReadResult Fs::read(const std::string &path) const {
   ReadResult r;

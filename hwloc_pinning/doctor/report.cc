@@ -6,9 +6,34 @@
 
 namespace doorbell::doctor {
 
+// Length of the valid UTF-8 sequence starting at s[i], or 0.
+static size_t utf8_length(const std::string &s, size_t i) {
+  unsigned char c = s[i];
+  size_t n = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c <= 0xdf ? 2 : 0;
+  if (n == 0 || c > 0xf4 || i + n > s.size())
+    return 0;
+  for (size_t k = 1; k < n; k++)
+    if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80)
+      return 0;
+  return n;
+}
+
+// JSON string body: quotes, backslashes and control characters escaped; bytes
+// that are not UTF-8 (junk read from a broken device) become U+FFFD.
 std::string json_escape(const std::string &s) {
   std::string out;
-  for (unsigned char c : s) {
+  for (size_t i = 0; i < s.size(); i++) {
+    unsigned char c = s[i];
+    if (c >= 0x80) {
+      size_t n = utf8_length(s, i);
+      if (n == 0) {
+        out += "\\ufffd";
+      } else {
+        out.append(s, i, n);
+        i += n - 1;
+      }
+      continue;
+    }
     switch (c) {
     case '"': out += "\\\""; break;
     case '\\': out += "\\\\"; break;

@@ -333,6 +333,37 @@ TEST_F(DoctorChecks, SparseTreeWarnsWithReasons) {
   }
 }
 
+// Junk where numbers belong: every check still answers, none crashes.
+TEST_F(DoctorChecks, GarbageValuesNeverCrash) {
+  TempTree t;
+  std::string junk = std::string("\xff\xfe-99999999999999999999999 0x 1-0,,", 40);
+  t.link("/sys/class/infiniband/mlx5_0/device", "../../../bus/pci/devices/0000:01:00.0");
+  for (const char *f : {"fw_ver", "hca_type", "ports/1/state", "ports/1/phys_state", "ports/1/rate",
+                        "ports/1/link_layer", "ports/1/hw_counters/np_ecn_marked_roce_packets",
+                        "ports/1/hw_counters/np_cnp_sent", "ports/1/hw_counters/rp_cnp_handled",
+                        "ports/1/hw_counters/local_ack_timeout_err"})
+    t.put(std::string("/sys/class/infiniband/mlx5_0/") + f, junk);
+  t.put("/sys/class/infiniband/mlx5_0/ports/1/link_layer", "Ethernet");
+  for (const char *dev : {"0000:01:00.0", "0000:02:00.0"})
+    for (const char *f : {"current_link_speed", "max_link_speed", "current_link_width", "max_link_width",
+                          "resource", "local_cpulist", "numa_node", "hwmon/hwmon0/temp1_input",
+                          "hwmon/hwmon0/temp1_crit", "msi_irqs/12"})
+      t.put(std::string("/sys/bus/pci/devices/") + dev + "/" + f, junk);
+  t.put("/sys/bus/pci/devices/0000:02:00.0/vendor", "0x10de");
+  t.put("/sys/bus/pci/devices/0000:02:00.0/class", "0x030200");
+  for (const char *f : {"/proc/interrupts", "/proc/modules", "/proc/net/snmp", "/proc/driver/nvidia/params",
+                        "/proc/irq/12/smp_affinity_list", "/proc/1/comm", "/etc/default/irqbalance"})
+    t.put(f, junk);
+  t.put("/proc/net/snmp", "Tcp: OutSegs RetransSegs\nTcp: 0 18446744073709551615");
+  Context ctx = load(t.root());
+  for (size_t i = 0; i < kNumChecks; i++) {
+    Report r = run(kChecks[i].run, ctx);
+    EXPECT_FALSE(r.empty()) << kChecks[i].name;
+    for (const Finding &f : r)
+      EXPECT_TRUE(json_valid(render_json(ctx, {f}))) << f.check;
+  }
+}
+
 TEST_F(DoctorChecks, EmptyTreeNeverFails) {
   TempTree t;
   Context ctx = load(t.root());

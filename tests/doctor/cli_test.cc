@@ -84,6 +84,7 @@ TEST(DoctorCli, JsonParsesForEveryTree) {
 
 TEST(DoctorCli, JsonEscapesControlAndQuoteCharacters) {
   EXPECT_EQ(json_escape("a\"b\\c\nd\x01"), "a\\\"b\\\\c\\nd\\u0001");
+  EXPECT_EQ(json_escape("\xff 25\xc2\xb0" "C \xe2\x82"), "\\ufffd 25\xc2\xb0" "C \\ufffd\\ufffd"); // junk, valid, truncated
   Context ctx;
   ctx.host = "h\"ost";
   Report r;
