@@ -336,7 +336,8 @@ TEST_F(DoctorChecks, SparseTreeWarnsWithReasons) {
 // Junk where numbers belong: every check still answers, none crashes.
 TEST_F(DoctorChecks, GarbageValuesNeverCrash) {
   TempTree t;
-  std::string junk = std::string("\xff\xfe-99999999999999999999999 0x 1-0,,", 40);
+  std::string junk = "\xff\xfe-99999999999999999999999 0x 1-0,,";
+  junk += junk + "\n" + junk;
   t.link("/sys/class/infiniband/mlx5_0/device", "../../../bus/pci/devices/0000:01:00.0");
   for (const char *f : {"fw_ver", "hca_type", "ports/1/state", "ports/1/phys_state", "ports/1/rate",
                         "ports/1/link_layer", "ports/1/hw_counters/np_ecn_marked_roce_packets",
