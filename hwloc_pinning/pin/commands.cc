@@ -64,12 +64,13 @@ int cmd_apply_irqs(Context &ctx) {
     Fatal(ctx) << "no RDMA NIC found in " << ctx.machine.source << ": no interrupts to place";
   if (!ctx.irqs_read)
     Fatal(ctx) << "apply-irqs on a recorded topology needs --root DIR (its procfs/sysfs)";
+  std::error_code ec;
+  if (!ctx.args.dry_run && std::filesystem::equivalent(ctx.args.root, "/", ec) && geteuid() != 0)
+    Fatal(ctx) << "apply-irqs writes /proc/irq/<N>/smp_affinity_list and needs root; run it as "
+                  "root or add --dry-run";
   if (ctx.plan.irq_numbers().empty())
     Fatal(ctx) << "no interrupts found for the selected NIC(s) under " << ctx.args.root
                << " (proc/interrupts, sys/bus/pci/devices/<bdf>/msi_irqs)";
-  if (!ctx.args.dry_run && std::filesystem::equivalent(ctx.args.root, "/") && geteuid() != 0)
-    Fatal(ctx) << "apply-irqs writes /proc/irq/<N>/smp_affinity_list and needs root; run it as "
-                  "root or add --dry-run";
   ApplyResult r = apply_irqs(ctx.plan, ctx.args.root, ctx.args.dry_run);
   for (const std::string &l : r.done)
     std::cout << l << "\n";

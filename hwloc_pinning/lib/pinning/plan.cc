@@ -39,8 +39,13 @@ std::vector<int> cores_near(const Machine &m, int home) {
 }
 
 int home_node(const Machine &m, const Nic &nic, std::vector<std::string> *notes) {
-  if (nic.numa_nodes.size() == 1)
+  if (nic.numa_nodes.size() == 1) {
+    if (nic.attached_to == "Machine")
+      notes->push_back(nic.name + " hangs off Machine: the topology gives it no package; its "
+                       "NUMA node is the machine's only one (" +
+                       std::to_string(nic.numa_nodes[0]) + ")");
     return nic.numa_nodes[0];
+  }
   int home = nic.numa_nodes.empty() ? m.numa_nodes[0].os_index : nic.numa_nodes[0];
   if (nic.numa_nodes.size() > 1) {
     std::vector<int> nodes = nic.numa_nodes;
@@ -121,7 +126,7 @@ Plan make_plan(const Machine &m, const std::vector<NicInput> &nics, const PlanOp
     }
     if (total() < before)
       p.notes.push_back("interrupt cores reduced from " + std::to_string(before) + " to " +
-                        std::to_string(total()) + " so that " + std::to_string(opt.ranks) +
+                        std::to_string(total()) + " to make room for " + std::to_string(opt.ranks) +
                         " ranks fit on " + std::to_string(ncores) + " cores");
   }
 

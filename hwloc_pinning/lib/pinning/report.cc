@@ -111,7 +111,7 @@ std::string format_plan_table(const Machine &m, const Plan &p) {
     o << "NIC " << n.nic << " (PCI " << n.bdf << ", NUMA " << n.numa << "): interrupt cores "
       << cores << " = PUs " << format_cpu_list(pus) << "\n";
     if (n.irqs.empty())
-      o << "  no interrupts found (no procfs for this topology): the cores are reserved\n";
+      o << "  no interrupts known for this NIC (none found, or not read): the cores are reserved\n";
     else {
       snprintf(line, sizeof(line), "  %6s  %-10s  %-6s  %-12s  %s\n", "IRQ", "kind", "core",
                "affinity", "name");

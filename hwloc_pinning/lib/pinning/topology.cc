@@ -176,6 +176,10 @@ Result<Machine> load_machine(const std::string &xml_path) {
     return Error{"hwloc_topology_init failed: " + std::string(strerror(errno))};
   TopologyPtr topo(raw);
   hwloc_topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+  // Linux's own sysfs PCI discovery finds every device and OS device we
+  // need; the libpciaccess component only adds vendor names, parses pci.ids
+  // on every run and leaks it.
+  hwloc_topology_set_components(raw, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "pci");
   if (!xml_path.empty() && hwloc_topology_set_xml(raw, xml_path.c_str()) != 0)
     return Error{"cannot read topology " + xml_path + ": " + strerror(errno) +
                  " (expected an hwloc XML file, e.g. from `lstopo-no-graphics --of xml`)"};
