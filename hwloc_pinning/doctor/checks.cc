@@ -11,7 +11,7 @@ const CheckInfo kChecks[] = {
     {"gpudirect", "nvidia_peermem or dmabuf, nvidia_uvm, PeerMappingOverride, large BAR1", check_gpudirect, false},
     {"pcie", "PCIe link of every NIC and GPU: current vs max speed and width", check_pcie, false},
     {"irq", "NIC completion interrupts on the NIC's NUMA node, not piled on one CPU", check_irq, false},
-    {"irqbalance", "irqbalance stopped, or banned from the interrupt CPUs", check_irqbalance, false},
+    {"irqbalance", "irqbalance stopped, or told to leave the NIC IRQs alone (--banirq)", check_irqbalance, false},
     {"pinplan", "NIC interrupts where the doorbell-pin plan puts them (hwloc topology)", check_pinplan, false},
     {"thermal", "NIC and GPU temperatures vs the throttling threshold (hwmon)", check_thermal, false},
     {"congestion", "RoCE ECN/CNP counters and their rate (DCQCN working, fabric not congested)", check_congestion, true},
