@@ -665,6 +665,29 @@ void UdpIface::send_control(const Responder &r, Opcode op, NakCode code,
     }
 }
 
+/// The table is full: forgets the peer QP heard from least recently (a QP
+/// long gone, typically). Its peer, if alive, would see its packets NAKed
+/// back to PSN 0 as stale and time out.
+bool UdpIface::evict_oldest_responder()
+{
+    auto oldest = responders_.end();
+    for (auto it = responders_.begin(); it != responders_.end(); ++it) {
+        const Responder &r = it->second;
+        if (r.ack_due || r.ack_deferred || r.am_buf != nullptr) {
+            continue; /* referenced from the ACK lists, or mid-message */
+        }
+        if (oldest == responders_.end() ||
+            r.last_seen < oldest->second.last_seen) {
+            oldest = it;
+        }
+    }
+    if (oldest == responders_.end()) {
+        return false;
+    }
+    responders_.erase(oldest);
+    return true;
+}
+
 void UdpIface::send_ack(Responder &r)
 {
     send_control(r, Opcode::kAck, NakCode(0), r.expected);
@@ -713,14 +736,16 @@ void UdpIface::handle_request(const WireHeader &h, uint8_t *buf,
     auto it = responders_.find(key);
     if (it == responders_.end()) {
         if (h.psn != 0) {
-            /* the peer's first packets were lost: ask for PSN 0 */
+            /* the peer's first packets were lost (or the QP is long
+             * forgotten): ask for PSN 0 */
+            ++counters.rx_dropped;
             Responder tmp;
             tmp.peer = from;
             tmp.qpn  = h.src_qp;
             send_control(tmp, Opcode::kNak, NakCode::kSequence, 0);
             return;
         }
-        if (responders_.size() >= kMaxResponders) {
+        if (responders_.size() >= kMaxResponders && !evict_oldest_responder()) {
             ++counters.rx_dropped;
             return;
         }
@@ -731,6 +756,7 @@ void UdpIface::handle_request(const WireHeader &h, uint8_t *buf,
     }
     Responder &r = it->second;
     r.ts_echo    = h.ts_send;
+    r.last_seen  = now_;
     if (ce) {
         r.ce_bytes += h.length + uint32_t(sizeof(WireHeader));
     }
@@ -742,7 +768,8 @@ void UdpIface::handle_request(const WireHeader &h, uint8_t *buf,
     };
     auto reject = [&](NakCode code) {
         send_control(r, Opcode::kNak, code, h.psn);
-        r.failed = true;
+        r.failed    = true;
+        r.fail_code = code;
         ++r.expected;
         if (code == NakCode::kAccess) {
             ++counters.remote_access_errors;
@@ -754,7 +781,7 @@ void UdpIface::handle_request(const WireHeader &h, uint8_t *buf,
         /* after an error nothing more is executed; repeat the verdict in
          * case the NAK was lost */
         if (d >= -1) {
-            send_control(r, Opcode::kNak, NakCode::kAccess, r.expected - 1);
+            send_control(r, Opcode::kNak, r.fail_code, r.expected - 1);
         }
         ++counters.rx_dropped;
         return;
@@ -840,7 +867,8 @@ bool UdpIface::handle_send(Responder &r, const WireHeader &h, uint8_t *buf,
         (first && r.am_buf != nullptr) ||
         (!first && (r.am_buf == nullptr || h.msg_offset != r.am_length))) {
         send_control(r, Opcode::kNak, NakCode::kInvalid, h.psn);
-        r.failed = true;
+        r.failed    = true;
+        r.fail_code = NakCode::kInvalid;
         ++r.expected;
         return false;
     }
