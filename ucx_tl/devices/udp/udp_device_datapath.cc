@@ -32,6 +32,17 @@ const uint8_t *message_data(const doorbell_wqe_t &w, uint32_t offset)
     return reinterpret_cast<const uint8_t *>(uintptr_t(w.local_addr)) + offset;
 }
 
+/// Offset of the first chunk of a read piece that has not arrived.
+uint32_t first_missing(const ReadPiece &piece)
+{
+    for (size_t i = 0; i < piece.got.size(); ++i) {
+        if (!piece.got[i]) {
+            return uint32_t(i) * piece.chunk;
+        }
+    }
+    return piece.length;
+}
+
 WireHeader make_header(Opcode op)
 {
     WireHeader h{};
@@ -196,7 +207,15 @@ void UdpIface::send_packet(UdpQp &qp, const TxPacket &pkt)
         h.msg_length  = pkt.length;
         h.aux         = mtu_;
         if (resend) {
-            h.flags |= kFlagRetry; /* the data may have been lost too */
+            /* the data may have been lost too: ask from the first chunk
+             * missing (none missing: only the ACK is wanted) */
+            for (const ReadPiece &piece : qp.reads) {
+                if (piece.psn == pkt.psn) {
+                    h.flags |= kFlagRetry;
+                    h.msg_offset = first_missing(piece);
+                    break;
+                }
+            }
         }
         break;
     default:
@@ -384,6 +403,7 @@ void UdpIface::check_timer(UdpQp &qp)
         h.remote_addr = piece.remote_addr;
         h.rkey        = piece.rkey;
         h.msg_length  = piece.length;
+        h.msg_offset  = first_missing(piece);
         h.aux         = piece.chunk;
         h.ts_send     = now_;
         stage(h, nullptr, 0, nullptr, 0, qp.peer);
@@ -540,8 +560,11 @@ void UdpIface::ack_psn(UdpQp &qp, uint32_t psn, uint64_t now)
     if (psn_diff(qp.tx_psn, qp.una) < 0) {
         qp.tx_psn = qp.una;
     }
-    qp.retries     = 0;
-    qp.rto_ns      = params.rto_min_ns;
+    qp.retries = 0;
+    /* the timeout follows the measured round trip (four smoothed RTTs),
+     * so a slow path or a busy peer is not mistaken for loss */
+    qp.rto_ns      = std::clamp(4 * qp.srtt_ns, params.rto_min_ns,
+                                params.rto_max_ns);
     qp.deadline_ns = (qp.unacked.empty() && qp.reads.empty()) ? 0
                                                                : now + qp.rto_ns;
     retire(qp);
@@ -717,7 +740,7 @@ void UdpIface::send_read_response(const WireHeader &req, const sockaddr_in &to)
 {
     const uint8_t *src = reinterpret_cast<const uint8_t *>(
         uintptr_t(req.remote_addr));
-    for (uint32_t off = 0; off < req.msg_length; off += req.aux) {
+    for (uint32_t off = req.msg_offset; off < req.msg_length; off += req.aux) {
         WireHeader h = make_header(Opcode::kReadResp);
         h.dst_qp     = req.src_qp;
         h.psn        = req.psn;
