@@ -10,6 +10,7 @@
 
 #include "doorbell.h"
 
+#include <ucs/sys/math.h>
 #include <ucs/type/class.h>
 
 
