@@ -49,44 +49,40 @@ static ucs_config_field_t uct_doorbell_iface_config_table[] = {
      "segmented. \"auto\" takes the largest the device allows.",
      ucs_offsetof(uct_doorbell_iface_config_t, mtu), UCS_CONFIG_TYPE_MEMUNITS},
 
-    {"SEG_SIZE", "auto",
+    {"SEG_SIZE", "8k",
      "Largest active message including its header, in bytes; this is also the\n"
-     "size of each receive buffer. \"auto\" takes the transport default.",
+     "size of each receive buffer and the largest bcopy put or get.",
      ucs_offsetof(uct_doorbell_iface_config_t, seg_size),
      UCS_CONFIG_TYPE_MEMUNITS},
 
-    {"TX_QUEUE_LEN", "0",
+    {"TX_QUEUE_LEN", "256",
      "Number of work-request slots in the send ring of each queue pair; a power\n"
-     "of two. 0 takes the transport default.",
+     "of two. A full ring makes sends return UCS_ERR_NO_RESOURCE.",
      ucs_offsetof(uct_doorbell_iface_config_t, tx_queue_len),
      UCS_CONFIG_TYPE_UINT},
 
-    {"RX_QUEUE_LEN", "0",
-     "Number of receive buffers of the interface. 0 takes the transport\n"
-     "default.",
+    {"RX_QUEUE_LEN", "256",
+     "Number of receive buffers of the interface, each SEG_SIZE bytes.",
      ucs_offsetof(uct_doorbell_iface_config_t, rx_queue_len),
      UCS_CONFIG_TYPE_UINT},
 
-    {"AM_CREDITS", "0",
+    {"AM_CREDITS", "64",
      "Number of active messages a queue pair may have in flight before it waits\n"
-     "for the peer to return credits; an active message is never dropped. 0\n"
-     "takes the transport default.",
+     "for the peer to return credits; an active message is never dropped.",
      ucs_offsetof(uct_doorbell_iface_config_t, am_credits),
      UCS_CONFIG_TYPE_UINT},
 
-    {"RTO_MIN", "0",
-     "First retransmit timeout. It doubles on every retry up to RTO_MAX. 0 takes\n"
-     "the transport default.",
+    {"RTO_MIN", "1ms",
+     "First retransmit timeout. It doubles on every retry up to RTO_MAX.",
      ucs_offsetof(uct_doorbell_iface_config_t, rto_min), UCS_CONFIG_TYPE_TIME},
 
-    {"RTO_MAX", "0",
-     "Ceiling of the retransmit timeout backoff. 0 takes the transport default.",
+    {"RTO_MAX", "1s",
+     "Ceiling of the retransmit timeout backoff.",
      ucs_offsetof(uct_doorbell_iface_config_t, rto_max), UCS_CONFIG_TYPE_TIME},
 
-    {"RETRY_COUNT", "0",
+    {"RETRY_COUNT", "7",
      "Number of retransmits of one packet before the peer is declared\n"
-     "unreachable and the endpoint fails with a timeout. 0 takes the transport\n"
-     "default.",
+     "unreachable and the endpoint fails with a timeout.",
      ucs_offsetof(uct_doorbell_iface_config_t, retry_count),
      UCS_CONFIG_TYPE_UINT},
 
@@ -170,7 +166,7 @@ static ucs_status_t uct_doorbell_iface_query(uct_iface_h tl_iface,
     attr->cap.am.max_short        = limits->max_short;
     attr->cap.am.max_bcopy        = limits->max_bcopy;
     attr->cap.am.min_zcopy        = 0;
-    attr->cap.am.max_zcopy        = limits->max_bcopy;
+    attr->cap.am.max_zcopy        = limits->max_am_zcopy;
     attr->cap.am.opt_zcopy_align  = 1;
     attr->cap.am.align_mtu        = 1;
     attr->cap.am.max_hdr          = limits->max_am_header;
@@ -425,27 +421,13 @@ uct_doorbell_iface_params_from_config(const uct_doorbell_iface_config_t *config,
     if (config->mtu != UCS_MEMUNITS_AUTO) {
         p->mtu = config->mtu;
     }
-    if (config->seg_size != UCS_MEMUNITS_AUTO) {
-        p->seg_size = config->seg_size;
-    }
-    if (config->tx_queue_len != 0) {
-        p->tx_queue_len = config->tx_queue_len;
-    }
-    if (config->rx_queue_len != 0) {
-        p->rx_queue_len = config->rx_queue_len;
-    }
-    if (config->am_credits != 0) {
-        p->am_credits = config->am_credits;
-    }
-    if (config->rto_min > 0) {
-        p->rto_min_ns = (uint64_t)(config->rto_min * 1e9);
-    }
-    if (config->rto_max > 0) {
-        p->rto_max_ns = (uint64_t)(config->rto_max * 1e9);
-    }
-    if (config->retry_count != 0) {
-        p->retry_count = config->retry_count;
-    }
+    p->seg_size      = config->seg_size;
+    p->tx_queue_len  = config->tx_queue_len;
+    p->rx_queue_len  = config->rx_queue_len;
+    p->am_credits    = config->am_credits;
+    p->rto_min_ns    = (uint64_t)(config->rto_min * 1e9);
+    p->rto_max_ns    = (uint64_t)(config->rto_max * 1e9);
+    p->retry_count   = config->retry_count;
     p->cc = uct_doorbell_cc_names[config->cc];
 
     if (!strcasecmp(config->ibrc_gain, "auto")) {
