@@ -72,12 +72,21 @@ typedef struct uct_doorbell_iface_config {
 } uct_doorbell_iface_config_t;
 
 
+/* A flush posted for a caller that passed no completion (it polls the flush
+ * call instead): one is kept in flight, so polling does not fill the ring. */
+typedef struct uct_doorbell_flush {
+    uct_completion_t      comp;
+    int                   in_flight;
+} uct_doorbell_flush_t;
+
+
 typedef struct uct_doorbell_iface {
     uct_base_iface_t      super;
     doorbell_iface_t      *core;         /* Device context and its QPs */
     ucs_arbiter_t         arbiter;       /* Endpoints with pending requests */
     ucs_list_link_t       ep_list;       /* Endpoints, for errors and fence */
     uct_recv_desc_t       release_desc;  /* Returns held AM buffers */
+    uct_doorbell_flush_t  flush;         /* Flush without a user completion */
     char                  dev_name[UCT_DEVICE_NAME_MAX];
     struct {
         doorbell_iface_limits_t limits;  /* Sizes the core accepts */
@@ -93,6 +102,7 @@ typedef struct uct_doorbell_ep {
     doorbell_qp_t         *qp;           /* RC queue pair to the peer iface */
     ucs_arbiter_group_t   arb_group;     /* Pending requests of this ep */
     ucs_list_link_t       list;          /* Entry in iface->ep_list */
+    uct_doorbell_flush_t  flush;         /* Flush without a user completion */
 } uct_doorbell_ep_t;
 
 
@@ -121,6 +131,32 @@ uct_doorbell_status(doorbell_status_t status)
     return UCS_ERR_IO_ERROR;
 }
 
+
+/* Posts a flush through post_flush, or reports the one already in flight
+ * when the caller gave no completion. */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_doorbell_flush_post(uct_doorbell_flush_t *flush, uct_completion_t *comp,
+                        doorbell_status_t (*post_flush)(void*, void*),
+                        void *obj)
+{
+    doorbell_status_t status;
+
+    if (comp != NULL) {
+        return uct_doorbell_status(post_flush(obj, comp));
+    }
+
+    if (flush->in_flight) {
+        return UCS_INPROGRESS;
+    }
+
+    flush->comp.count  = 1;
+    flush->comp.status = UCS_OK;
+    status             = post_flush(obj, &flush->comp);
+    flush->in_flight   = (status == DOORBELL_INPROGRESS);
+    return uct_doorbell_status(status);
+}
+
+void uct_doorbell_flush_init(uct_doorbell_flush_t *flush);
 
 ucs_status_t uct_doorbell_query_tl_devices(uct_md_h md,
                                            uct_tl_device_resource_t **devices_p,

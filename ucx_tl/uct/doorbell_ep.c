@@ -216,6 +216,11 @@ void uct_doorbell_ep_pending_purge(uct_ep_h tl_ep,
                             uct_doorbell_ep_purge_cb, &args);
 }
 
+static doorbell_status_t uct_doorbell_ep_core_flush(void *qp, void *cookie)
+{
+    return doorbell_qp_flush(qp, cookie);
+}
+
 ucs_status_t uct_doorbell_ep_flush(uct_ep_h tl_ep, unsigned flags,
                                    uct_completion_t *comp)
 {
@@ -230,7 +235,8 @@ ucs_status_t uct_doorbell_ep_flush(uct_ep_h tl_ep, unsigned flags,
     }
 
     UCT_TL_EP_STAT_FLUSH(&ep->super);
-    return uct_doorbell_status(doorbell_qp_flush(ep->qp, comp));
+    return uct_doorbell_flush_post(&ep->flush, comp,
+                                   uct_doorbell_ep_core_flush, ep->qp);
 }
 
 ucs_status_t uct_doorbell_ep_fence(uct_ep_h tl_ep, unsigned flags)
@@ -259,6 +265,7 @@ static UCS_CLASS_INIT_FUNC(uct_doorbell_ep_t, const uct_ep_params_t *params)
     }
 
     ucs_arbiter_group_init(&self->arb_group);
+    uct_doorbell_flush_init(&self->flush);
     ucs_list_add_tail(&iface->ep_list, &self->list);
     ucs_debug("doorbell %s: ep %p created", iface->dev_name, self);
     return UCS_OK;

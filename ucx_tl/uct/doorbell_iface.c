@@ -230,6 +230,12 @@ static unsigned uct_doorbell_iface_progress(uct_iface_h tl_iface)
     return count;
 }
 
+static doorbell_status_t uct_doorbell_iface_core_flush(void *core,
+                                                       void *cookie)
+{
+    return doorbell_iface_flush(core, cookie);
+}
+
 static ucs_status_t uct_doorbell_iface_flush(uct_iface_h tl_iface,
                                              unsigned flags,
                                              uct_completion_t *comp)
@@ -246,7 +252,21 @@ static ucs_status_t uct_doorbell_iface_flush(uct_iface_h tl_iface,
         return UCS_ERR_NO_RESOURCE;
     }
 
-    return uct_doorbell_status(doorbell_iface_flush(iface->core, comp));
+    return uct_doorbell_flush_post(&iface->flush, comp,
+                                   uct_doorbell_iface_core_flush, iface->core);
+}
+
+static void uct_doorbell_flush_done(uct_completion_t *self)
+{
+    ucs_container_of(self, uct_doorbell_flush_t, comp)->in_flight = 0;
+}
+
+void uct_doorbell_flush_init(uct_doorbell_flush_t *flush)
+{
+    flush->comp.func   = uct_doorbell_flush_done;
+    flush->comp.count  = 0;
+    flush->comp.status = UCS_OK;
+    flush->in_flight   = 0;
 }
 
 static ucs_status_t uct_doorbell_iface_fence(uct_iface_h tl_iface,
@@ -501,6 +521,7 @@ static UCS_CLASS_INIT_FUNC(uct_doorbell_iface_t, uct_md_h tl_md,
                                 DOORBELL_AM_HEADROOM) ?
                                UCT_CB_PARAM_FLAG_DESC : 0;
     self->release_desc.cb    = uct_doorbell_iface_release_desc;
+    uct_doorbell_flush_init(&self->flush);
 
     doorbell_iface_query_limits(self->core, &self->config.limits);
     doorbell_iface_set_am_handler(self->core, uct_doorbell_iface_am_handler,
