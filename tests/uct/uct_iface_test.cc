@@ -20,7 +20,7 @@ struct AmCapture {
   std::vector<char> data;
 };
 
-ucs_status_t am_cb(void *arg, void *data, size_t length, unsigned flags) {
+ucs_status_t am_cb(void *arg, void *data, size_t length, unsigned /*flags*/) {
   auto *cap = static_cast<AmCapture *>(arg);
   cap->data.assign(static_cast<char *>(data), static_cast<char *>(data) + length);
   ++cap->count;
@@ -270,8 +270,9 @@ TEST_F(UctDoorbell, PutThenGetRoundTrip) {
     return uct_ep_get_zcopy(ep_, &back_iov, 1, zcopy_at, target.rkey.rkey, &get_comp.uct);
   });
   ASSERT_TRUE(st == UCS_OK || st == UCS_INPROGRESS) << ucs_status_string(st);
-  if (st == UCS_INPROGRESS)
+  if (st == UCS_INPROGRESS) {
     ASSERT_TRUE(progress_until([&] { return get_comp.done; }));
+  }
   EXPECT_EQ(get_comp.status, UCS_OK);
   EXPECT_EQ(back.buf, source.buf);
 

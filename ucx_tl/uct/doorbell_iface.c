@@ -80,9 +80,12 @@ static ucs_config_field_t uct_doorbell_iface_config_table[] = {
      "Ceiling of the retransmit timeout backoff.",
      ucs_offsetof(uct_doorbell_iface_config_t, rto_max), UCS_CONFIG_TYPE_TIME},
 
-    {"RETRY_COUNT", "7",
+    {"RETRY_COUNT", "40",
      "Number of retransmits of one packet before the peer is declared\n"
-     "unreachable and the endpoint fails with a timeout.",
+     "unreachable and the endpoint fails with a timeout. The software device\n"
+     "acknowledges only when the peer process progresses, so the default (with\n"
+     "RTO_MIN=1ms and RTO_MAX=1s, about 30 seconds of silence) tolerates a\n"
+     "busy or descheduled peer, like UCX's ud transport (UCX_UD_TIMEOUT=30s).",
      ucs_offsetof(uct_doorbell_iface_config_t, retry_count),
      UCS_CONFIG_TYPE_UINT},
 
