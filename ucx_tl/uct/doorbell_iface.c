@@ -190,7 +190,8 @@ static ucs_status_t uct_doorbell_iface_query(uct_iface_h tl_iface,
     attr->cap.am.align_mtu        = 1;
     attr->cap.am.max_hdr          = ucs_min(UCT_DOORBELL_AM_MAX_HDR,
                                             limits->max_am_zcopy);
-    attr->cap.am.max_iov          = max_iov - 1; /* iov[0] is the header */
+    /* iov[0] carries the header (see uct_doorbell_ep_am_zcopy) */
+    attr->cap.am.max_iov          = (max_iov > 1) ? (max_iov - 1) : 0;
 
     /* One sendmmsg/recvmmsg pair per message on the software device; the
      * device reports its wire latency and bandwidth. */
