@@ -79,8 +79,9 @@ fi
 
 # 3. Configure, build, install.
 log "configuring $build"
-cmake -S . -B "$build" -G Ninja -DCMAKE_INSTALL_PREFIX="$root/install" >"$build.configure.log" 2>&1 \
-  || { cat "$build.configure.log" >&2; die "cmake configure failed (log: $build.configure.log)"; }
+mkdir -p "$build"
+cmake -S . -B "$build" -G Ninja -DCMAKE_INSTALL_PREFIX="$root/install" >"$build/configure.log" 2>&1 \
+  || { cat "$build/configure.log" >&2; die "cmake configure failed (log: $build/configure.log)"; }
 log "building (this takes a few minutes on 2 cores)"
 cmake --build "$build" -j "$(nproc)" || die "build failed"
 cmake --install "$build" >/dev/null || die "install failed"
