@@ -56,9 +56,11 @@ class gpu_udp : public ::testing::Test {
         }
     }
 
-    /* Every thread: kIters rounds of put (its region) + SET signal = round. */
+    /* Every thread: kIters rounds of put (its region) + signal: SET to the
+     * round, or ADD 1 (either way the flag ends at kIters). */
     void run_producers(const doorbell_gpu_ring_t &r, const UdpPeer &peer,
-                       const std::vector<uint8_t> &src)
+                       const std::vector<uint8_t> &src,
+                       uint8_t op = DOORBELL_SIGNAL_SET)
     {
         std::atomic<int> failures{0};
         std::vector<std::thread> threads;
@@ -69,7 +71,8 @@ class gpu_udp : public ::testing::Test {
                     doorbell_wqe_t w = doorbell_gpu_make_put_signal(
                         &src[size_t(t) * kBytes], kBytes, peer.info().data_addr + t * kBytes,
                         peer.info().data_rkey, peer.info().flag_addr + t * 8,
-                        peer.info().flag_rkey, DOORBELL_SIGNAL_SET, i + 1);
+                        peer.info().flag_rkey, op,
+                        op == DOORBELL_SIGNAL_SET ? i + 1 : 1);
                     if (doorbell_gpu_ring_post(r, &w, 1, &end) != DOORBELL_OK) {
                         failures++;
                         return;
@@ -122,8 +125,27 @@ TEST_F(gpu_udp, signals_arrive_after_their_data_in_another_process)
     doorbell_gpu_queue_counters_t c;
     doorbell_gpu_queue_get_counters(queue_, &c);
     EXPECT_EQ(uint64_t(kThreads) * kIters, c.wqes);
-    EXPECT_EQ(c.wqes, c.lowered) << "SET signals posted as ordered puts";
+    EXPECT_EQ(0u, c.lowered) << "the UDP device executes PUT_SIGNAL natively";
     EXPECT_EQ(c.wqes, c.completed);
+}
+
+TEST_F(gpu_udp, add_signals_count_every_put_once)
+{
+    UdpPeer peer(kThreads, kBytes, kIters);
+    ASSERT_TRUE(peer.ok()) << "target process did not start";
+    std::vector<uint8_t> src = source();
+    open_engine(peer, DOORBELL_GPU_MODE_AUTO);
+    run_producers(doorbell_gpu_queue_host_ring(queue_), peer, src,
+                  DOORBELL_SIGNAL_ADD);
+    PeerResult res;
+    ASSERT_TRUE(peer.result(&res));
+    EXPECT_EQ(0, res.timed_out);
+    EXPECT_EQ(kThreads, res.flags_ok) << "each flag = kIters ADDs of 1";
+    EXPECT_EQ(0u, res.bytes_bad);
+    doorbell_gpu_queue_counters_t c;
+    doorbell_gpu_queue_get_counters(queue_, &c);
+    EXPECT_EQ(0u, c.lowered);
+    EXPECT_EQ(uint64_t(kThreads) * kIters, c.completed);
 }
 
 TEST_F(gpu_udp, proxy_mode_delivers_the_same)

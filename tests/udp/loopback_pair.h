@@ -121,10 +121,11 @@ public:
         if (b) doorbell_iface_progress(b);
     }
 
-    /// Progresses both until pred() holds; false after 20 s.
+    /// Progresses both until pred() holds; false after 90 s (a hang, not
+    /// a slow machine: ctest's own timeout is 120 s).
     bool wait(const std::function<bool()> &pred)
     {
-        auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
         while (!pred()) {
             progress();
             if (std::chrono::steady_clock::now() > deadline) {

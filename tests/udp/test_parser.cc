@@ -48,6 +48,7 @@ std::vector<std::vector<uint8_t>> valid_samples()
         datagram(header(Opcode::kReadResp, 1000, 4096, 3000), 1000),
         datagram(header(Opcode::kAck, 0, 0, 0), 0),
         datagram(header(Opcode::kNak, 0, 0, 0), 0),
+        datagram(header(Opcode::kSignal, 8, 8, 0), 8),
     };
 }
 
@@ -70,6 +71,13 @@ void check_invariants(const ParseResult &r, const uint8_t *bytes, size_t len)
         ASSERT_EQ(0u, h.length);
         ASSERT_GT(h.aux, 0u);
         ASSERT_LE(h.aux, kMaxDatagram - sizeof(WireHeader));
+        break;
+    case Opcode::kSignal:
+        ASSERT_EQ(8u, h.length);
+        ASSERT_EQ(8u, h.msg_length);
+        ASSERT_EQ(0u, h.msg_offset);
+        ASSERT_LE(h.am_id, uint8_t(DOORBELL_SIGNAL_ADD));
+        ASSERT_GE(h.remote_addr + 8, h.remote_addr);
         break;
     default:
         ASSERT_EQ(0u, h.length);
@@ -112,6 +120,23 @@ TEST(Parser, ClassifiesBadPackets)
     chunk.aux  = 0;
     auto cd    = datagram(chunk, 0);
     EXPECT_EQ(ParseStatus::kMalformed, parse(cd.data(), cd.size()).status);
+}
+
+TEST(Parser, SignalIsOneWordSetOrAdd)
+{
+    EXPECT_EQ(ParseStatus::kOk,
+              parse(datagram(header(Opcode::kSignal, 8, 8, 0), 8).data(),
+                    sizeof(WireHeader) + 8).status);
+    auto op = header(Opcode::kSignal, 8, 8, 0);
+    op.am_id = DOORBELL_SIGNAL_ADD + 1; /* neither SET nor ADD */
+    auto bad = datagram(op, 8);
+    EXPECT_EQ(ParseStatus::kMalformed, parse(bad.data(), bad.size()).status);
+    auto wide = datagram(header(Opcode::kSignal, 16, 16, 0), 16);
+    EXPECT_EQ(ParseStatus::kMalformed, parse(wide.data(), wide.size()).status);
+    auto wrap        = header(Opcode::kSignal, 8, 8, 0);
+    wrap.remote_addr = ~uint64_t(0) - 3; /* the word would wrap */
+    auto w           = datagram(wrap, 8);
+    EXPECT_EQ(ParseStatus::kMalformed, parse(w.data(), w.size()).status);
 }
 
 TEST(Parser, RandomBytesNeverCrashAndRarelyParse)

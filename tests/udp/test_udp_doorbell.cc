@@ -137,6 +137,7 @@ TEST(UdpDoorbell, RawWqesAndFence)
 
     doorbell_wqe_t bad = {};
     bad.opcode         = DOORBELL_OP_PUT_SIGNAL;
+    bad.am_id          = DOORBELL_SIGNAL_ADD + 1; /* no such signal op */
     EXPECT_EQ(DOORBELL_ERR_UNSUPPORTED, doorbell_qp_post(pair.qa, &bad, 1));
     bad.opcode = 99;
     EXPECT_EQ(DOORBELL_ERR_INVALID_PARAM, doorbell_qp_post(pair.qa, &bad, 1));

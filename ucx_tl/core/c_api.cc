@@ -160,6 +160,8 @@ bool valid_raw_wqe(const doorbell_wqe_t &w, uint32_t seg_size)
         return !(w.flags & DOORBELL_WQE_INLINE);
     case DOORBELL_OP_SEND:
         return len <= seg_size;
+    case DOORBELL_OP_PUT_SIGNAL: /* an unknown signal op: UNSUPPORTED */
+        return w.am_id <= DOORBELL_SIGNAL_ADD;
     default:
         return false;
     }

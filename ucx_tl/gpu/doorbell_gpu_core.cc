@@ -181,9 +181,9 @@ doorbell_status_t doorbell_gpu_queue_create_for_qp(doorbell_gpu_engine_t *engine
     qpar.post     = qp_post;
     qpar.post_arg = qp;
     qpar.mode     = resolve_mode(ce, qpar.mode);
-    /* the core's devices have no PUT_SIGNAL yet (doorbell_qp_post answers
-     * UNSUPPORTED): SET signals go as a second, ordered put */
-    qpar.flags   |= DOORBELL_GPU_QUEUE_LOWER_SIGNAL;
+    /* the core's devices execute PUT_SIGNAL (SET and ADD) themselves,
+     * once and after the data: the WQEs go as they are */
+    qpar.flags   &= ~uint32_t(DOORBELL_GPU_QUEUE_LOWER_SIGNAL);
     st = doorbell_gpu_queue_create(engine, &qpar, queue_p);
     if (st != DOORBELL_OK) {
         return st;

@@ -43,6 +43,15 @@ ParseStatus check(const WireHeader &h, size_t payload_len)
             return ParseStatus::kMalformed;
         }
         break;
+    case Opcode::kSignal:
+        /* one 64-bit word, SET or ADD (alignment is the responder's
+         * access check: a misaligned target is an access error) */
+        if (h.length != 8 || h.msg_length != 8 || h.msg_offset != 0 ||
+            h.am_id > DOORBELL_SIGNAL_ADD ||
+            h.remote_addr + 8 < h.remote_addr) {
+            return ParseStatus::kMalformed;
+        }
+        break;
     case Opcode::kReadResp:
         if (seg_end > h.msg_length || h.length == 0) {
             return ParseStatus::kMalformed;

@@ -3,8 +3,9 @@
  *
  * Requester side (UdpQp): consumes the send ring between its cursor and the
  * doorbell, cuts WQEs into packets (segments of at most mtu payload bytes),
- * keeps every unacknowledged packet, and resends go-back-N on a NAK or a
- * retransmit timeout with exponential backoff. Reads are requested in
+ * keeps every unacknowledged packet, and resends go-back-N on a NAK; a
+ * retransmit timeout resends only the oldest packet (exponential backoff)
+ * and goes back N only once the peer's answer shows what is missing. Reads are requested in
  * pieces (READ_REQ) whose responses are tracked per chunk; a piece whose data
  * does not arrive is requested again (kFlagRetry) and the responder re-reads.
  *
@@ -97,6 +98,11 @@ struct UdpQp : public QpCore {
     uint64_t                 hold_until_ns  = 0; ///< receiver busy: wait
     uint32_t                 retries        = 0;
     uint64_t                 srtt_ns        = 0;
+    /* timeout recovery: the timer resent only the oldest packet; the
+     * backed-off timeout holds until everything sent before it is ACKed */
+    bool                     recovering     = false;
+    uint32_t                 recover_psn    = 0; ///< max_sent at the timeout
+    uint64_t                 recover_ts     = 0; ///< ts_send of that resend
     bool                     probe_due      = false; ///< ask the peer to ACK
     uint32_t                 probed_psn     = 0;     ///< next_psn when last asked
     std::unique_ptr<PacingGate> gate;

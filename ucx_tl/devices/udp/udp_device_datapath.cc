@@ -118,10 +118,34 @@ bool UdpIface::cut_packet(UdpQp &qp)
             qp.probe_due |= !qp.unacked.empty();
             ++qp.cursor;
             continue;
+        case DOORBELL_OP_PUT_SIGNAL:
+            if (qp.cursor_offset >= total) {
+                /* the data is cut (or there is none): the signal word, one
+                 * packet with its own PSN, so the responder executes it
+                 * once, after the data */
+                pkt.opcode = Opcode::kSignal;
+                pkt.offset = total;
+                pkt.length = sizeof(uint64_t);
+                if (!qp.unacked.empty() &&
+                    qp.inflight_bytes + pkt.length + sizeof(WireHeader) >
+                        window_) {
+                    return false;
+                }
+                qp.inflight_bytes += pkt.length + sizeof(WireHeader);
+                pkt.flags         = kFlagLast;
+                track.packetized  = true;
+                track.last_psn    = pkt.psn;
+                qp.cursor_offset  = 0;
+                ++qp.cursor;
+                ++qp.next_psn;
+                qp.unacked.push_back(pkt);
+                return true;
+            }
+            [[fallthrough]];
         case DOORBELL_OP_PUT:
         case DOORBELL_OP_SEND: {
-            pkt.opcode = w.opcode == DOORBELL_OP_PUT ? Opcode::kWrite
-                                                     : Opcode::kSend;
+            pkt.opcode = w.opcode == DOORBELL_OP_SEND ? Opcode::kSend
+                                                      : Opcode::kWrite;
             pkt.length = std::min(mtu_, total - qp.cursor_offset);
             if (!qp.unacked.empty() &&
                 qp.inflight_bytes + pkt.length + sizeof(WireHeader) > window_) {
@@ -166,7 +190,7 @@ bool UdpIface::cut_packet(UdpQp &qp)
         }
         pkt.flags = (qp.cursor_offset == 0 ? kFlagFirst : 0);
         qp.cursor_offset += pkt.length;
-        if (qp.cursor_offset >= total) {
+        if (qp.cursor_offset >= total && w.opcode != DOORBELL_OP_PUT_SIGNAL) {
             pkt.flags |= kFlagLast;
             track.packetized = true;
             qp.cursor_offset = 0;
@@ -200,6 +224,14 @@ void UdpIface::send_packet(UdpQp &qp, const TxPacket &pkt)
         h.msg_offset  = pkt.offset;
         h.length      = pkt.length;
         payload       = message_data(w, pkt.offset);
+        break;
+    case Opcode::kSignal:
+        h.am_id       = w.am_id;
+        h.remote_addr = w.signal_addr;
+        h.rkey        = w.signal_rkey;
+        h.msg_length  = sizeof(uint64_t);
+        h.length      = sizeof(uint64_t);
+        payload       = &w.signal_value; /* the ring slot lives until done */
         break;
     case Opcode::kReadReq:
         h.remote_addr = w.remote_addr + pkt.offset;
@@ -387,9 +419,19 @@ void UdpIface::check_timer(UdpQp &qp)
     ++qp.retries;
     qp.rto_ns      = std::min(qp.rto_ns * 2, params.rto_max_ns);
     qp.deadline_ns = now_ + qp.rto_ns;
-    qp.tx_psn      = qp.una; /* go back N */
     if (qp.gate) {
         qp.gate->on_loss(now_);
+    }
+    /* A timeout is as often a descheduled peer (or a descheduled us) as a
+     * loss: resending the whole window then would only flood the peer's
+     * receive buffer with duplicates. Resend the oldest packet alone, asking
+     * for an ACK; its answer says where the peer stands, and only then does
+     * go-back-N resend what is really missing (handle_ack). */
+    if (!qp.unacked.empty() && psn_diff(qp.tx_psn, qp.una) > 0) {
+        qp.recovering  = true;
+        qp.recover_psn = qp.max_sent;
+        qp.recover_ts  = now_;
+        send_packet(qp, qp.unacked.front());
     }
     /* read pieces acknowledged but short of data: ask again */
     for (const ReadPiece &piece : qp.reads) {
@@ -562,9 +604,17 @@ void UdpIface::ack_psn(UdpQp &qp, uint32_t psn, uint64_t now)
     }
     qp.retries = 0;
     /* the timeout follows the measured round trip (four smoothed RTTs),
-     * so a slow path or a busy peer is not mistaken for loss */
-    qp.rto_ns      = std::clamp(4 * qp.srtt_ns, params.rto_min_ns,
-                                params.rto_max_ns);
+     * so a slow path or a busy peer is not mistaken for loss; after a
+     * timeout the backed-off value holds until everything sent before it
+     * is acknowledged (else every ACK of a resend would undo the backoff
+     * and a peer that keeps being descheduled would see a resend per RTT) */
+    if (qp.recovering && psn_diff(qp.una, qp.recover_psn) >= 0) {
+        qp.recovering = false;
+    }
+    if (!qp.recovering) {
+        qp.rto_ns = std::clamp(4 * qp.srtt_ns, params.rto_min_ns,
+                               params.rto_max_ns);
+    }
     qp.deadline_ns = (qp.unacked.empty() && qp.reads.empty()) ? 0
                                                                : now + qp.rto_ns;
     retire(qp);
@@ -580,6 +630,13 @@ void UdpIface::handle_ack(UdpQp &qp, const WireHeader &h)
         acked += p.length;
     }
     ack_psn(qp, h.psn, now_);
+    if (qp.recovering && h.ts_echo >= qp.recover_ts &&
+        psn_diff(qp.tx_psn, qp.una) > 0 && !qp.unacked.empty()) {
+        /* the answer to the timeout's resend (the peer has seen it, and
+         * everything sent before it): what it still lacks was lost */
+        qp.tx_psn      = qp.una;
+        qp.recover_ts  = UINT64_MAX; /* once per timeout */
+    }
     uint64_t rtt = 0;
     if (h.ts_echo != 0 && h.ts_echo <= now_) {
         rtt        = now_ - h.ts_echo;
@@ -615,6 +672,7 @@ void UdpIface::handle_nak(UdpQp &qp, const WireHeader &h)
         }
         qp.hold_until_ns = now_ + params.rto_min_ns;
         qp.deadline_ns   = qp.hold_until_ns + qp.rto_ns;
+        qp.retries       = 0;
         break;
     case NakCode::kAccess:
         ++counters.remote_access_errors;
@@ -843,6 +901,32 @@ void UdpIface::handle_request(const WireHeader &h, uint8_t *buf,
             [&](uint8_t *base) {
                 std::memcpy(base + h.msg_offset, payload, h.length);
             });
+        if (status != DOORBELL_OK) {
+            reject(NakCode::kAccess);
+            return;
+        }
+        break;
+    }
+    case Opcode::kSignal: {
+        /* executed once: only the packet at the expected PSN gets here, a
+         * duplicate or a retransmission of it is re-ACKed above */
+        uint64_t operand;
+        std::memcpy(&operand, payload, sizeof(operand));
+        doorbell_status_t status = DOORBELL_ERR_REMOTE_ACCESS;
+        if (h.remote_addr % alignof(uint64_t) == 0) {
+            status = pd.access(
+                h.rkey, h.remote_addr, sizeof(uint64_t),
+                DOORBELL_ACCESS_REMOTE_WRITE, [&](uint8_t *base) {
+                    auto *word = reinterpret_cast<uint64_t *>(base);
+                    /* release: a reader that sees the signal sees the data
+                     * written before it */
+                    if (h.am_id == DOORBELL_SIGNAL_ADD) {
+                        __atomic_fetch_add(word, operand, __ATOMIC_RELEASE);
+                    } else {
+                        __atomic_store_n(word, operand, __ATOMIC_RELEASE);
+                    }
+                });
+        }
         if (status != DOORBELL_OK) {
             reject(NakCode::kAccess);
             return;

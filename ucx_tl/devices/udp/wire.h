@@ -32,6 +32,9 @@ enum class Opcode : uint8_t {
     kNak      = 6, ///< psn = next expected PSN; am_id = NakCode
     kAckReq   = 7, ///< probe: ACK now; psn = the sender's next PSN (a gap
                    ///< below it is NAKed at once: tail-loss detection)
+    kSignal   = 8, ///< 8-byte signal update at remote_addr (PUT_SIGNAL, after
+                   ///< its WRITE segments); am_id = doorbell_signal_op,
+                   ///< payload = the operand
     kLast
 };
 
@@ -56,7 +59,7 @@ struct [[gnu::packed]] WireHeader {
     uint8_t  version;      /* kVersion */
     uint8_t  opcode;       /* Opcode */
     uint8_t  flags;        /* HeaderFlags */
-    uint8_t  am_id;        /* SEND: AM id; NAK: NakCode */
+    uint8_t  am_id;        /* SEND: AM id; NAK: NakCode; SIGNAL: signal op */
     uint32_t src_qp;       /* QP number of the requester */
     uint32_t dst_qp;       /* responses: requester's QP; requests: 0 */
     uint32_t psn;          /* see Opcode */
