@@ -106,7 +106,6 @@ TEST(UdpReliability, CleanWire)
 {
     LoopbackPair pair;
     exercise(pair, 1);
-    EXPECT_EQ(0u, pair.counters(pair.a).rx_duplicates);
 }
 
 TEST(UdpReliability, Loss)
@@ -295,10 +294,7 @@ TEST(UdpTimeout, RetriesExhaustedReportTimedOut)
     p.retry_count             = 4;
     LoopbackPair pair(p, p);
     Region target(pair.pd, 4096, DOORBELL_ACCESS_REMOTE_WRITE);
-    doorbell_qp_destroy(pair.qb);
-    pair.qb = nullptr;
-    doorbell_iface_close(pair.b); /* the peer is gone */
-    pair.b = nullptr;
+    pair.close_b(); /* the peer is gone */
 
     auto data = pattern(100, 1);
     iovec iov{data.data(), data.size()};
