@@ -629,7 +629,7 @@ int dealloc_pd(ibv_pd *pd)
 /// Pinning stand-in: reads one byte of every page, as get_user_pages
 /// faults them in. A registration covers whole pages, part of which lie
 /// outside the caller's heap object: mapped, but not the object's bytes.
-__attribute__((no_sanitize("address")))
+__attribute__((no_sanitize("address", "thread")))
 void touch_pages(const void *addr, size_t length)
 {
     volatile const uint8_t *p = static_cast<const uint8_t *>(addr);

@@ -112,3 +112,25 @@ TEST(VerbsDiscovery, OpenReportsPortCapabilities)
     EXPECT_EQ(18u, doorbell_iface_device_address_length(pair.a));
     EXPECT_EQ(4u, doorbell_iface_address_length(pair.a));
 }
+
+TEST(VerbsDiscovery, OneVerbsIfacePerProtectionDomain)
+{
+    VerbsPair pair;
+    auto p = verbs_params("mlx5_1:1");
+    doorbell_iface_t *second = nullptr;
+    /* pda already gives its keys to mlx5_0:1 */
+    EXPECT_EQ(DOORBELL_ERR_UNSUPPORTED, doorbell_iface_open(pair.pda, &p, &second));
+    EXPECT_NE(nullptr, strstr(doorbell_last_error(), "mlx5_1:1"));
+    /* the domain's keys are the HCA's: registering calls ibv_reg_mr and
+     * deregistering ibv_dereg_mr */
+    std::vector<uint8_t> buf(64);
+    doorbell_mr_t *mr;
+    uint32_t rkey;
+    uint64_t regs = pair.fabric.reg_mr_calls, deregs = pair.fabric.dereg_mr_calls;
+    ASSERT_EQ(DOORBELL_OK, doorbell_mr_register(pair.pda, buf.data(), 64,
+                                                DOORBELL_ACCESS_REMOTE_READ, &mr,
+                                                &rkey));
+    EXPECT_EQ(regs + 1, pair.fabric.reg_mr_calls);
+    ASSERT_EQ(DOORBELL_OK, doorbell_mr_deregister(pair.pda, mr));
+    EXPECT_EQ(deregs + 1, pair.fabric.dereg_mr_calls);
+}
