@@ -563,6 +563,8 @@ int query_device_ex(ibv_context *c, const ibv_query_device_ex_input *,
     a->orig_attr.max_sge        = cfg.max_sge;
     a->orig_attr.max_qp_wr      = 32768;
     a->orig_attr.max_qp_rd_atom = 16;
+    a->orig_attr.max_qp_init_rd_atom = 16;
+    a->orig_attr.max_cqe        = 4194303;
     if (cfg.timestamps) {
         a->completion_timestamp_mask = (uint64_t(1) << 63) - 1;
         a->hca_core_clock            = cfg.clock_khz;

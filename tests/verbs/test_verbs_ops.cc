@@ -216,3 +216,21 @@ TEST(VerbsOps, IfaceFlushCompletesAfterEverythingEarlier)
     }
     EXPECT_EQ(DOORBELL_OK, doorbell_iface_flush(pair.a, nullptr));
 }
+
+TEST(VerbsOps, DestroyedQpTearsDownThePassiveQpAndItsBuffers)
+{
+    VerbsPair pair;
+    size_t free_before = device(pair.b).bounce_pool().available();
+    pair.connect();
+    EXPECT_EQ(1u, device(pair.b).passive_count());
+    EXPECT_LT(device(pair.b).bounce_pool().available(), free_before);
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_am_short(pair.qa, 1, 1, nullptr, 0));
+    ASSERT_TRUE(pair.wait([&] { return pair.ams_b.size() == 1; }));
+    doorbell_qp_destroy(pair.qa);
+    pair.qa = nullptr;
+    ASSERT_TRUE(pair.wait([&] { return device(pair.b).passive_count() == 0; }));
+    EXPECT_EQ(free_before, device(pair.b).bounce_pool().available());
+    /* and a new connection works */
+    pair.connect();
+    EXPECT_EQ(1u, device(pair.b).passive_count());
+}

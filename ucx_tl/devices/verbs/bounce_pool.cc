@@ -42,6 +42,7 @@ void BouncePool::reset()
     handle_ = nullptr;
     base_   = nullptr;
     free_.clear();
+    is_free_.clear();
 }
 
 doorbell_status_t BouncePool::init(const std::string &name, size_t count,
@@ -76,6 +77,7 @@ doorbell_status_t BouncePool::init(const std::string &name, size_t count,
     }
     dereg_ = std::move(dereg);
     free_.reserve(count);
+    is_free_.assign(count, true);
     for (size_t i = count; i-- > 0;) {
         free_.push_back(base_ + i * buf_size_);
     }
@@ -89,10 +91,22 @@ uint8_t *BouncePool::get()
     }
     uint8_t *b = free_.back();
     free_.pop_back();
+    is_free_[size_t(b - base_) / buf_size_] = false;
     return b;
 }
 
-void BouncePool::put(uint8_t *buf) { free_.push_back(buf); }
+void BouncePool::put(uint8_t *buf)
+{
+    if (!owns(buf)) {
+        return;
+    }
+    size_t i = size_t(buf - base_) / buf_size_;
+    if (i >= is_free_.size() || is_free_[i]) {
+        return;
+    }
+    is_free_[i] = true;
+    free_.push_back(buf);
+}
 
 bool BouncePool::owns(const void *p) const
 {

@@ -38,6 +38,8 @@ public:
     /// Deregisters and unmaps (before the owner's protection domain goes).
     void reset();
     uint8_t *get();            ///< nullptr when exhausted
+    /// Returns a buffer; a buffer already free is ignored (a completion
+    /// that arrives after its QP was torn down must not free it twice).
     void put(uint8_t *buf);
     bool owns(const void *p) const;
     uint32_t lkey() const { return lkey_; }
@@ -54,6 +56,7 @@ private:
     void                *handle_   = nullptr;
     DeregisterFn         dereg_;
     std::vector<uint8_t *> free_;
+    std::vector<bool>      is_free_; ///< per buffer
 };
 
 /// Debug output of the verbs device (DOORBELL_VERBS_DEBUG=1 in the

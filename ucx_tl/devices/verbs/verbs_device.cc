@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -306,11 +307,16 @@ doorbell_status_t VerbsIface::init(const PortInfo &port)
     }
     fcntl(channel_->fd, F_SETFL, fcntl(channel_->fd, F_GETFL) | O_NONBLOCK);
     calibrate_clock();
-    int tx_depth = int(params.tx_queue_len) * 4;
+    /* a QP in error flushes every outstanding WR into the send CQ, signaled
+     * or not: room for many QPs' rings, within what the HCA allows */
+    int max_cqe  = dev_attr_.orig_attr.max_cqe > 0 ? dev_attr_.orig_attr.max_cqe
+                                                   : 65536;
+    int tx_depth = std::min(max_cqe, std::max(4096, int(params.tx_queue_len) * 16));
+    /* receives are bounded by the bounce pool */
+    int rx_depth = std::min(max_cqe, int(params.rx_queue_len + kUdRecvs + 64));
     doorbell_status_t status;
     if ((status = create_cq(&send_cq_, tx_depth)) != DOORBELL_OK ||
-        (status = create_cq(&recv_cq_, int(params.rx_queue_len) * 2)) !=
-            DOORBELL_OK ||
+        (status = create_cq(&recv_cq_, rx_depth)) != DOORBELL_OK ||
         (status = create_cq(&ud_cq_, 2 * kUdRecvs + 64)) != DOORBELL_OK) {
         return status;
     }
@@ -580,7 +586,7 @@ doorbell_status_t VerbsIface::connect_rc(ibv_qp *qp, const PeerAddr &peer,
         a.rnr_retry     = 7; /* infinite: the receiver reposts buffers */
         a.sq_psn        = local_psn & 0xffffff;
         a.max_rd_atomic = uint8_t(std::max(1, std::min(
-                              dev_attr_.orig_attr.max_qp_rd_atom, 16)));
+                              dev_attr_.orig_attr.max_qp_init_rd_atom, 16)));
         rc = prov_.modify_qp(qp, &a,
                              IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
                                  IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
@@ -794,6 +800,11 @@ void VerbsIface::destroy_qp(VerbsQp &qp)
             rcache_->invalidate(b.get(), params.seg_size);
         }
     }
+    /* the peer's passive QP can go; if this is lost it stays until the
+     * peer's iface closes */
+    Hello bye  = make_hello(kHelloBye);
+    bye.rc_qpn = qp.qp->qp_num;
+    ud_send(qp.peer, bye);
     by_rc_qpn_.erase(qp.qp->qp_num);
     prov_.destroy_qp(qp.qp);
     qps.erase(std::find(qps.begin(), qps.end(), &qp));
@@ -821,7 +832,22 @@ void VerbsIface::post_passive_recvs(Passive &p)
             return;
         }
         ++p.posted;
+        p.bufs.insert(buf);
     }
+}
+
+void VerbsIface::destroy_passive(Passive &p)
+{
+    passive_by_qpn_.erase(p.qp->qp_num);
+    prov_.destroy_qp(p.qp);
+    /* the HCA no longer owns the receives it had */
+    for (uint8_t *buf : p.bufs) {
+        pool_.put(buf);
+    }
+    std::array<uint8_t, 16> gid;
+    std::memcpy(gid.data(), p.peer.gid, 16);
+    passive_.erase(std::make_tuple(gid, p.peer.lid, p.peer.ud_qpn,
+                                   p.peer_rc_qpn));
 }
 
 void VerbsIface::handle_hello(const Hello &h, uint32_t src_qp)
@@ -868,6 +894,15 @@ void VerbsIface::handle_hello(const Hello &h, uint32_t src_qp)
         rep.psn     = it->second.psn;
         rep.req_qpn = h.rc_qpn;
         ud_send(peer, rep);
+        return;
+    }
+    if (h.type == kHelloBye) {
+        std::array<uint8_t, 16> gid;
+        std::memcpy(gid.data(), h.gid, 16);
+        auto it = passive_.find(std::make_tuple(gid, h.lid, h.ud_qpn, h.rc_qpn));
+        if (it != passive_.end()) {
+            destroy_passive(it->second);
+        }
         return;
     }
     if (h.type != kHelloRep) {

@@ -32,6 +32,7 @@
 #include <map>
 #include <memory>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace doorbell::verbs {
@@ -60,6 +61,8 @@ struct Hello {
 } __attribute__((packed));
 static constexpr uint32_t kHelloMagic = 0x44424856; /* "DBHV" */
 static constexpr uint8_t  kHelloReq = 1, kHelloRep = 2;
+/// The requester destroyed its QP: the passive QP can go (best effort).
+static constexpr uint8_t  kHelloBye = 3;
 
 /// Where a peer is: device + iface address.
 struct PeerAddr {
@@ -124,6 +127,7 @@ struct Passive {
     uint32_t peer_rc_qpn;
     uint32_t psn;
     unsigned posted = 0;   ///< receive buffers posted
+    std::unordered_set<uint8_t *> bufs; ///< the posted receive buffers
 };
 
 class VerbsIface : public IfaceCore {
@@ -185,6 +189,7 @@ private:
     void send_req(VerbsQp &qp);
     void handle_hello(const Hello &h, uint32_t src_qp);
     void post_passive_recvs(Passive &p);
+    void destroy_passive(Passive &p);
     void calibrate_clock();
     void apply_rate(VerbsQp &qp);
     std::string peer_string(const PeerAddr &p) const;

@@ -360,7 +360,7 @@ unsigned VerbsIface::poll_recv_cq()
         Rx &r   = rx[k];
         auto it = passive_by_qpn_.find(r.qpn);
         Passive *p = it == passive_by_qpn_.end() ? nullptr : it->second;
-        if (p != nullptr && p->posted > 0) {
+        if (p != nullptr && p->bufs.erase(r.buf) != 0) {
             --p->posted;
         }
         if (r.status != IBV_WC_SUCCESS || p == nullptr) {
