@@ -89,9 +89,13 @@ struct FakeQp {
     uint32_t          rate_kbps = 0;
 };
 
+/* A verbs_context (abi_compat = extended), so that the inline calls of
+ * verbs.h that go through verbs_get_ctx_op (ibv_create_cq_ex,
+ * ibv_query_device_ex, ibv_query_port, ibv_query_rt_values_ex,
+ * ibv_modify_qp_rate_limit) reach the fake exactly as they reach a provider. */
 struct FakeContext {
-    ibv_context ctx; /* first */
-    FakeHca    *hca;
+    verbs_context vctx; /* first; vctx.context is the ibv_context */
+    FakeHca      *hca;
 };
 
 struct FakeHca {
@@ -107,7 +111,12 @@ struct FakeHca {
 
 namespace {
 
-FakeHca *hca_of(ibv_context *c) { return reinterpret_cast<FakeContext *>(c)->hca; }
+FakeContext *fctx(ibv_context *c)
+{
+    return reinterpret_cast<FakeContext *>(reinterpret_cast<uint8_t *>(c) -
+                                           offsetof(verbs_context, context));
+}
+FakeHca *hca_of(ibv_context *c) { return fctx(c)->hca; }
 FakeQp *fq(ibv_qp *q) { return reinterpret_cast<FakeQp *>(q); }
 FakeCq *fcq(ibv_cq *c) { return reinterpret_cast<FakeCq *>(c); }
 FakeCq *fcq(ibv_cq_ex *c) { return reinterpret_cast<FakeCq *>(c); }
@@ -529,20 +538,43 @@ ibv_device **get_device_list(int *n)
 }
 void free_device_list(ibv_device **) {}
 
+int query_device_ex(ibv_context *c, const ibv_query_device_ex_input *,
+                    ibv_device_attr_ex *a);
+int query_port(ibv_context *c, uint8_t port, ibv_port_attr *a);
+int query_rt_values_ex(ibv_context *c, ibv_values_ex *v);
+ibv_cq_ex *create_cq_ex(ibv_context *c, ibv_cq_init_attr_ex *attr);
+int modify_qp_rate_limit(ibv_qp *qp, ibv_qp_rate_limit_attr *a);
+
 ibv_context *open_device(ibv_device *dev)
 {
     for (auto &h : g_fabric->hcas) {
         if (&h->dev == dev) {
-            auto *c              = new FakeContext{};
-            c->hca               = h.get();
-            c->ctx.device        = dev;
-            c->ctx.ops.post_send = op_post_send;
-            c->ctx.ops.post_recv = op_post_recv;
-            c->ctx.ops.poll_cq   = op_poll_cq;
-            c->ctx.ops.req_notify_cq = op_req_notify;
-            c->ctx.num_comp_vectors  = 1;
-            c->ctx.cmd_fd = c->ctx.async_fd = -1;
-            return &c->ctx;
+            auto *c = new FakeContext{};
+            c->hca  = h.get();
+            verbs_context &v = c->vctx;
+            v.sz              = sizeof(verbs_context);
+            v.create_cq_ex    = create_cq_ex;
+            v.query_rt_values = query_rt_values_ex;
+            v.modify_qp_rate_limit = modify_qp_rate_limit;
+            v.query_device_ex = [](ibv_context *ctx,
+                                   const ibv_query_device_ex_input *in,
+                                   ibv_device_attr_ex *attr, size_t) {
+                return query_device_ex(ctx, in, attr);
+            };
+            v.query_port = [](ibv_context *ctx, uint8_t port,
+                              ibv_port_attr *attr, size_t) {
+                return query_port(ctx, port, attr);
+            };
+            ibv_context &ctx = v.context;
+            ctx.abi_compat    = __VERBS_ABI_IS_EXTENDED;
+            ctx.device        = dev;
+            ctx.ops.post_send = op_post_send;
+            ctx.ops.post_recv = op_post_recv;
+            ctx.ops.poll_cq   = op_poll_cq;
+            ctx.ops.req_notify_cq = op_req_notify;
+            ctx.num_comp_vectors  = 1;
+            ctx.cmd_fd = ctx.async_fd = -1;
+            return &ctx;
         }
     }
     errno = ENODEV;
@@ -550,7 +582,7 @@ ibv_context *open_device(ibv_device *dev)
 }
 int close_device(ibv_context *c)
 {
-    delete reinterpret_cast<FakeContext *>(c);
+    delete fctx(c);
     return 0;
 }
 

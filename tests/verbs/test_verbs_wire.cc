@@ -146,3 +146,39 @@ TEST(VerbsWire, ArmReportsBusyWhileTheBatcherHoldsWqes)
     doorbell_iface_progress(pair.a);
     EXPECT_EQ(DOORBELL_OK, doorbell_iface_arm(pair.a));
 }
+
+TEST(VerbsWire, FakeAnswersTheInlineVerbsCallsLikeAProvider)
+{
+    /* the fake is a verbs_context: the real inline entry points of
+     * <infiniband/verbs.h> reach it, not only the device's seam */
+    verbs::fake::Fabric fabric;
+    verbs::fake::HcaConfig cfg;
+    cfg.hw_pacing = true;
+    fabric.add_hca(cfg);
+    fabric.install();
+    int n;
+    ibv_device **list = fabric.provider.get_device_list(&n);
+    ASSERT_EQ(1, n);
+    ibv_context *ctx = fabric.provider.open_device(list[0]);
+    ibv_device_attr_ex attr{};
+    ASSERT_EQ(0, ibv_query_device_ex(ctx, nullptr, &attr));
+    EXPECT_EQ(156250u, attr.hca_core_clock);
+    ibv_port_attr port{};
+    ASSERT_EQ(0, ibv_query_port(ctx, 1, &port));
+    EXPECT_EQ(IBV_PORT_ACTIVE, port.state);
+    ibv_values_ex v{};
+    v.comp_mask = IBV_VALUES_MASK_RAW_CLOCK;
+    ASSERT_EQ(0, ibv_query_rt_values_ex(ctx, &v));
+    EXPECT_GT(v.raw_clock.tv_nsec, 0);
+    ibv_cq_init_attr_ex ca{};
+    ca.cqe      = 4;
+    ca.wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
+    ibv_cq_ex *cq = ibv_create_cq_ex(ctx, &ca);
+    ASSERT_NE(nullptr, cq);
+    ibv_poll_cq_attr pa{};
+    EXPECT_EQ(ENOENT, ibv_start_poll(cq, &pa));
+    ibv_wc wc;
+    EXPECT_EQ(0, ibv_poll_cq(ibv_cq_ex_to_cq(cq), 1, &wc));
+    fabric.provider.destroy_cq(ibv_cq_ex_to_cq(cq));
+    fabric.provider.close_device(ctx);
+}
