@@ -196,3 +196,22 @@ TEST_F(VerbsChains, FlushIsASignaledZeroLengthWrite)
     EXPECT_TRUE(w.send_flags & IBV_SEND_SIGNALED);
     ASSERT_TRUE(pair.wait([&] { return f.count == 1; }));
 }
+
+TEST(VerbsStats, CloseDumpsPostListSizes)
+{
+    testing::internal::CaptureStderr();
+    {
+        VerbsPair pair;
+        pair.connect();
+        doorbell_iface_set_stats(pair.a, 1);
+        std::vector<uint8_t> t(64);
+        uint32_t rkey = pair.expose(t.data(), 64, DOORBELL_ACCESS_REMOTE_WRITE);
+        uint64_t v = 1;
+        ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8,
+                                                     uintptr_t(t.data()), rkey));
+    }
+    std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_NE(std::string::npos, err.find("mlx5_0:1 post_calls 1\n")) << err;
+    EXPECT_NE(std::string::npos, err.find("mlx5_0:1 post_list_1 1\n")) << err;
+    EXPECT_NE(std::string::npos, err.find("mlx5_0:1 doorbells 1\n")) << err;
+}

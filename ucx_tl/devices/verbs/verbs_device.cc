@@ -441,6 +441,31 @@ doorbell_status_t VerbsIface::init(const PortInfo &port)
 
 VerbsIface::~VerbsIface()
 {
+    if (stats) {
+        /* beside the core counters IfaceCore prints */
+        const PostStats &p = post_stats_;
+        const std::pair<const char *, uint64_t> rows[] = {
+            {"post_calls", p.post_calls},     {"wrs", p.wrs},
+            {"sges", p.sges},                 {"inline_wrs", p.inline_wrs},
+            {"signaled_wrs", p.signaled_wrs}, {"merged_wqes", p.merged_wqes},
+            {"hw_rate_updates", p.hw_rate_updates},
+            {"paced_holds", p.paced_holds},
+        };
+        for (const auto &[counter, value] : rows) {
+            fprintf(stderr, "%s %s %llu\n", name.c_str(), counter,
+                    (unsigned long long)value);
+        }
+        for (unsigned b = 0; b < kPostListBuckets; ++b) {
+            fprintf(stderr, "%s post_list_%u %llu\n", name.c_str(), 1u << b,
+                    (unsigned long long)p.post_list[b]);
+        }
+        if (rcache_) {
+            const RegCacheStats &r = rcache_->stats();
+            fprintf(stderr, "%s rcache_hits %llu\n%s rcache_misses %llu\n",
+                    name.c_str(), (unsigned long long)r.hits, name.c_str(),
+                    (unsigned long long)r.misses);
+        }
+    }
     while (!owned_.empty()) {
         destroy_qp(*owned_.back());
     }
