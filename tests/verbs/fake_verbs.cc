@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 
 namespace doorbell::verbs::fake {
 
@@ -103,6 +104,7 @@ struct FakeHca {
     ibv_device                        dev{};
     ibv_gid                           gid0{}, gid1{};
     uint16_t                          lid;
+    std::mutex                        mrs_mu;
     std::map<uint32_t, FakeMr *>      mrs;   /* by key */
     std::map<uint32_t, FakeQp *>      qps;   /* by number */
     std::vector<std::vector<PostedWr>> posts;
@@ -147,6 +149,7 @@ void push(ibv_cq *cq, Entry e)
 FakeMr *find_mr(FakeHca *h, uint32_t key, uint64_t addr, uint64_t len,
                 int need)
 {
+    std::lock_guard lock(h->mrs_mu);
     auto it = h->mrs.find(key);
     if (it == h->mrs.end()) {
         return nullptr;
@@ -684,6 +687,7 @@ ibv_mr *reg_mr(ibv_pd *pd, void *addr, size_t length, int access)
     m->mr.length  = length;
     m->mr.lkey = m->mr.rkey = g_fabric->next_key();
     m->access     = access;
+    std::lock_guard lock(h->mrs_mu);
     h->mrs[m->mr.rkey] = m;
     return &m->mr;
 }
@@ -691,6 +695,7 @@ int dereg_mr(ibv_mr *mr)
 {
     FakeHca *h = hca_of(mr->context);
     ++g_fabric->dereg_mr_calls;
+    std::lock_guard lock(h->mrs_mu);
     h->mrs.erase(mr->rkey);
     delete reinterpret_cast<FakeMr *>(mr);
     return 0;
@@ -983,6 +988,6 @@ void Fabric::run()
 
 uint32_t Fabric::next_qpn() { return qpn_++ & 0xffffff; }
 
-uint32_t Fabric::next_key() { return key_ += 0x101; }
+uint32_t Fabric::next_key() { return key_.fetch_add(0x101) + 0x101; }
 
 } // namespace doorbell::verbs::fake

@@ -20,6 +20,7 @@
 
 #include "devices/verbs/verbs_provider.h"
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -71,7 +72,10 @@ public:
     /// Added to completion timestamps: the "wire" time of a WR.
     uint64_t completion_delay_ns = 0;
     /// Counters of control-path calls.
-    uint64_t reg_mr_calls = 0, dereg_mr_calls = 0, rate_limit_calls = 0;
+    /* registration may run on any thread (the protection domain is
+     * thread-safe): counters are atomic, the key tables locked */
+    std::atomic<uint64_t> reg_mr_calls{0}, dereg_mr_calls{0};
+    uint64_t rate_limit_calls = 0;
     uint32_t last_rate_kbps = 0;
     /// Root for hw_counters (tests write files under it).
     std::string sysfs_root;
@@ -88,7 +92,8 @@ public:
     Provider                               provider;
 
 private:
-    uint32_t qpn_ = 0x100, key_ = 0x1000;
+    uint32_t qpn_ = 0x100;
+    std::atomic<uint32_t> key_{0x1000};
     bool     running_ = false;
 };
 

@@ -481,6 +481,7 @@ VerbsIface::~VerbsIface()
     for (auto &[key, ah] : ahs_) {
         prov_.destroy_ah(ah);
     }
+    apply_invalidations();
     rcache_.reset();
     pool_.reset();
     for (ibv_cq_ex *cq : {send_cq_, recv_cq_, ud_cq_}) {
@@ -522,10 +523,31 @@ doorbell_status_t VerbsIface::Keys::register_region(doorbell_mr &mr)
 
 void VerbsIface::Keys::deregister_region(doorbell_mr &mr)
 {
-    /* zero-copy sources cached over this memory must not outlive it */
-    iface_.rcache_->invalidate(mr.address, mr.length);
+    /* zero-copy registrations cached over this memory must not outlive it;
+     * this runs on the caller's thread, the cache belongs to the iface's */
+    {
+        std::lock_guard lock(iface_.inval_mu_);
+        iface_.inval_.emplace_back(mr.address, mr.length);
+        __atomic_store_n(&iface_.inval_pending_, true, __ATOMIC_RELEASE);
+    }
     iface_.prov_.dereg_mr(static_cast<ibv_mr *>(mr.hw));
     mr.hw = nullptr;
+}
+
+void VerbsIface::apply_invalidations()
+{
+    if (!__atomic_load_n(&inval_pending_, __ATOMIC_ACQUIRE)) {
+        return;
+    }
+    std::vector<std::pair<const void *, size_t>> todo;
+    {
+        std::lock_guard lock(inval_mu_);
+        todo.swap(inval_);
+        __atomic_store_n(&inval_pending_, false, __ATOMIC_RELAXED);
+    }
+    for (const auto &[addr, len] : todo) {
+        rcache_->invalidate(addr, len);
+    }
 }
 
 doorbell_status_t VerbsIface::create_rc_qp(ibv_qp **qp_p)

@@ -31,6 +31,7 @@
 #include <array>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -246,6 +247,12 @@ private:
     std::unordered_map<uint32_t, Passive *> passive_by_qpn_;
     std::map<std::pair<std::array<uint8_t, 16>, uint16_t>, ibv_ah *> ahs_;
     std::unordered_map<uint8_t *, uint32_t> held_am_; ///< buffer -> passive qpn
+    /* deregistrations arrive on any thread (the domain is thread-safe);
+     * the cache is the iface's: they are applied by the iface's thread */
+    std::mutex                                  inval_mu_;
+    std::vector<std::pair<const void *, size_t>> inval_;
+    bool                                        inval_pending_ = false;
+    void apply_invalidations();
     std::vector<ibv_send_wr> wrs_;
     std::vector<ibv_sge>     sges_;
     unsigned                 depth_ = 0;

@@ -71,6 +71,7 @@ void VerbsIface::post(VerbsQp &qp)
         qp.cursor >= qp.ring.rung()) {
         return;
     }
+    apply_invalidations();
     const uint64_t mask = qp.ring.size() - 1;
     if (wrs_.size() < qp.ring.size()) {
         wrs_.resize(qp.ring.size());
