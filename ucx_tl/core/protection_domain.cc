@@ -42,7 +42,6 @@ doorbell_status_t ProtectionDomain::register_region(void *address,
     mr->address = static_cast<uint8_t *>(address);
     mr->length  = length;
     mr->access  = access;
-
     mr->hw      = nullptr;
 
     std::unique_lock lock(mu_);
