@@ -9,6 +9,9 @@
 #include "protection_domain.h"
 
 #include "devices/udp/udp_device.h"
+#ifdef DOORBELL_HAVE_VERBS
+#include "devices/verbs/verbs_device.h"
+#endif
 
 #include <cstdlib>
 #include <cstring>
@@ -18,6 +21,9 @@ using namespace doorbell;
 namespace {
 
 static_assert(Device<udp::UdpIface>);
+#ifdef DOORBELL_HAVE_VERBS
+static_assert(Device<verbs::VerbsIface>);
+#endif
 
 /// Calls fn with the iface as its device type.
 template <class Fn> decltype(auto) with_device(doorbell_iface_t *iface, Fn &&fn)
@@ -25,6 +31,10 @@ template <class Fn> decltype(auto) with_device(doorbell_iface_t *iface, Fn &&fn)
     switch (iface->kind) {
     case DOORBELL_DEVICE_UDP:
         return fn(static_cast<udp::UdpIface &>(*iface));
+#ifdef DOORBELL_HAVE_VERBS
+    case DOORBELL_DEVICE_VERBS:
+        return fn(static_cast<verbs::VerbsIface &>(*iface));
+#endif
     default:
         /* only this file creates ifaces: an unknown kind is memory
          * corruption, not input */
@@ -173,7 +183,12 @@ bool valid_raw_wqe(const doorbell_wqe_t &w, uint32_t seg_size)
 
 extern "C" int doorbell_query_devices(doorbell_device_info_t *devices, int max)
 {
-    return udp::query_devices(devices, devices ? max : 0);
+    int count = udp::query_devices(devices, devices ? max : 0);
+#ifdef DOORBELL_HAVE_VERBS
+    int room = (devices != nullptr && max > count) ? max - count : 0;
+    count += verbs::query_devices(room ? devices + count : nullptr, room);
+#endif
+    return count;
 }
 
 /* ---------------------------------------------------- protection domain */
@@ -213,6 +228,17 @@ doorbell_iface_open(doorbell_pd_t *pd, const doorbell_iface_params_t *params,
         return set_error(DOORBELL_ERR_INVALID_PARAM,
                          "iface_open: no protection domain or parameters");
     }
+#ifdef DOORBELL_HAVE_VERBS
+    if (params->device != nullptr && verbs::is_verbs_name(params->device)) {
+        verbs::VerbsIface *viface;
+        doorbell_status_t vstatus = verbs::VerbsIface::open(
+            *static_cast<ProtectionDomain *>(pd), *params, &viface);
+        if (vstatus == DOORBELL_OK) {
+            *iface_p = viface;
+        }
+        return vstatus;
+    }
+#endif
     udp::UdpIface *iface;
     doorbell_status_t status =
         udp::UdpIface::open(*static_cast<ProtectionDomain *>(pd), *params,

@@ -66,6 +66,10 @@ typedef struct doorbell_device_info {
     double                 bandwidth;      /* bytes/s (estimate) */
     double                 latency_ns;     /* one-way estimate, ns */
     int                    numa_node;      /* -1 if unknown */
+    /* verbs ports only (zero elsewhere) */
+    char                   link_layer[8];  /* "IB" or "RoCE" */
+    uint16_t               lid;            /* IB local identifier */
+    uint8_t                gid[16];        /* GID the device uses */
 } doorbell_device_info_t;
 
 /* Fills up to max entries; returns how many devices exist (may exceed max). */

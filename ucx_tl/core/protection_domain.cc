@@ -42,11 +42,25 @@ doorbell_status_t ProtectionDomain::register_region(void *address,
     mr->address = static_cast<uint8_t *>(address);
     mr->length  = length;
     mr->access  = access;
+    mr->hw      = nullptr;
 
     std::unique_lock lock(mu_);
-    do {
-        mr->rkey = random_u32();
-    } while (by_key_.count(mr->rkey) != 0);
+    if (hw_ != nullptr) {
+        doorbell_status_t status = hw_->register_region(*mr);
+        if (status != DOORBELL_OK) {
+            return status;
+        }
+        if (by_key_.count(mr->rkey) != 0) {
+            hw_->deregister_region(*mr);
+            return set_error(DOORBELL_ERR_IO,
+                             "mr_register: device key 0x%x is already in use",
+                             mr->rkey);
+        }
+    } else {
+        do {
+            mr->rkey = random_u32();
+        } while (by_key_.count(mr->rkey) != 0);
+    }
     *rkey_p = mr->rkey;
     *mr_p   = mr.get();
     by_key_.emplace(mr->rkey, std::move(mr));
@@ -62,8 +76,33 @@ doorbell_status_t ProtectionDomain::deregister_region(doorbell_mr *mr)
                          "mr_deregister: %p is not a region of this domain",
                          static_cast<void *>(mr));
     }
+    if (mr->hw != nullptr && hw_ != nullptr) {
+        hw_->deregister_region(*mr);
+    }
     by_key_.erase(it);
     return DOORBELL_OK;
+}
+
+bool ProtectionDomain::set_hardware_keys(HardwareKeys *keys)
+{
+    std::unique_lock lock(mu_);
+    if (keys != nullptr) {
+        if (hw_ != nullptr && hw_ != keys) {
+            return false;
+        }
+        hw_ = keys;
+        return true;
+    }
+    if (hw_ != nullptr) {
+        for (auto &[key, mr] : by_key_) {
+            if (mr->hw != nullptr) {
+                hw_->deregister_region(*mr);
+                mr->hw = nullptr;
+            }
+        }
+    }
+    hw_ = nullptr;
+    return true;
 }
 
 size_t ProtectionDomain::region_count() const

@@ -23,11 +23,22 @@ struct doorbell_mr {
     size_t   length;   /* bytes */
     unsigned access;   /* enum doorbell_access */
     uint32_t rkey;
+    void    *hw;       /* device registration (HardwareKeys), or NULL */
 };
 
 struct doorbell_pd {};
 
 namespace doorbell {
+
+/// A device whose hardware checks remote keys itself (verbs) registers
+/// every region with the hardware; the region's key is then the hardware's.
+class HardwareKeys {
+public:
+    virtual ~HardwareKeys() = default;
+    /// Registers mr (address, length, access set); sets mr.rkey and mr.hw.
+    virtual doorbell_status_t register_region(doorbell_mr &mr) = 0;
+    virtual void deregister_region(doorbell_mr &mr) = 0;
+};
 
 class ProtectionDomain : public doorbell_pd {
 public:
@@ -66,6 +77,11 @@ public:
 
     size_t region_count() const;
 
+    /// Attaches the hardware key source (one per domain; nullptr detaches
+    /// and deregisters what it registered). Regions registered before keep
+    /// software keys. Returns false if another source is attached.
+    bool set_hardware_keys(HardwareKeys *keys);
+
 private:
     // REQUIRES: mu_ held (shared or exclusive).
     const doorbell_mr *find(uint32_t rkey, uint64_t addr, uint64_t length,
@@ -73,6 +89,7 @@ private:
 
     mutable std::shared_mutex mu_;
     std::unordered_map<uint32_t, std::unique_ptr<doorbell_mr>> by_key_;
+    HardwareKeys *hw_ = nullptr;
 };
 
 /// A random 32-bit value from the kernel's generator (never 0).
