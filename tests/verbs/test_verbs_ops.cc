@@ -234,3 +234,23 @@ TEST(VerbsOps, DestroyedQpTearsDownThePassiveQpAndItsBuffers)
     pair.connect();
     EXPECT_EQ(1u, device(pair.b).passive_count());
 }
+
+TEST(VerbsOps, PutSignalIsRefusedNotPostedAsSomethingElse)
+{
+    VerbsPair pair;
+    std::vector<uint64_t> target(2, 0);
+    uint32_t rkey = pair.expose(target.data(), sizeof(uint64_t) * 2,
+                                DOORBELL_ACCESS_REMOTE_WRITE);
+    pair.qa = pair.create(pair.a, pair.b);
+    doorbell_wqe_t w{};
+    w.opcode       = DOORBELL_OP_PUT_SIGNAL;
+    w.am_id        = DOORBELL_SIGNAL_ADD;
+    w.rkey         = rkey;
+    w.remote_addr  = uintptr_t(&target[0]);
+    w.signal_rkey  = rkey;
+    w.signal_addr  = uintptr_t(&target[1]);
+    w.signal_value = 1;
+    EXPECT_EQ(DOORBELL_ERR_UNSUPPORTED, doorbell_qp_post(pair.qa, &w, 1));
+    EXPECT_NE(nullptr, std::strstr(doorbell_last_error(), "not supported"));
+    EXPECT_TRUE(pair.fabric.posts("mlx5_0").empty());
+}

@@ -13,6 +13,7 @@
 #include "devices/verbs/verbs_device.h"
 #endif
 
+#include <type_traits>
 #include <cstdlib>
 #include <cstring>
 
@@ -610,8 +611,13 @@ extern "C" doorbell_status_t doorbell_qp_post(doorbell_qp_t *qp,
 {
     return with_qp(qp, [&](auto &dev, auto &q) {
         unsigned sends = 0;
+        /* PUT_SIGNAL is executed by the UDP device only; the verbs device
+         * would need an ordered atomic after the write (not built yet) */
+        constexpr bool kSignals =
+            std::remove_reference_t<decltype(dev)>::kKind == DOORBELL_DEVICE_UDP;
         for (unsigned i = 0; i < count; ++i) {
-            if (!valid_raw_wqe(wqes[i], dev.params.seg_size)) {
+            if (!valid_raw_wqe(wqes[i], dev.params.seg_size) ||
+                (!kSignals && wqes[i].opcode == DOORBELL_OP_PUT_SIGNAL)) {
                 return set_error(wqes[i].opcode == DOORBELL_OP_PUT_SIGNAL
                                      ? DOORBELL_ERR_UNSUPPORTED
                                      : DOORBELL_ERR_INVALID_PARAM,
