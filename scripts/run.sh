@@ -52,44 +52,16 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 mode=$([[ $fabric == 1 ]] && echo fabric || echo local)
 
-# 2. What is installed decides the doorbell column.
-transport=$install/lib/ucx/libuct_doorbell.so
-tune=$install/share/doorbell/doorbell.tune
-coll=$(find "$install" -name 'mca_coll_doorbell.so' 2>/dev/null | head -1 || true)
-doorbell_state="not built"
-if [[ -f $transport && -f $tune ]]; then
-  doorbell_state=present
-elif [[ -f $transport ]]; then
-  doorbell_state="not built (no $tune)"
-fi
-
-# Where the ranks run and over which interfaces.
-if ((fabric)); then
-  fabric_name=dbrun
-  launch=("$fabric_tool" --name "$fabric_name" run --)
-  if_ucx=fab0
-  common=(-np 4 --map-by node)
-else
-  launch=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun)
-  if_ucx=lo
-  # 4 ranks on 2 cores: oversubscribed, so waiting ranks must yield.
-  common=(-np 4 --oversubscribe --mca mpi_yield_when_idle 1)
-fi
-
-# stack name | mpirun arguments that select it
-declare -A select
-select[ob1_tcp]="--mca pml ob1 --mca btl self,tcp --mca btl_tcp_if_include $([[ $fabric == 1 ]] && echo 198.18.0.0/15 || echo lo)"
-select[ucx_tcp]="--mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any --mca osc ^ucx -x UCX_TLS=tcp,self -x UCX_NET_DEVICES=$if_ucx"
-select[doorbell]="--tune $tune -x UCX_NET_DEVICES=$if_ucx"
-stacks=(ob1_tcp ucx_tcp doorbell)
-
+# 2. The stacks; what is installed decides the doorbell column.
+fabric_name=dbrun
+# shellcheck source=fabric/stacks.sh
+source "$root/scripts/fabric/stacks.sh"
 {
   echo "mode=$mode"
   echo "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "host=$(hostname) cores=$(nproc) kernel=$(uname -r)"
   echo "openmpi=$(mpirun --version 2>/dev/null | head -1 | awk '{print $NF}') ucx=$(ucx_info -v 2>/dev/null | sed -n 's/.*version=\([^ ]*\).*/\1/p' | head -1)"
-  echo "doorbell=$doorbell_state"
-  echo "doorbell_coll=${coll:-not built}"
+  stacks_env
   echo "max=$max budget_ms=$budget"
 } > "$out/env.txt"
 
@@ -117,7 +89,7 @@ for s in "${stacks[@]}"; do
   fi
   log "[$i/${#stacks[@]}] $s on $mode: latency, bandwidth, allreduce, 8 B..$max B"
   # shellcheck disable=SC2086
-  if ! timeout -k 10 600 "${launch[@]}" "${common[@]}" ${select[$s]} "$bench" --max "$max" --budget-ms "$budget" \
+  if ! timeout -k 10 600 "${launch[@]}" -np 4 "${common[@]}" $(stack_args "$s") "$bench" --max "$max" --budget-ms "$budget" \
       > "$out/$s.csv" 2> >(tee "$out/$s.log" | sed -u "s/^/[run]   /" >&2); then
     log "$s failed (see $out/$s.log)"
     { echo "# failed"; cat "$out/$s.csv"; } > "$out/$s.csv.tmp" && mv "$out/$s.csv.tmp" "$out/$s.csv"
