@@ -9,7 +9,8 @@
  * backlog is above K (bytes) gets CE if it is ECN-capable (ECT(0)/ECT(1)),
  * as a DCTCP-style switch marks on instantaneous queue depth. Packets that
  * would overflow the switch buffer are left to the qdisc to drop and are not
- * added to the backlog.
+ * added to the backlog; of a GSO packet (TCP or UDP GSO, segmented by the
+ * qdisc) the segments that still fit are.
  *
  * Build-time parameters (clang -D): DB_RATE_BPS (bits/s), DB_K_BYTES,
  * DB_BUFFER_BYTES. One object is loaded per port, so each port has its own
@@ -76,8 +77,8 @@ int db_ecn_mark(struct __sk_buff *skb)
     struct iphdr *ip   = data + sizeof(*eth);
     struct db_port *port;
     __u32 key = 0;
-    __u64 now, idle, drained, len = skb->len;
-    int mark = 0, ecn_capable;
+    __u64 now, idle, drained, queued, len = skb->len;
+    int mark = 0, accepted = 0, ecn_capable;
     __u16 first_word;
 
     if ((void *)(ip + 1) > data_end || eth->h_proto != bpf_htons(ETH_P_IP))
@@ -99,17 +100,23 @@ int db_ecn_mark(struct __sk_buff *skb)
     port->backlog  = port->backlog > drained ? port->backlog - drained : 0;
     port->last_ns  = now;
     port->packets += 1;
-    if (port->backlog + len > DB_BUFFER_BYTES) {
-        port->overflow += 1;
+    queued = port->backlog;
+    if (queued + len <= DB_BUFFER_BYTES) {
+        accepted = 1;
+        port->backlog = queued + len;
     } else {
-        if (port->backlog > DB_K_BYTES && ecn_capable && (ip->tos & DB_ECN_MASK) != DB_ECN_CE) {
-            mark = 1;
-            port->marked += 1;
+        port->overflow += 1;
+        if (skb->gso_segs > 1 && queued < DB_BUFFER_BYTES) {
+            accepted = 1;                        /* the head segments fit */
+            port->backlog = DB_BUFFER_BYTES;
         }
-        port->backlog += len;
-        if (port->backlog > port->max_backlog)
-            port->max_backlog = port->backlog;
     }
+    if (accepted && queued > DB_K_BYTES && ecn_capable && (ip->tos & DB_ECN_MASK) != DB_ECN_CE) {
+        mark = 1;
+        port->marked += 1;
+    }
+    if (port->backlog > port->max_backlog)
+        port->max_backlog = port->backlog;
     port->ect += ecn_capable;
     bpf_spin_unlock(&port->lock);
 
