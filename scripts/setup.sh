@@ -25,34 +25,50 @@ if ((${#missing[@]})); then
 fi
 
 # 2. UCX internal headers (uct/base, ucs internals) from the Debian source
-#    package of exactly the installed UCX version.
-ucx_ver=$(dpkg-query -W -f='${Version}' libucx-dev)
+#    package of exactly the installed UCX version, with Debian's patches.
+command -v ucx_info >/dev/null || die "ucx_info not found (package ucx-utils)"
+ucx_ver=$(dpkg-query -W -f='${Version}' libucx-dev 2>/dev/null) \
+  || die "libucx-dev is not installed"
 ucx_upstream=${ucx_ver%%-*}
+ucx_upstream=${ucx_upstream#*:}
+run_ver=$(ucx_info -v | sed -n 's/^# Version \([0-9.]*\).*/\1/p')
+[[ $run_ver == "$ucx_upstream" ]] \
+  || die "ucx_info reports UCX $run_ver but libucx-dev is $ucx_ver: the runtime and the headers must match"
 stamp=.deps/ucx-src/.doorbell-version
 if [[ ! -f $stamp || $(cat "$stamp") != "$ucx_ver" ]]; then
-  if ! ls /etc/apt/sources.list.d/doorbell-src.sources >/dev/null 2>&1; then
-    [[ -f /etc/apt/sources.list.d/debian.sources ]] || die "no /etc/apt/sources.list.d/debian.sources to derive a deb-src entry from"
+  if ! grep -rqs '^Types:.*deb-src' /etc/apt/sources.list.d/ && ! grep -qs '^deb-src' /etc/apt/sources.list; then
+    [[ $(id -u) == 0 ]] || die "no deb-src entry for apt-get source; run as root once to add one"
+    [[ -f /etc/apt/sources.list.d/debian.sources ]] \
+      || die "no /etc/apt/sources.list.d/debian.sources to derive a deb-src entry from; add a deb-src line for the Debian release and rerun"
     log "adding a deb-src entry derived from debian.sources"
     sed 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sources \
       > /etc/apt/sources.list.d/doorbell-src.sources
-    apt-get update -qq
+    apt-get update -qq || die "apt-get update failed after adding the deb-src entry"
   fi
   rm -rf .deps/ucx-dl && mkdir -p .deps/ucx-dl
   log "fetching the UCX source package ucx=$ucx_ver"
-  (cd .deps/ucx-dl && apt-get source -qq --download-only "ucx=$ucx_ver" >/dev/null 2>&1) \
-    || die "apt-get source ucx=$ucx_ver failed: the source package of the installed UCX is not available"
-  dsc=$(ls .deps/ucx-dl/*.dsc)
+  if ! (cd .deps/ucx-dl && apt-get source -qq --download-only "ucx=$ucx_ver" >apt-source.log 2>&1); then
+    [[ -f .deps/ucx-dl/apt-source.log ]] && sed 's/^/[setup]   /' .deps/ucx-dl/apt-source.log >&2
+    die "apt-get source ucx=$ucx_ver failed: the source package of the installed UCX is not available from the configured deb-src entries"
+  fi
+  dsc=$(ls .deps/ucx-dl/*.dsc 2>/dev/null | head -n1)
+  [[ -n $dsc ]] || die "apt-get source ucx=$ucx_ver downloaded no .dsc"
   src_ver=$(sed -n 's/^Version: //p' "$dsc")
   [[ $src_ver == "$ucx_ver" ]] || die "UCX source version $src_ver does not match installed $ucx_ver"
-  rm -rf .deps/ucx-src && mkdir -p .deps/ucx-src
-  tar -xf .deps/ucx-dl/ucx_"$ucx_upstream".orig.tar.* -C .deps/ucx-src --strip-components=1
+  rm -rf .deps/ucx-src
+  # dpkg-source applies Debian's patches: the tree is the one Debian built.
+  dpkg-source --no-check -x "$dsc" .deps/ucx-src >/dev/null \
+    || die "dpkg-source -x $dsc failed"
+  [[ -f .deps/ucx-src/src/uct/base/uct_iface.h ]] \
+    || die "the UCX source tree lacks src/uct/base/uct_iface.h"
   echo "$ucx_ver" > "$stamp"
   rm -rf .deps/ucx-dl
 fi
 # UCX's config.h, exactly as the installed build was configured.
 mkdir -p .deps/ucx-config
-ucx_info -b > .deps/ucx-config/config.h.new
-grep -q ENABLE_STATS .deps/ucx-config/config.h.new && die "installed UCX is built with ENABLE_STATS; struct layouts differ"
+ucx_info -b > .deps/ucx-config/config.h.new || die "ucx_info -b failed"
+grep -q '^#define ENABLE_STATS' .deps/ucx-config/config.h.new \
+  && die "installed UCX is built with ENABLE_STATS; struct layouts differ from what doorbell is written for"
 if ! cmp -s .deps/ucx-config/config.h.new .deps/ucx-config/config.h 2>/dev/null; then
   mv .deps/ucx-config/config.h.new .deps/ucx-config/config.h
 else
@@ -63,8 +79,9 @@ fi
 
 # 3. Configure, build, install.
 log "configuring $build"
-cmake -S . -B "$build" -G Ninja -DCMAKE_INSTALL_PREFIX="$root/install" >/dev/null
+cmake -S . -B "$build" -G Ninja -DCMAKE_INSTALL_PREFIX="$root/install" >"$build.configure.log" 2>&1 \
+  || { cat "$build.configure.log" >&2; die "cmake configure failed (log: $build.configure.log)"; }
 log "building (this takes a few minutes on 2 cores)"
-cmake --build "$build" -j "$(nproc)"
-cmake --install "$build" >/dev/null
+cmake --build "$build" -j "$(nproc)" || die "build failed"
+cmake --install "$build" >/dev/null || die "install failed"
 log "installed into $root/install"

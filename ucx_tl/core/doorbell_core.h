@@ -135,6 +135,7 @@ typedef struct doorbell_iface_limits {
     size_t max_zcopy;     /* put/get zcopy total */
     size_t max_iov;       /* entries per zcopy */
     size_t max_am_header; /* am_zcopy header */
+    size_t max_am_zcopy;  /* am_zcopy header + payload */
 } doorbell_iface_limits_t;
 void doorbell_iface_query_limits(const doorbell_iface_t *iface,
                                  doorbell_iface_limits_t *limits);

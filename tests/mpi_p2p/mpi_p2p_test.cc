@@ -1,0 +1,30 @@
+// p2p_check under mpirun with the doorbell tune file: pml ucx on the doorbell
+// transport only, 2 and 4 ranks on this host, every byte of every size.
+#include <gtest/gtest.h>
+
+#include "doorbell_spawn.h"
+
+using namespace doorbell_test;
+
+namespace {
+
+Child run_p2p(int ranks) {
+  return run({"timeout", "-k", "10", "240", "mpirun", "--allow-run-as-root",
+              "--oversubscribe", "-np", std::to_string(ranks), "--tune",
+              DOORBELL_TUNE_FILE, "-x", "UCX_NET_DEVICES=lo", "-x",
+              "UCX_DOORBELL_STATS=y", DOORBELL_P2P_CHECK});
+}
+
+class MpiP2p : public ::testing::TestWithParam<int> {};
+
+TEST_P(MpiP2p, EverySizeEveryByteBothDirections) {
+  Child c = run_p2p(GetParam());
+  ASSERT_EQ(c.status, 0) << c.output;
+  EXPECT_TRUE(contains(c.output, std::to_string(GetParam()) + " ranks")) << c.output;
+  EXPECT_TRUE(contains(c.output, ", 0 wrong bytes")) << c.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(Doorbell, MpiP2p, ::testing::Values(2, 4),
+                         [](const auto &info) { return std::to_string(info.param) + "ranks"; });
+
+}  // namespace

@@ -1,0 +1,143 @@
+/*
+ * The device-independent half of an iface and of its queue pairs: the send
+ * ring, batching, signaling, the completion queue and completion dispatch.
+ * A device (udp, verbs) derives its iface and QP types from these and
+ * consumes the ring between its own cursor and the doorbell.
+ */
+#pragma once
+
+#include "batcher.h"
+#include "doorbell_core.h"
+#include "protection_domain.h"
+#include "send_ring.h"
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+struct doorbell_iface {
+    doorbell_device_kind_t kind;
+};
+
+struct doorbell_qp {};
+
+namespace doorbell {
+
+class IfaceCore;
+
+/// A completion written by the device for a signaled (or failed) WQE.
+struct Cqe {
+    uint64_t          index;  ///< ring index of the WQE
+    doorbell_status_t status;
+};
+
+/// One iface flush over several QPs: completes when the last part does.
+struct FlushGroup {
+    void             *cookie;
+    unsigned          remaining;
+    doorbell_status_t status;
+};
+
+class QpCore : public doorbell_qp {
+public:
+    QpCore(IfaceCore &iface, uint32_t qpn);
+    QpCore(const QpCore &) = delete;
+    QpCore &operator=(const QpCore &) = delete;
+
+    /* ---- posting (core side) ---- */
+
+    /// OK if count WQEs fit; CANCELED in error; NO_RESOURCE if the ring is full.
+    doorbell_status_t can_post(unsigned count) const;
+    /// A zeroed WQE at the tail and its context. REQUIRES: can_post() was OK.
+    doorbell_wqe_t &prepare(SlotContext **ctx_p);
+    /// Applies signaling and fence flags and publishes the WQE. force_signal:
+    /// the poster needs a completion.
+    void commit(bool force_signal);
+    /// The batcher's decision for the WQEs posted since the last doorbell.
+    bool ring_now() const { return batcher_.ring_now(ring.unrung(), busy()); }
+    /// Busy: the device holds rung WQEs that have not completed.
+    bool busy() const { return done < ring.rung(); }
+    /// Nothing posted is incomplete.
+    bool idle() const { return done == ring.tail(); }
+    /// A bounce buffer of at least size bytes for the slot (kept for reuse).
+    uint8_t *bounce(SlotContext &ctx);
+
+    /* ---- device side ---- */
+
+    /// WQEs [done, end) completed successfully: CQEs for the signaled ones.
+    void complete_to(uint64_t end);
+    /// The WQE at done failed: an error CQE for it, the QP goes to error and
+    /// the rest is canceled when the CQ is polled. message names the cause.
+    void fail(doorbell_status_t status, const std::string &message);
+    bool in_error() const { return error_ != DOORBELL_OK; }
+    doorbell_status_t error() const { return error_; }
+
+    /* ---- completions (core side) ---- */
+
+    /// Dispatches CQEs; returns the number of completions delivered.
+    unsigned poll();
+    /// QP destroy: every outstanding operation completes CANCELED.
+    void cancel_all();
+    /// Flush with a context (kFlush or kFlushGroup); see doorbell_qp_flush.
+    doorbell_status_t post_flush(SlotKind kind, void *cookie);
+
+    IfaceCore       &iface;
+    const uint32_t   qpn;           ///< local QP number (random base + n)
+    SendRing         ring;
+    uint64_t         done = 0;      ///< WQEs below this index have completed
+    std::deque<Cqe>  cq;            ///< written by the device, polled here
+    bool             fence_next = false;
+    uint32_t         am_inflight = 0; ///< SENDs posted, not yet completed
+
+private:
+    void complete_slot(uint64_t index, doorbell_status_t status);
+
+    Batcher           batcher_;
+    Signaler          signaler_;
+    doorbell_status_t error_ = DOORBELL_OK;
+    std::string       error_message_;
+    bool              error_pending_ = false; ///< error handler not yet called
+    bool              error_to_cookie_ = false; ///< failing op had a cookie
+};
+
+class IfaceCore : public doorbell_iface {
+public:
+    IfaceCore(doorbell_device_kind_t kind, ProtectionDomain &pd,
+              const doorbell_iface_params_t &params, std::string name);
+    IfaceCore(const IfaceCore &) = delete;
+    IfaceCore &operator=(const IfaceCore &) = delete;
+    ~IfaceCore();
+
+    /// Completions of every QP; returns how many were delivered.
+    unsigned poll_completions();
+    /// CQE accounting and the handlers, called by QpCore.
+    void deliver(void *cookie, doorbell_status_t status)
+    {
+        if (completion_cb != nullptr && cookie != nullptr) {
+            completion_cb(cookie, status);
+        }
+    }
+    void report_error(QpCore &qp, doorbell_status_t status,
+                      const std::string &message);
+    /// Prints counters as "<device> <counter> <value>" lines to stderr.
+    void dump_counters() const;
+
+    ProtectionDomain        &pd;
+    doorbell_iface_params_t  params;        ///< resolved (no zero defaults)
+    const std::string        name;          ///< device name
+    doorbell_counters_t      counters{};
+    bool                     stats = false;
+    std::vector<QpCore *>    qps;
+
+    doorbell_am_cb_t         am_cb         = nullptr;
+    void                    *am_arg        = nullptr;
+    doorbell_completion_cb_t completion_cb = nullptr;
+    doorbell_qp_error_cb_t   error_cb      = nullptr;
+    void                    *error_arg     = nullptr;
+};
+
+/// Fills zero fields of params with defaults and rounds queue lengths.
+void resolve_params(doorbell_iface_params_t &params);
+
+} // namespace doorbell

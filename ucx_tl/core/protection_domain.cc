@@ -1,0 +1,95 @@
+#include "protection_domain.h"
+
+#include "error.h"
+
+#include <mutex>
+#include <random>
+#include <sys/random.h>
+
+namespace doorbell {
+
+uint32_t random_u32()
+{
+    uint32_t v = 0;
+    while (v == 0) {
+        if (getrandom(&v, sizeof(v), 0) != sizeof(v)) {
+            /* getrandom() cannot fail for 4 bytes once the pool is up;
+             * fall back to random_device rather than returning a constant */
+            std::random_device rd;
+            v = rd();
+        }
+    }
+    return v;
+}
+
+doorbell_status_t ProtectionDomain::register_region(void *address,
+                                                    size_t length,
+                                                    unsigned access,
+                                                    doorbell_mr **mr_p,
+                                                    uint32_t *rkey_p)
+{
+    if ((access & ~unsigned(DOORBELL_ACCESS_REMOTE_READ |
+                            DOORBELL_ACCESS_REMOTE_WRITE)) != 0) {
+        return set_error(DOORBELL_ERR_INVALID_PARAM,
+                         "mr_register: unknown access flags 0x%x", access);
+    }
+    auto addr = reinterpret_cast<uintptr_t>(address);
+    if ((address == nullptr && length != 0) || addr + length < addr) {
+        return set_error(DOORBELL_ERR_INVALID_PARAM,
+                         "mr_register: bad region %p+%zu", address, length);
+    }
+    auto mr     = std::make_unique<doorbell_mr>();
+    mr->address = static_cast<uint8_t *>(address);
+    mr->length  = length;
+    mr->access  = access;
+
+    std::unique_lock lock(mu_);
+    do {
+        mr->rkey = random_u32();
+    } while (by_key_.count(mr->rkey) != 0);
+    *rkey_p = mr->rkey;
+    *mr_p   = mr.get();
+    by_key_.emplace(mr->rkey, std::move(mr));
+    return DOORBELL_OK;
+}
+
+doorbell_status_t ProtectionDomain::deregister_region(doorbell_mr *mr)
+{
+    std::unique_lock lock(mu_);
+    auto it = (mr == nullptr) ? by_key_.end() : by_key_.find(mr->rkey);
+    if (it == by_key_.end() || it->second.get() != mr) {
+        return set_error(DOORBELL_ERR_INVALID_PARAM,
+                         "mr_deregister: %p is not a region of this domain",
+                         static_cast<void *>(mr));
+    }
+    by_key_.erase(it);
+    return DOORBELL_OK;
+}
+
+size_t ProtectionDomain::region_count() const
+{
+    std::shared_lock lock(mu_);
+    return by_key_.size();
+}
+
+const doorbell_mr *ProtectionDomain::find(uint32_t rkey, uint64_t addr,
+                                          uint64_t length, unsigned need) const
+{
+    auto it = by_key_.find(rkey);
+    if (it == by_key_.end()) {
+        return nullptr;
+    }
+    const doorbell_mr *mr = it->second.get();
+    uint64_t start        = reinterpret_cast<uintptr_t>(mr->address);
+    /* overflow-safe: addr >= start and (addr - start) + length <= mr->length */
+    if (addr < start || addr - start > mr->length ||
+        length > mr->length - (addr - start)) {
+        return nullptr;
+    }
+    if ((mr->access & need) != need) {
+        return nullptr;
+    }
+    return mr;
+}
+
+} // namespace doorbell

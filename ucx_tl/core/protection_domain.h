@@ -1,0 +1,81 @@
+/*
+ * Protection domain: the memory regions of one UCT memory domain and their
+ * remote keys. Every remote access names a key; the access is allowed only if
+ * the key exists, [addr, addr+length) lies inside the region and the region
+ * grants the access. Keys are random 32-bit values (0 is never a key), so a
+ * stale or guessed key is very unlikely to name a live region.
+ *
+ * Thread-safe: registration takes the lock exclusively, remote accesses share
+ * it for the duration of the copy, so a region cannot be deregistered while a
+ * packet is being written into it.
+ */
+#pragma once
+
+#include "doorbell_core.h"
+
+#include <cstdint>
+#include <memory>
+#include <shared_mutex>
+#include <unordered_map>
+
+struct doorbell_mr {
+    uint8_t *address;  /* first byte of the region */
+    size_t   length;   /* bytes */
+    unsigned access;   /* enum doorbell_access */
+    uint32_t rkey;
+};
+
+struct doorbell_pd {};
+
+namespace doorbell {
+
+class ProtectionDomain : public doorbell_pd {
+public:
+    ProtectionDomain() = default;
+    ProtectionDomain(const ProtectionDomain &) = delete;
+    ProtectionDomain &operator=(const ProtectionDomain &) = delete;
+
+    /// Registers a region under a fresh random key.
+    doorbell_status_t register_region(void *address, size_t length,
+                                      unsigned access, doorbell_mr **mr_p,
+                                      uint32_t *rkey_p);
+    doorbell_status_t deregister_region(doorbell_mr *mr);
+
+    /// Checks a remote access and, if allowed, calls fn(uint8_t *target)
+    /// while the region cannot go away. Returns OK or ERR_REMOTE_ACCESS.
+    template <class Fn>
+    doorbell_status_t access(uint32_t rkey, uint64_t addr, uint64_t length,
+                             unsigned need, Fn &&fn) const
+    {
+        std::shared_lock lock(mu_);
+        const doorbell_mr *mr = find(rkey, addr, length, need);
+        if (mr == nullptr) {
+            return DOORBELL_ERR_REMOTE_ACCESS;
+        }
+        fn(reinterpret_cast<uint8_t *>(addr));
+        return DOORBELL_OK;
+    }
+
+    /// Key, bounds and access check only.
+    bool allows(uint32_t rkey, uint64_t addr, uint64_t length,
+                unsigned need) const
+    {
+        std::shared_lock lock(mu_);
+        return find(rkey, addr, length, need) != nullptr;
+    }
+
+    size_t region_count() const;
+
+private:
+    // REQUIRES: mu_ held (shared or exclusive).
+    const doorbell_mr *find(uint32_t rkey, uint64_t addr, uint64_t length,
+                            unsigned need) const;
+
+    mutable std::shared_mutex mu_;
+    std::unordered_map<uint32_t, std::unique_ptr<doorbell_mr>> by_key_;
+};
+
+/// A random 32-bit value from the kernel's generator (never 0).
+uint32_t random_u32();
+
+} // namespace doorbell

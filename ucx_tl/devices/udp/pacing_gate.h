@@ -1,0 +1,59 @@
+/*
+ * The pacing seam: a per-QP gate that sits in front of sendmmsg. The UDP
+ * device asks it when the next packet may leave and feeds it what the wire
+ * tells: ACKed bytes, CE-marked bytes, RTT samples and losses. A controller
+ * (ucx_tl/pacing: IBRC, DCQCN, ...) implements it; the device never decides
+ * a rate itself. Without a gate a QP sends as fast as its window allows.
+ *
+ * Units: times in ns on the CLOCK_MONOTONIC scale, sizes in bytes,
+ * rate() in bytes per second.
+ */
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace doorbell::udp {
+
+class PacingGate {
+public:
+    virtual ~PacingGate() = default;
+
+    /// Earliest time a packet of bytes may be sent (<= now_ns: send now).
+    virtual uint64_t next_send_ns(uint64_t now_ns, uint32_t bytes) = 0;
+    /// A packet of bytes was handed to the kernel at now_ns.
+    virtual void on_send(uint64_t now_ns, uint32_t bytes) = 0;
+    /// An ACK advanced: acked_bytes newly acknowledged, ce_bytes of them
+    /// arrived CE-marked; rtt_ns is a fresh sample or 0 if the ACK had none.
+    virtual void on_ack(uint64_t now_ns, uint64_t acked_bytes,
+                        uint64_t ce_bytes, uint64_t rtt_ns) = 0;
+    /// A loss was detected (NAK for a gap, or a retransmit timeout).
+    virtual void on_loss(uint64_t now_ns) = 0;
+    /// Current rate, bytes/s (for counters and tests).
+    virtual double rate() const = 0;
+};
+
+/// What a gate is created for.
+struct PacingContext {
+    std::string device;      ///< device name ("lo")
+    std::string policy;      ///< doorbell_iface_params_t::cc
+    double      gain;        ///< doorbell_iface_params_t::ibrc_gain (0: derive)
+    double      line_rate;   ///< bytes/s estimate of the device
+    uint32_t    mtu;         ///< payload bytes per packet
+};
+
+/// Creates the gate of a new QP, or nullptr for "unlimited".
+using PacingFactory =
+    std::function<std::unique_ptr<PacingGate>(const PacingContext &)>;
+
+/// Registers the factory for a policy name ("ibrc", "dcqcn", ...); ifaces
+/// opened afterwards whose params->cc names it give each QP a gate. Policy
+/// "none" and names nobody registered leave QPs unpaced. Thread-safe.
+void register_pacing_policy(const std::string &policy, PacingFactory factory);
+
+/// The factory registered for policy, or an empty function.
+PacingFactory find_pacing_policy(const std::string &policy);
+
+} // namespace doorbell::udp

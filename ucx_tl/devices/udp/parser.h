@@ -1,0 +1,34 @@
+/*
+ * The packet parser: a pure function from untrusted bytes to a validated
+ * header, so it can be fuzzed alone. Everything the receive path relies on
+ * about a header's internal consistency is checked here; what depends on
+ * state (PSN window, keys, QPs) is checked by the receive path.
+ */
+#pragma once
+
+#include "wire.h"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace doorbell::udp {
+
+enum class ParseStatus : uint8_t {
+    kOk,
+    kTruncated,    ///< shorter than the header, or than header.length says
+    kForeign,      ///< wrong magic or version
+    kMalformed     ///< unknown opcode/flags, inconsistent lengths or offsets
+};
+
+struct ParseResult {
+    ParseStatus    status;
+    WireHeader     header;       ///< valid only when status == kOk
+    const uint8_t *payload;      ///< header.length bytes
+};
+
+/// Validates a datagram of len bytes.
+ParseResult parse(const uint8_t *bytes, size_t len);
+
+const char *parse_status_string(ParseStatus status);
+
+} // namespace doorbell::udp

@@ -1,0 +1,403 @@
+/* UDP device: control path (devices, sockets, QPs, addresses, wake-up). */
+#include "udp_device.h"
+
+#include "core/error.h"
+#include "core/protection_domain.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <mutex>
+
+namespace doorbell::udp {
+
+namespace {
+
+struct NetDevice {
+    std::string name;
+    sockaddr_in addr;
+    uint32_t    if_mtu;
+    bool        loopback;
+};
+
+uint32_t interface_mtu(const char *name)
+{
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    if (fd < 0) {
+        return 1500;
+    }
+    ifreq ifr{};
+    snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", name);
+    uint32_t mtu = 1500;
+    if (ioctl(fd, SIOCGIFMTU, &ifr) == 0 && ifr.ifr_mtu > 0) {
+        mtu = uint32_t(ifr.ifr_mtu);
+    }
+    close(fd);
+    return mtu;
+}
+
+long read_sys_long(const std::string &path, long fallback)
+{
+    std::ifstream in(path);
+    long v;
+    return (in >> v) ? v : fallback;
+}
+
+/// Interfaces that are up and have an IPv4 address, first address each.
+std::vector<NetDevice> list_net_devices()
+{
+    std::vector<NetDevice> devs;
+    ifaddrs *ifa_list;
+    if (getifaddrs(&ifa_list) != 0) {
+        return devs;
+    }
+    for (ifaddrs *ifa = ifa_list; ifa != nullptr; ifa = ifa->ifa_next) {
+        if (ifa->ifa_addr == nullptr || ifa->ifa_addr->sa_family != AF_INET ||
+            !(ifa->ifa_flags & IFF_UP)) {
+            continue;
+        }
+        bool seen = std::any_of(devs.begin(), devs.end(), [&](auto &d) {
+            return d.name == ifa->ifa_name;
+        });
+        if (seen || strlen(ifa->ifa_name) >= 64) {
+            continue;
+        }
+        NetDevice d;
+        d.name = ifa->ifa_name;
+        std::memcpy(&d.addr, ifa->ifa_addr, sizeof(d.addr));
+        d.addr.sin_port = 0;
+        d.if_mtu        = interface_mtu(ifa->ifa_name);
+        d.loopback      = (ifa->ifa_flags & IFF_LOOPBACK) != 0;
+        devs.push_back(d);
+    }
+    freeifaddrs(ifa_list);
+    return devs;
+}
+
+/// Payload bytes per packet for an interface MTU (IPv4 + UDP + our header),
+/// capped so a datagram never exceeds kMaxDatagram.
+uint32_t payload_mtu_for(uint32_t if_mtu)
+{
+    uint32_t datagram = std::min<uint32_t>(if_mtu > 28 ? if_mtu - 28 : 0,
+                                           kMaxDatagram);
+    return datagram > sizeof(WireHeader) + 64 ? datagram - sizeof(WireHeader)
+                                              : 64;
+}
+
+double line_rate_of(const NetDevice &d)
+{
+    if (d.loopback) {
+        return 10e9; /* bytes/s: loopback is memory-bound */
+    }
+    long mbps = read_sys_long("/sys/class/net/" + d.name + "/speed", -1);
+    return mbps > 0 ? double(mbps) * 1e6 / 8 : 1.25e9;
+}
+
+std::mutex                            g_pacing_mu;
+std::map<std::string, PacingFactory> &pacing_registry()
+{
+    static std::map<std::string, PacingFactory> registry;
+    return registry;
+}
+
+} // namespace
+
+void register_pacing_policy(const std::string &policy, PacingFactory factory)
+{
+    std::lock_guard lock(g_pacing_mu);
+    pacing_registry()[policy] = std::move(factory);
+}
+
+PacingFactory find_pacing_policy(const std::string &policy)
+{
+    std::lock_guard lock(g_pacing_mu);
+    auto it = pacing_registry().find(policy);
+    return it == pacing_registry().end() ? PacingFactory() : it->second;
+}
+
+int query_devices(doorbell_device_info_t *devices, int max)
+{
+    std::vector<NetDevice> devs = list_net_devices();
+    for (int i = 0; i < int(devs.size()) && i < max; ++i) {
+        doorbell_device_info_t &info = devices[i];
+        info = {};
+        snprintf(info.name, sizeof(info.name), "%s", devs[i].name.c_str());
+        info.kind       = DOORBELL_DEVICE_UDP;
+        info.mtu        = payload_mtu_for(devs[i].if_mtu);
+        info.bandwidth  = line_rate_of(devs[i]);
+        info.latency_ns = devs[i].loopback ? 4000 : 10000;
+        info.numa_node  = int(read_sys_long(
+            "/sys/class/net/" + devs[i].name + "/device/numa_node", -1));
+    }
+    return int(devs.size());
+}
+
+UdpQp::UdpQp(UdpIface &iface, uint32_t qpn_, const sockaddr_in &peer_)
+    : QpCore(iface, qpn_), peer(peer_), rto_ns(iface.params.rto_min_ns)
+{
+}
+
+UdpIface::UdpIface(ProtectionDomain &pd_, const doorbell_iface_params_t &p,
+                   std::string name_)
+    : IfaceCore(DOORBELL_DEVICE_UDP, pd_, p, std::move(name_))
+{
+}
+
+doorbell_status_t UdpIface::open(ProtectionDomain &pd,
+                                 const doorbell_iface_params_t &params,
+                                 UdpIface **iface_p)
+{
+    if (params.device == nullptr) {
+        return set_error(DOORBELL_ERR_INVALID_PARAM,
+                         "iface_open: no device name given");
+    }
+    for (const NetDevice &d : list_net_devices()) {
+        if (d.name != params.device) {
+            continue;
+        }
+        std::unique_ptr<UdpIface> iface(new UdpIface(pd, params, d.name));
+        iface->line_rate_        = line_rate_of(d);
+        doorbell_status_t status = iface->init(d.addr, d.if_mtu);
+        if (status != DOORBELL_OK) {
+            return status;
+        }
+        *iface_p = iface.release();
+        return DOORBELL_OK;
+    }
+    return set_error(DOORBELL_ERR_NO_DEVICE,
+                     "iface_open: %s is not an interface with an IPv4 address",
+                     params.device);
+}
+
+doorbell_status_t UdpIface::init(const sockaddr_in &addr, uint32_t if_mtu)
+{
+    char ip[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &addr.sin_addr, ip, sizeof(ip));
+
+    fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd_ < 0) {
+        return set_error(DOORBELL_ERR_IO, "%s: socket() failed: %s",
+                         name.c_str(), strerror(errno));
+    }
+    local_ = addr;
+    local_.sin_port = 0;
+    if (bind(fd_, reinterpret_cast<sockaddr *>(&local_), sizeof(local_)) != 0) {
+        return set_error(DOORBELL_ERR_IO, "%s: bind(%s) failed: %s",
+                         name.c_str(), ip, strerror(errno));
+    }
+    socklen_t len = sizeof(local_);
+    getsockname(fd_, reinterpret_cast<sockaddr *>(&local_), &len);
+
+    /* ECT(0) on every packet; CE marks of received ones come as cmsg */
+    int tos = 0x02, on = 1;
+    if (setsockopt(fd_, IPPROTO_IP, IP_TOS, &tos, sizeof(tos)) != 0 ||
+        setsockopt(fd_, IPPROTO_IP, IP_RECVTOS, &on, sizeof(on)) != 0) {
+        return set_error(DOORBELL_ERR_IO, "%s: setsockopt(IP_TOS) failed: %s",
+                         name.c_str(), strerror(errno));
+    }
+    /* large socket buffers: the window below follows what the kernel grants
+     * (FORCE works with CAP_NET_ADMIN, else rmem_max caps the request) */
+    int want = 16 << 20;
+    for (int opt : {SO_RCVBUF, SO_SNDBUF}) {
+        int force = opt == SO_RCVBUF ? SO_RCVBUFFORCE : SO_SNDBUFFORCE;
+        if (setsockopt(fd_, SOL_SOCKET, force, &want, sizeof(want)) != 0) {
+            setsockopt(fd_, SOL_SOCKET, opt, &want, sizeof(want));
+        }
+    }
+    int granted = 0;
+    len         = sizeof(granted);
+    getsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &granted, &len);
+
+    mtu_ = payload_mtu_for(if_mtu);
+    if (params.mtu != 0) {
+        mtu_ = std::clamp<uint32_t>(params.mtu, 64,
+                                    kMaxDatagram - sizeof(WireHeader));
+    }
+    /* the kernel reports twice the bytes it lets queue; a peer configured
+     * alike absorbs a quarter of that per sender without drops */
+    window_ = std::max<uint64_t>(uint64_t(granted) / 4, 2ull * mtu_);
+
+    epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+    timer_fd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (epoll_fd_ < 0 || timer_fd_ < 0) {
+        return set_error(DOORBELL_ERR_IO, "%s: epoll/timerfd failed: %s",
+                         name.c_str(), strerror(errno));
+    }
+    epoll_event ev{};
+    ev.events  = EPOLLIN;
+    ev.data.fd = fd_;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd_, &ev);
+    ev.data.fd = timer_fd_;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, timer_fd_, &ev);
+
+    for (unsigned i = 0; i < kRxBatch; ++i) {
+        rx_slots_.push_back(take_buffer());
+    }
+    next_qpn_ = random_u32() | 1u;
+    if (params.cc != nullptr) {
+        pacing_ = find_pacing_policy(params.cc);
+    }
+    return DOORBELL_OK;
+}
+
+UdpIface::~UdpIface()
+{
+    for (auto &qp : owned_) {
+        qp->cancel_all();
+    }
+    owned_.clear();
+    graveyard_.clear();
+    if (fd_ >= 0) close(fd_);
+    if (epoll_fd_ >= 0) close(epoll_fd_);
+    if (timer_fd_ >= 0) close(timer_fd_);
+}
+
+uint8_t *UdpIface::take_buffer()
+{
+    if (free_bufs_.empty()) {
+        all_bufs_.emplace_back(new uint8_t[kBufSize]);
+        return all_bufs_.back().get();
+    }
+    uint8_t *buf = free_bufs_.back();
+    free_bufs_.pop_back();
+    return buf;
+}
+
+void UdpIface::give_buffer(uint8_t *buf) { free_bufs_.push_back(buf); }
+
+doorbell_status_t UdpIface::create_qp(const void *device_addr,
+                                      const void *iface_addr, UdpQp **qp_p)
+{
+    if (device_addr == nullptr || iface_addr == nullptr) {
+        return set_error(DOORBELL_ERR_INVALID_PARAM,
+                         "%s: qp_create without an address", name.c_str());
+    }
+    sockaddr_in peer{};
+    peer.sin_family = AF_INET;
+    std::memcpy(&peer.sin_addr, device_addr, 4);
+    std::memcpy(&peer.sin_port, iface_addr, 2);
+    if (!is_reachable(device_addr, iface_addr)) {
+        char ip[INET_ADDRSTRLEN];
+        inet_ntop(AF_INET, &peer.sin_addr, ip, sizeof(ip));
+        return set_error(DOORBELL_ERR_UNREACHABLE,
+                         "%s: peer %s:%u is not reachable from %s",
+                         name.c_str(), ip, ntohs(peer.sin_port), name.c_str());
+    }
+    uint32_t qpn;
+    do {
+        qpn = next_qpn_++;
+    } while (qpn == 0 || qp_by_num_.count(qpn) != 0);
+    auto qp = std::make_unique<UdpQp>(*this, qpn, peer);
+    if (pacing_) {
+        qp->gate = pacing_(PacingContext{name, params.cc, params.ibrc_gain,
+                                         line_rate_, mtu_});
+    }
+    *qp_p = qp.get();
+    qp_by_num_[qpn] = qp.get();
+    qps.push_back(qp.get());
+    owned_.push_back(std::move(qp));
+    return DOORBELL_OK;
+}
+
+void UdpIface::destroy_qp(UdpQp &qp)
+{
+    qp.cancel_all();
+    qp_by_num_.erase(qp.qpn);
+    qps.erase(std::find(qps.begin(), qps.end(), &qp));
+    auto it = std::find_if(owned_.begin(), owned_.end(),
+                           [&](auto &p) { return p.get() == &qp; });
+    /* destroyed from a callback inside progress: free after it returns */
+    graveyard_.push_back(std::move(*it));
+    owned_.erase(it);
+    if (depth_ == 0) {
+        graveyard_.clear();
+    }
+}
+
+void UdpIface::get_device_address(void *addr) const
+{
+    std::memcpy(addr, &local_.sin_addr, 4);
+}
+
+void UdpIface::get_address(void *addr) const
+{
+    std::memcpy(addr, &local_.sin_port, 2);
+}
+
+bool UdpIface::is_reachable(const void *device_addr, const void *) const
+{
+    in_addr remote;
+    std::memcpy(&remote, device_addr, 4);
+    bool remote_lo = (ntohl(remote.s_addr) >> 24) == 127;
+    bool local_lo  = (ntohl(local_.sin_addr.s_addr) >> 24) == 127;
+    /* loopback reaches only loopback; other addresses route to each other */
+    return remote_lo == local_lo && remote.s_addr != 0;
+}
+
+void UdpIface::query_limits(doorbell_iface_limits_t &l) const
+{
+    l               = {};
+    l.max_short     = std::min<size_t>(kMaxShort, params.seg_size);
+    l.max_bcopy     = params.seg_size;
+    l.max_zcopy     = kMaxZcopy;
+    l.max_iov       = 8;
+    l.max_am_header = DOORBELL_WQE_INLINE_MAX;
+    l.max_am_zcopy  = params.seg_size;
+}
+
+doorbell_status_t UdpIface::arm()
+{
+    uint64_t dummy;
+    while (read(timer_fd_, &dummy, sizeof(dummy)) > 0) {
+    }
+    uint64_t deadline = 0;
+    for (QpCore *core : qps) {
+        auto *qp = static_cast<UdpQp *>(core);
+        if (!qp->cq.empty() || qp->in_error() || qp->ring.unrung() != 0 ||
+            qp->tx_psn != qp->next_psn) {
+            return DOORBELL_ERR_NO_RESOURCE;
+        }
+        uint64_t d = std::max(qp->deadline_ns, qp->hold_until_ns);
+        if (d != 0 && (deadline == 0 || d < deadline)) {
+            deadline = d;
+        }
+    }
+    pollfd pfd{fd_, POLLIN, 0};
+    if (poll(&pfd, 1, 0) > 0) {
+        return DOORBELL_ERR_NO_RESOURCE;
+    }
+    if (deadline != 0) {
+        itimerspec its{};
+        its.it_value.tv_sec  = time_t(deadline / 1000000000ull);
+        its.it_value.tv_nsec = long(deadline % 1000000000ull);
+        timerfd_settime(timer_fd_, TFD_TIMER_ABSTIME, &its, nullptr);
+    }
+    return DOORBELL_OK;
+}
+
+void UdpIface::set_faults(const FaultConfig *config)
+{
+    faults_.reset(config ? new FaultInjector(*config) : nullptr);
+}
+
+void set_fault_injection(doorbell_iface_t *iface, const FaultConfig *config)
+{
+    if (iface != nullptr && iface->kind == DOORBELL_DEVICE_UDP) {
+        static_cast<UdpIface *>(iface)->set_faults(config);
+    }
+}
+
+} // namespace doorbell::udp

@@ -1,0 +1,246 @@
+/*
+ * The UDP device: a software RDMA NIC over one UDP socket per iface.
+ *
+ * Requester side (UdpQp): consumes the send ring between its cursor and the
+ * doorbell, cuts WQEs into packets (segments of at most mtu payload bytes),
+ * keeps every unacknowledged packet, and resends go-back-N on a NAK or a
+ * retransmit timeout with exponential backoff. Reads are requested in
+ * pieces (READ_REQ) whose responses are tracked per chunk; a piece whose data
+ * does not arrive is requested again (kFlagRetry) and the responder re-reads.
+ *
+ * Responder side (Responder): one per (peer address, peer QP), created on the
+ * peer's first packet (PSN 0); accepts requests strictly in PSN order,
+ * checks every remote access against the protection domain, delivers active
+ * messages, and answers with cumulative ACKs (timestamp and CE echo) or NAKs.
+ */
+#pragma once
+
+#include "core/iface_core.h"
+#include "fault_injector.h"
+#include "pacing_gate.h"
+#include "wire.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <array>
+#include <deque>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+namespace doorbell::udp {
+
+static constexpr unsigned kTxBatch   = 64;   ///< packets per sendmmsg
+static constexpr unsigned kRxBatch   = 64;   ///< datagrams per recvmmsg
+static constexpr unsigned kRxRounds  = 8;    ///< recvmmsg calls per progress
+static constexpr size_t   kBufSize   = 65536; ///< receive / AM buffer bytes
+static constexpr size_t   kMaxShort  = 1024; ///< put_short / am_short bytes
+static constexpr size_t   kMaxZcopy  = size_t(1) << 30; ///< put/get bytes
+static constexpr size_t   kMaxResponders = 65536; ///< peer QPs per iface
+static_assert(kBufSize >= kMaxDatagram + 512, "datagram fits a buffer");
+
+/// One packet a requester sent (or will send) and the peer has not ACKed.
+struct TxPacket {
+    uint32_t psn;
+    Opcode   opcode;
+    uint8_t  flags;
+    uint64_t wqe;      ///< ring index of its WQE
+    uint32_t offset;   ///< message offset (READ_REQ: offset of the piece)
+    uint32_t length;   ///< payload bytes (READ_REQ: bytes requested)
+};
+
+/// Completion tracking of one WQE the device has started.
+struct WqeTrack {
+    uint64_t wqe;
+    uint32_t last_psn;         ///< PSN of its last packet so far
+    uint32_t reads_left  = 0;  ///< READ pieces whose data is incomplete
+    bool     packetized  = false;
+    bool     is_send     = false;
+};
+
+/// One READ_REQ piece whose response data is still arriving.
+struct ReadPiece {
+    uint32_t          psn;
+    uint64_t          wqe;
+    uint64_t          remote_addr;
+    uint32_t          rkey;
+    uint32_t          length;
+    uint32_t          chunk;     ///< response payload bytes per datagram
+    uint8_t          *dest;
+    std::vector<bool> got;       ///< per chunk
+    uint32_t          missing;   ///< chunks not yet received
+};
+
+class UdpIface;
+
+struct UdpQp : public QpCore {
+    UdpQp(UdpIface &iface, uint32_t qpn, const sockaddr_in &peer);
+
+    sockaddr_in              peer;
+    /* packetizer */
+    uint64_t                 cursor        = 0; ///< next WQE to cut
+    uint32_t                 cursor_offset = 0; ///< bytes of it already cut
+    /* reliability */
+    uint32_t                 next_psn      = 0; ///< PSN of the next new packet
+    uint32_t                 una           = 0; ///< oldest unacknowledged PSN
+    uint32_t                 tx_psn        = 0; ///< next PSN to (re)send
+    uint32_t                 max_sent      = 0; ///< PSNs below were sent once
+    std::deque<TxPacket>     unacked;           ///< PSNs [una, next_psn)
+    std::deque<WqeTrack>     tracks;            ///< WQEs [done, cursor]
+    std::deque<ReadPiece>    reads;             ///< in PSN order
+    uint64_t                 inflight_bytes = 0;
+    uint64_t                 read_bytes     = 0;
+    uint64_t                 rto_ns;
+    uint64_t                 deadline_ns    = 0; ///< 0: timer not armed
+    uint64_t                 hold_until_ns  = 0; ///< receiver busy: wait
+    uint32_t                 retries        = 0;
+    uint64_t                 srtt_ns        = 0;
+    std::unique_ptr<PacingGate> gate;
+};
+
+/// Per peer QP state of the responder.
+struct Responder {
+    sockaddr_in peer;
+    uint32_t    qpn;
+    uint32_t    expected   = 0;      ///< next PSN accepted
+    bool        nak_sent   = false;  ///< a NAK for the current gap went out
+    bool        failed     = false;  ///< an access error: ignore the rest
+    bool        ack_due    = false;
+    uint64_t    ts_echo    = 0;
+    uint32_t    ce_bytes   = 0;      ///< CE-marked bytes since the last ACK
+    uint8_t    *am_buf     = nullptr; ///< AM being reassembled
+    uint32_t    am_length  = 0;      ///< bytes of it so far
+};
+
+class UdpIface : public IfaceCore {
+public:
+    using Qp = UdpQp;
+    static constexpr doorbell_device_kind_t kKind = DOORBELL_DEVICE_UDP;
+
+    /// Opens the device named in params (a netdev with an IPv4 address).
+    static doorbell_status_t open(ProtectionDomain &pd,
+                                  const doorbell_iface_params_t &params,
+                                  UdpIface **iface_p);
+    ~UdpIface();
+
+    /* control path (udp_device.cc) */
+    doorbell_status_t create_qp(const void *device_addr,
+                                const void *iface_addr, UdpQp **qp_p);
+    void destroy_qp(UdpQp &qp);
+    size_t device_address_length() const { return 4; }
+    size_t address_length() const { return 2; }
+    void get_device_address(void *addr) const;
+    void get_address(void *addr) const;
+    bool is_reachable(const void *device_addr, const void *iface_addr) const;
+    void query_limits(doorbell_iface_limits_t &limits) const;
+    int event_fd() const { return epoll_fd_; }
+    doorbell_status_t arm();
+    void set_faults(const FaultConfig *config);
+    uint16_t port() const { return ntohs(local_.sin_port); }
+    uint32_t payload_mtu() const { return mtu_; }
+
+    /* data path (udp_device_datapath.cc) */
+    /// The doorbell: WQEs up to the ring's tail become the device's; one
+    /// sendmmsg carries what can go now.
+    void ring(UdpQp &qp);
+    unsigned progress();
+    void release_am(void *data);
+
+private:
+    UdpIface(ProtectionDomain &pd, const doorbell_iface_params_t &params,
+             std::string name);
+    doorbell_status_t init(const sockaddr_in &addr, uint32_t if_mtu);
+
+    /* transmit */
+    void transmit(UdpQp &qp);
+    bool cut_packet(UdpQp &qp);
+    void send_packet(UdpQp &qp, const TxPacket &pkt);
+    void stage(const WireHeader &hdr, const void *a, size_t alen,
+               const void *b, size_t blen, const sockaddr_in &to);
+    void flush_tx();
+    void check_timer(UdpQp &qp);
+    void arm_timer(UdpQp &qp);
+    void retire(UdpQp &qp);
+
+    /* receive */
+    unsigned receive();
+    void handle_datagram(uint8_t *buf, size_t len, const sockaddr_in &from,
+                         bool ce, size_t slot);
+    void handle_response(const WireHeader &h, const uint8_t *payload,
+                         const sockaddr_in &from);
+    void handle_ack(UdpQp &qp, const WireHeader &h);
+    void handle_nak(UdpQp &qp, const WireHeader &h);
+    void handle_read_resp(UdpQp &qp, const WireHeader &h,
+                          const uint8_t *payload);
+    void handle_request(const WireHeader &h, uint8_t *buf,
+                        const sockaddr_in &from, bool ce, size_t slot);
+    bool handle_send(Responder &r, const WireHeader &h, uint8_t *buf,
+                     size_t slot);
+    void send_read_response(const WireHeader &h, const sockaddr_in &to);
+    void send_control(const Responder &r, Opcode op, NakCode code,
+                      uint32_t psn);
+    uint8_t *take_buffer();
+    void give_buffer(uint8_t *buf);
+    void ack_psn(UdpQp &qp, uint32_t psn, uint64_t now);
+
+    int         fd_       = -1;
+    int         epoll_fd_ = -1;
+    int         timer_fd_ = -1;
+    sockaddr_in local_{};
+    uint32_t    mtu_      = 0;   ///< payload bytes per packet
+    uint64_t    window_   = 0;   ///< unacknowledged bytes per QP
+    uint64_t    now_      = 0;   ///< clock of the current progress call
+    uint32_t    next_qpn_ = 0;
+    unsigned    depth_    = 0;   ///< nesting of progress (deferred frees)
+    std::unordered_map<uint32_t, UdpQp *> qp_by_num_;
+    std::vector<std::unique_ptr<UdpQp>>   owned_;
+    std::vector<std::unique_ptr<UdpQp>>   graveyard_;
+
+    struct ResponderKey {
+        uint32_t ip;
+        uint16_t port;
+        uint32_t qpn;
+        bool operator==(const ResponderKey &) const = default;
+    };
+    struct ResponderHash {
+        size_t operator()(const ResponderKey &k) const
+        {
+            return std::hash<uint64_t>()((uint64_t(k.ip) << 16 | k.port) ^
+                                         (uint64_t(k.qpn) << 29));
+        }
+    };
+    std::unordered_map<ResponderKey, Responder, ResponderHash> responders_;
+    std::vector<Responder *> ack_list_;
+
+    /* receive buffers: kRxBatch in the recvmmsg ring, the rest free or held
+     * by the AM handler */
+    std::vector<uint8_t *>                 rx_slots_;
+    std::vector<uint8_t *>                 free_bufs_;
+    std::vector<std::unique_ptr<uint8_t[]>> all_bufs_;
+    std::unordered_map<uint8_t *, bool>    held_;   ///< AM buffers lent out
+    std::array<mmsghdr, kRxBatch>          rx_msgs_{};
+    std::array<iovec, kRxBatch>            rx_iov_{};
+    std::array<sockaddr_in, kRxBatch>      rx_addr_{};
+    std::array<std::array<uint8_t, 64>, kRxBatch> rx_cmsg_{};
+
+    /* transmit staging: one sendmmsg */
+    struct TxSlot {
+        WireHeader  hdr;
+        iovec       iov[3];
+        sockaddr_in to;
+        size_t      bytes;
+    };
+    std::array<TxSlot, kTxBatch>      tx_{};
+    unsigned                          tx_count_ = 0;
+    std::array<mmsghdr, 2 * kTxBatch> tx_msgs_{};
+
+    std::unique_ptr<FaultInjector> faults_;
+    PacingFactory                  pacing_;
+    double                         line_rate_ = 0;
+};
+
+/// Devices: the host's interfaces with an IPv4 address that are up.
+int query_devices(doorbell_device_info_t *devices, int max);
+
+} // namespace doorbell::udp

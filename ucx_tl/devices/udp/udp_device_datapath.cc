@@ -1,0 +1,822 @@
+/* UDP device: data path (packetizer, reliability, responder, sockets). */
+#include "udp_device.h"
+
+#include "core/clock.h"
+#include "parser.h"
+
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+namespace doorbell::udp {
+
+namespace {
+
+/// Bytes of the message a WQE describes.
+uint32_t message_length(const doorbell_wqe_t &w)
+{
+    return (w.flags & DOORBELL_WQE_INLINE) ? w.inline_len : w.length;
+}
+
+/// Message bytes from offset: inline data or the poster's buffer.
+const uint8_t *message_data(const doorbell_wqe_t &w, uint32_t offset)
+{
+    if (w.flags & DOORBELL_WQE_INLINE) {
+        return w.inline_data + offset;
+    }
+    return reinterpret_cast<const uint8_t *>(uintptr_t(w.local_addr)) + offset;
+}
+
+WireHeader make_header(Opcode op)
+{
+    WireHeader h{};
+    h.magic   = kMagic;
+    h.version = kVersion;
+    h.opcode  = uint8_t(op);
+    return h;
+}
+
+/// "127.0.0.1:4242 qp 0x1f" for error messages.
+std::string peer_string(const sockaddr_in &a, uint32_t qpn)
+{
+    char ip[INET_ADDRSTRLEN], buf[96];
+    inet_ntop(AF_INET, &a.sin_addr, ip, sizeof(ip));
+    snprintf(buf, sizeof(buf), "%s:%u (local qp 0x%x)", ip, ntohs(a.sin_port),
+             qpn);
+    return buf;
+}
+
+bool same_peer(const sockaddr_in &a, const sockaddr_in &b)
+{
+    return a.sin_addr.s_addr == b.sin_addr.s_addr && a.sin_port == b.sin_port;
+}
+
+} // namespace
+
+/* ------------------------------------------------------------- transmit */
+
+void UdpIface::ring(UdpQp &qp)
+{
+    if (qp.ring.unrung() == 0) {
+        return;
+    }
+    qp.ring.ring();
+    ++counters.doorbells;
+    if (depth_ == 0) {
+        now_ = now_ns();
+    }
+    transmit(qp);
+    flush_tx();
+}
+
+/// Cuts the next packet of the WQEs behind the doorbell into qp.unacked.
+/// Returns false when nothing can be cut now (ring empty, fence, window).
+bool UdpIface::cut_packet(UdpQp &qp)
+{
+    while (qp.cursor < qp.ring.rung()) {
+        const doorbell_wqe_t &w = qp.ring.wqe(qp.cursor);
+        if (qp.cursor_offset == 0) {
+            if ((w.flags & DOORBELL_WQE_FENCE) && qp.done < qp.cursor) {
+                return false; /* fence: earlier WQEs first */
+            }
+            if (qp.tracks.empty() || qp.tracks.back().wqe != qp.cursor) {
+                WqeTrack t;
+                t.wqe      = qp.cursor;
+                t.last_psn = qp.next_psn - 1;
+                t.is_send  = w.opcode == DOORBELL_OP_SEND;
+                qp.tracks.push_back(t);
+            }
+        }
+        WqeTrack &track = qp.tracks.back();
+        uint32_t total  = message_length(w);
+        TxPacket pkt{};
+        pkt.psn    = qp.next_psn;
+        pkt.wqe    = qp.cursor;
+        pkt.offset = qp.cursor_offset;
+
+        switch (w.opcode) {
+        case DOORBELL_OP_NOP:
+            track.packetized = true;
+            ++qp.cursor;
+            continue;
+        case DOORBELL_OP_PUT:
+        case DOORBELL_OP_SEND: {
+            pkt.opcode = w.opcode == DOORBELL_OP_PUT ? Opcode::kWrite
+                                                     : Opcode::kSend;
+            pkt.length = std::min(mtu_, total - qp.cursor_offset);
+            if (!qp.unacked.empty() &&
+                qp.inflight_bytes + pkt.length + sizeof(WireHeader) > window_) {
+                return false;
+            }
+            qp.inflight_bytes += pkt.length + sizeof(WireHeader);
+            break;
+        }
+        case DOORBELL_OP_GET: {
+            /* pieces of at most half a window: responses must fit the
+             * receive buffer, or a large read would lose data forever */
+            uint32_t piece_max = uint32_t(std::max<uint64_t>(window_ / 2, mtu_));
+            pkt.opcode = Opcode::kReadReq;
+            pkt.length = std::min(piece_max, total - qp.cursor_offset);
+            if (qp.read_bytes > 0 && qp.read_bytes + pkt.length > window_) {
+                return false;
+            }
+            if (pkt.length > 0) {
+                ReadPiece piece;
+                piece.psn         = pkt.psn;
+                piece.wqe         = qp.cursor;
+                piece.remote_addr = w.remote_addr + qp.cursor_offset;
+                piece.rkey        = w.rkey;
+                piece.length      = pkt.length;
+                piece.chunk       = mtu_;
+                piece.dest = reinterpret_cast<uint8_t *>(uintptr_t(w.local_addr)) +
+                             qp.cursor_offset;
+                piece.missing = (pkt.length + mtu_ - 1) / mtu_;
+                piece.got.assign(piece.missing, false);
+                qp.reads.push_back(std::move(piece));
+                ++track.reads_left;
+                qp.read_bytes += pkt.length;
+            }
+            qp.inflight_bytes += sizeof(WireHeader);
+            break;
+        }
+        default:
+            /* rejected at post time; a raw WQE cannot get here */
+            qp.fail(DOORBELL_ERR_UNSUPPORTED,
+                    name + ": unsupported opcode " + std::to_string(w.opcode));
+            return false;
+        }
+        pkt.flags = (qp.cursor_offset == 0 ? kFlagFirst : 0);
+        qp.cursor_offset += pkt.length;
+        if (qp.cursor_offset >= total) {
+            pkt.flags |= kFlagLast;
+            track.packetized = true;
+            qp.cursor_offset = 0;
+            ++qp.cursor;
+        }
+        track.last_psn = pkt.psn;
+        ++qp.next_psn;
+        qp.unacked.push_back(pkt);
+        return true;
+    }
+    return false;
+}
+
+void UdpIface::send_packet(UdpQp &qp, const TxPacket &pkt)
+{
+    const doorbell_wqe_t &w = qp.ring.wqe(pkt.wqe);
+    bool resend = psn_diff(pkt.psn, qp.max_sent) < 0;
+    WireHeader h = make_header(pkt.opcode);
+    h.flags      = pkt.flags;
+    h.src_qp     = qp.qpn;
+    h.psn        = pkt.psn;
+    h.ts_send    = now_;
+    const void *payload = nullptr;
+    switch (pkt.opcode) {
+    case Opcode::kWrite:
+    case Opcode::kSend:
+        h.am_id       = pkt.opcode == Opcode::kSend ? w.am_id : 0;
+        h.remote_addr = pkt.opcode == Opcode::kWrite ? w.remote_addr : 0;
+        h.rkey        = pkt.opcode == Opcode::kWrite ? w.rkey : 0;
+        h.msg_length  = message_length(w);
+        h.msg_offset  = pkt.offset;
+        h.length      = pkt.length;
+        payload       = message_data(w, pkt.offset);
+        break;
+    case Opcode::kReadReq:
+        h.remote_addr = w.remote_addr + pkt.offset;
+        h.rkey        = w.rkey;
+        h.msg_length  = pkt.length;
+        h.aux         = mtu_;
+        if (resend) {
+            h.flags |= kFlagRetry; /* the data may have been lost too */
+        }
+        break;
+    default:
+        return;
+    }
+    stage(h, payload, h.length, nullptr, 0, qp.peer);
+    if (resend) {
+        ++counters.retransmits;
+    } else {
+        qp.max_sent = pkt.psn + 1;
+    }
+    if (qp.gate) {
+        qp.gate->on_send(now_, h.length + uint32_t(sizeof(WireHeader)));
+    }
+    if (qp.deadline_ns == 0) {
+        qp.deadline_ns = now_ + qp.rto_ns;
+    }
+}
+
+void UdpIface::transmit(UdpQp &qp)
+{
+    if (qp.in_error() || now_ < qp.hold_until_ns) {
+        return;
+    }
+    for (;;) {
+        if (qp.tx_psn == qp.next_psn && !cut_packet(qp)) {
+            break;
+        }
+        if (qp.tx_psn == qp.next_psn) {
+            continue; /* a NOP: nothing to send */
+        }
+        const TxPacket &pkt = qp.unacked[qp.tx_psn - qp.una];
+        if (qp.gate &&
+            qp.gate->next_send_ns(now_, pkt.length + sizeof(WireHeader)) >
+                now_) {
+            break; /* paced: progress sends it later */
+        }
+        send_packet(qp, pkt);
+        ++qp.tx_psn;
+    }
+    retire(qp); /* NOPs and fences complete without packets */
+}
+
+void UdpIface::stage(const WireHeader &hdr, const void *a, size_t alen,
+                     const void *b, size_t blen, const sockaddr_in &to)
+{
+    if (tx_count_ == kTxBatch) {
+        flush_tx();
+    }
+    TxSlot &s = tx_[tx_count_++];
+    s.hdr     = hdr;
+    s.to      = to;
+    s.iov[0]  = {&s.hdr, sizeof(WireHeader)};
+    s.iov[1]  = {const_cast<void *>(a), alen};
+    s.iov[2]  = {const_cast<void *>(b), blen};
+    s.bytes   = sizeof(WireHeader) + alen + blen;
+}
+
+void UdpIface::flush_tx()
+{
+    if (tx_count_ == 0) {
+        return;
+    }
+    unsigned n = 0;
+    auto add   = [&](unsigned i) {
+        mmsghdr &m           = tx_msgs_[n++];
+        m                    = {};
+        m.msg_hdr.msg_name   = &tx_[i].to;
+        m.msg_hdr.msg_namelen = sizeof(sockaddr_in);
+        m.msg_hdr.msg_iov    = tx_[i].iov;
+        m.msg_hdr.msg_iovlen = 3;
+    };
+    for (unsigned i = 0; i < tx_count_; ++i) {
+        if (faults_) {
+            if (faults_->tx_drop()) {
+                continue;
+            }
+            if (i + 1 < tx_count_ && faults_->reorder()) {
+                add(i + 1);
+                add(i);
+                ++i;
+                continue;
+            }
+            if (faults_->duplicate()) {
+                add(i);
+            }
+        }
+        add(i);
+    }
+    unsigned sent = 0;
+    while (sent < n) {
+        int rc = sendmmsg(fd_, tx_msgs_.data() + sent, n - sent, 0);
+        if (rc <= 0) {
+            if (rc < 0 && errno == EINTR) {
+                continue;
+            }
+            break; /* the rest is lost; retransmission recovers it */
+        }
+        sent += unsigned(rc);
+    }
+    for (unsigned i = 0; i < sent; ++i) {
+        counters.tx_bytes += tx_msgs_[i].msg_len;
+    }
+    counters.tx_packets += sent;
+    tx_count_ = 0;
+}
+
+/// Completes WQEs whose packets are all acknowledged and whose reads are in.
+void UdpIface::retire(UdpQp &qp)
+{
+    while (!qp.tracks.empty()) {
+        const WqeTrack &t = qp.tracks.front();
+        if (!t.packetized || t.reads_left != 0 ||
+            psn_diff(t.last_psn, qp.una) >= 0) {
+            break;
+        }
+        if (t.is_send && qp.am_inflight > 0) {
+            --qp.am_inflight;
+        }
+        uint64_t end = t.wqe + 1;
+        qp.tracks.pop_front();
+        qp.complete_to(end);
+    }
+}
+
+void UdpIface::check_timer(UdpQp &qp)
+{
+    if (qp.deadline_ns == 0 || now_ < qp.deadline_ns || qp.in_error()) {
+        return;
+    }
+    if (qp.unacked.empty() && qp.reads.empty()) {
+        qp.deadline_ns = 0;
+        return;
+    }
+    if (qp.retries >= params.retry_count) {
+        qp.deadline_ns = 0;
+        qp.fail(DOORBELL_ERR_TIMED_OUT,
+                name + ": peer " + peer_string(qp.peer, qp.qpn) +
+                    " did not answer " + std::to_string(params.retry_count) +
+                    " retransmissions");
+        return;
+    }
+    ++qp.retries;
+    qp.rto_ns      = std::min(qp.rto_ns * 2, params.rto_max_ns);
+    qp.deadline_ns = now_ + qp.rto_ns;
+    qp.tx_psn      = qp.una; /* go back N */
+    if (qp.gate) {
+        qp.gate->on_loss(now_);
+    }
+    /* read pieces acknowledged but short of data: ask again */
+    for (const ReadPiece &piece : qp.reads) {
+        if (psn_diff(piece.psn, qp.una) >= 0) {
+            break; /* the request itself is resent by go-back-N */
+        }
+        WireHeader h  = make_header(Opcode::kReadReq);
+        h.flags       = kFlagFirst | kFlagLast | kFlagRetry;
+        h.src_qp      = qp.qpn;
+        h.psn         = piece.psn;
+        h.remote_addr = piece.remote_addr;
+        h.rkey        = piece.rkey;
+        h.msg_length  = piece.length;
+        h.aux         = piece.chunk;
+        h.ts_send     = now_;
+        stage(h, nullptr, 0, nullptr, 0, qp.peer);
+        ++counters.retransmits;
+    }
+}
+
+/* -------------------------------------------------------------- receive */
+
+unsigned UdpIface::progress()
+{
+    ++depth_;
+    now_ = now_ns();
+    for (size_t i = 0; i < qps.size(); ++i) {
+        auto *qp = static_cast<UdpQp *>(qps[i]);
+        if (qp->ring.unrung() != 0) {
+            qp->ring.ring(); /* what the batcher held back */
+            ++counters.doorbells;
+        }
+    }
+    unsigned count = receive();
+    now_ = now_ns();
+    for (size_t i = 0; i < qps.size(); ++i) {
+        auto *qp = static_cast<UdpQp *>(qps[i]);
+        check_timer(*qp);
+        transmit(*qp);
+    }
+    flush_tx();
+    count += poll_completions();
+    if (--depth_ == 0) {
+        graveyard_.clear();
+    }
+    return count;
+}
+
+unsigned UdpIface::receive()
+{
+    unsigned total = 0;
+    for (unsigned round = 0; round < kRxRounds; ++round) {
+        for (unsigned i = 0; i < kRxBatch; ++i) {
+            rx_iov_[i]        = {rx_slots_[i], kBufSize};
+            msghdr &m         = rx_msgs_[i].msg_hdr;
+            m                 = {};
+            m.msg_name        = &rx_addr_[i];
+            m.msg_namelen     = sizeof(sockaddr_in);
+            m.msg_iov         = &rx_iov_[i];
+            m.msg_iovlen      = 1;
+            m.msg_control     = rx_cmsg_[i].data();
+            m.msg_controllen  = rx_cmsg_[i].size();
+        }
+        int n = recvmmsg(fd_, rx_msgs_.data(), kRxBatch, MSG_DONTWAIT, nullptr);
+        if (n <= 0) {
+            break;
+        }
+        for (int i = 0; i < n; ++i) {
+            msghdr &m = rx_msgs_[i].msg_hdr;
+            bool ce   = false;
+            for (cmsghdr *c = CMSG_FIRSTHDR(&m); c != nullptr;
+                 c          = CMSG_NXTHDR(&m, c)) {
+                if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS &&
+                    c->cmsg_len >= CMSG_LEN(1)) {
+                    ce = (*CMSG_DATA(c) & 0x3) == 0x3;
+                }
+            }
+            if (m.msg_flags & MSG_TRUNC) {
+                ++counters.rx_packets;
+                ++counters.rx_dropped;
+                continue;
+            }
+            handle_datagram(rx_slots_[i], rx_msgs_[i].msg_len, rx_addr_[i], ce,
+                            size_t(i));
+        }
+        for (Responder *r : ack_list_) {
+            send_control(*r, Opcode::kAck, NakCode(0), r->expected);
+            r->ack_due  = false;
+            r->ce_bytes = 0;
+        }
+        ack_list_.clear();
+        total += unsigned(n);
+        if (n < int(kRxBatch)) {
+            break;
+        }
+    }
+    return total;
+}
+
+void UdpIface::handle_datagram(uint8_t *buf, size_t len,
+                               const sockaddr_in &from, bool ce, size_t slot)
+{
+    ++counters.rx_packets;
+    counters.rx_bytes += len;
+    if (faults_ && faults_->rx_drop()) {
+        return;
+    }
+    ParseResult r = parse(buf, len);
+    if (r.status != ParseStatus::kOk) {
+        ++counters.rx_dropped;
+        return;
+    }
+    if (faults_ && faults_->ce()) {
+        ce = true;
+    }
+    if (ce) {
+        ++counters.ce_marks;
+    }
+    switch (Opcode(r.header.opcode)) {
+    case Opcode::kAck:
+    case Opcode::kNak:
+    case Opcode::kReadResp:
+        handle_response(r.header, r.payload, from);
+        break;
+    default:
+        handle_request(r.header, buf, from, ce, slot);
+        break;
+    }
+}
+
+void UdpIface::handle_response(const WireHeader &h, const uint8_t *payload,
+                               const sockaddr_in &from)
+{
+    auto it = qp_by_num_.find(h.dst_qp);
+    if (it == qp_by_num_.end() || !same_peer(it->second->peer, from) ||
+        it->second->in_error()) {
+        ++counters.rx_dropped; /* stale: QP gone, or not our peer */
+        return;
+    }
+    UdpQp &qp = *it->second;
+    switch (Opcode(h.opcode)) {
+    case Opcode::kAck:
+        handle_ack(qp, h);
+        break;
+    case Opcode::kNak:
+        handle_nak(qp, h);
+        break;
+    default:
+        handle_read_resp(qp, h, payload);
+        break;
+    }
+}
+
+void UdpIface::ack_psn(UdpQp &qp, uint32_t psn, uint64_t now)
+{
+    if (psn_diff(psn, qp.una) <= 0 || psn_diff(psn, qp.next_psn) > 0) {
+        return; /* old news, or acknowledges what we never sent */
+    }
+    while (qp.una != psn) {
+        const TxPacket &p = qp.unacked.front();
+        qp.inflight_bytes -= (p.opcode == Opcode::kReadReq ? 0 : p.length) +
+                             sizeof(WireHeader);
+        qp.unacked.pop_front();
+        ++qp.una;
+    }
+    if (psn_diff(qp.tx_psn, qp.una) < 0) {
+        qp.tx_psn = qp.una;
+    }
+    qp.retries     = 0;
+    qp.rto_ns      = params.rto_min_ns;
+    qp.deadline_ns = (qp.unacked.empty() && qp.reads.empty()) ? 0
+                                                               : now + qp.rto_ns;
+    retire(qp);
+}
+
+void UdpIface::handle_ack(UdpQp &qp, const WireHeader &h)
+{
+    uint64_t acked = 0;
+    for (const TxPacket &p : qp.unacked) {
+        if (psn_diff(p.psn, h.psn) >= 0) {
+            break;
+        }
+        acked += p.length;
+    }
+    ack_psn(qp, h.psn, now_);
+    uint64_t rtt = 0;
+    if (h.ts_echo != 0 && h.ts_echo <= now_) {
+        rtt        = now_ - h.ts_echo;
+        qp.srtt_ns = qp.srtt_ns ? (7 * qp.srtt_ns + rtt) / 8 : rtt;
+        ++counters.rtt_samples;
+    }
+    if (qp.gate && (acked != 0 || rtt != 0 || h.aux != 0)) {
+        qp.gate->on_ack(now_, acked, h.aux, rtt);
+    }
+}
+
+void UdpIface::handle_nak(UdpQp &qp, const WireHeader &h)
+{
+    if (psn_diff(h.psn, qp.una) < 0 || psn_diff(h.psn, qp.next_psn) >= 0) {
+        ++counters.rx_dropped; /* stale NAK */
+        return;
+    }
+    ack_psn(qp, h.psn, now_); /* everything before it arrived */
+    switch (NakCode(h.am_id)) {
+    case NakCode::kSequence:
+        if (psn_diff(qp.tx_psn, h.psn) > 0) {
+            qp.tx_psn = h.psn;
+        }
+        if (qp.gate) {
+            qp.gate->on_loss(now_);
+        }
+        break;
+    case NakCode::kReceiverBusy:
+        /* the AM is kept and offered again after a pause; a busy receiver
+         * is alive, so this is no retry */
+        if (psn_diff(qp.tx_psn, h.psn) > 0) {
+            qp.tx_psn = h.psn;
+        }
+        qp.hold_until_ns = now_ + params.rto_min_ns;
+        qp.deadline_ns   = qp.hold_until_ns + qp.rto_ns;
+        break;
+    case NakCode::kAccess:
+        ++counters.remote_access_errors;
+        qp.fail(DOORBELL_ERR_REMOTE_ACCESS,
+                name + ": peer " + peer_string(qp.peer, qp.qpn) +
+                    " rejected a remote access (key, bounds or access flags)");
+        break;
+    default:
+        qp.fail(DOORBELL_ERR_REMOTE,
+                name + ": peer " + peer_string(qp.peer, qp.qpn) +
+                    " rejected a malformed request");
+        break;
+    }
+}
+
+void UdpIface::handle_read_resp(UdpQp &qp, const WireHeader &h,
+                                const uint8_t *payload)
+{
+    auto it = std::find_if(qp.reads.begin(), qp.reads.end(),
+                           [&](const ReadPiece &p) { return p.psn == h.psn; });
+    if (it == qp.reads.end()) {
+        ++counters.rx_duplicates; /* a piece that already completed */
+        return;
+    }
+    ReadPiece &piece = *it;
+    uint32_t idx     = h.msg_offset / piece.chunk;
+    if (h.msg_length != piece.length || h.msg_offset % piece.chunk != 0 ||
+        h.length != std::min(piece.chunk, piece.length - h.msg_offset)) {
+        ++counters.rx_dropped;
+        return;
+    }
+    if (piece.got[idx]) {
+        ++counters.rx_duplicates;
+        return;
+    }
+    std::memcpy(piece.dest + h.msg_offset, payload, h.length);
+    piece.got[idx] = true;
+    qp.retries     = 0;
+    qp.deadline_ns = now_ + qp.rto_ns;
+    if (--piece.missing != 0) {
+        return;
+    }
+    uint64_t wqe = piece.wqe;
+    qp.read_bytes -= piece.length;
+    qp.reads.erase(it);
+    qp.tracks[wqe - qp.tracks.front().wqe].reads_left--;
+    if (qp.unacked.empty() && qp.reads.empty()) {
+        qp.deadline_ns = 0;
+    }
+    retire(qp);
+}
+
+/* ------------------------------------------------------------ responder */
+
+void UdpIface::send_control(const Responder &r, Opcode op, NakCode code,
+                            uint32_t psn)
+{
+    WireHeader h = make_header(op);
+    h.am_id      = uint8_t(code);
+    h.dst_qp     = r.qpn;
+    h.psn        = psn;
+    h.aux        = op == Opcode::kAck ? r.ce_bytes : 0;
+    h.ts_send    = now_;
+    h.ts_echo    = r.ts_echo;
+    stage(h, nullptr, 0, nullptr, 0, r.peer);
+    if (op == Opcode::kNak) {
+        ++counters.naks;
+    }
+}
+
+void UdpIface::send_read_response(const WireHeader &req, const sockaddr_in &to)
+{
+    const uint8_t *src = reinterpret_cast<const uint8_t *>(
+        uintptr_t(req.remote_addr));
+    for (uint32_t off = 0; off < req.msg_length; off += req.aux) {
+        WireHeader h = make_header(Opcode::kReadResp);
+        h.dst_qp     = req.src_qp;
+        h.psn        = req.psn;
+        h.msg_length = req.msg_length;
+        h.msg_offset = off;
+        h.length     = std::min(req.aux, req.msg_length - off);
+        h.ts_send    = now_;
+        stage(h, src + off, h.length, nullptr, 0, to);
+    }
+}
+
+void UdpIface::handle_request(const WireHeader &h, uint8_t *buf,
+                              const sockaddr_in &from, bool ce, size_t slot)
+{
+    ResponderKey key{from.sin_addr.s_addr, from.sin_port, h.src_qp};
+    auto it = responders_.find(key);
+    if (it == responders_.end()) {
+        if (h.psn != 0) {
+            /* the peer's first packets were lost: ask for PSN 0 */
+            Responder tmp;
+            tmp.peer = from;
+            tmp.qpn  = h.src_qp;
+            send_control(tmp, Opcode::kNak, NakCode::kSequence, 0);
+            return;
+        }
+        if (responders_.size() >= kMaxResponders) {
+            ++counters.rx_dropped;
+            return;
+        }
+        Responder fresh;
+        fresh.peer = from;
+        fresh.qpn  = h.src_qp;
+        it         = responders_.emplace(key, fresh).first;
+    }
+    Responder &r = it->second;
+    r.ts_echo    = h.ts_send;
+    if (ce) {
+        r.ce_bytes += h.length + uint32_t(sizeof(WireHeader));
+    }
+    auto ack_due = [&] {
+        if (!r.ack_due) {
+            r.ack_due = true;
+            ack_list_.push_back(&r);
+        }
+    };
+    auto reject = [&](NakCode code) {
+        send_control(r, Opcode::kNak, code, h.psn);
+        r.failed = true;
+        ++r.expected;
+        if (code == NakCode::kAccess) {
+            ++counters.remote_access_errors;
+        }
+    };
+
+    int32_t d = psn_diff(h.psn, r.expected);
+    if (r.failed) {
+        /* after an error nothing more is executed; repeat the verdict in
+         * case the NAK was lost */
+        if (d >= -1) {
+            send_control(r, Opcode::kNak, NakCode::kAccess, r.expected - 1);
+        }
+        ++counters.rx_dropped;
+        return;
+    }
+    if (d < 0) {
+        ++counters.rx_duplicates;
+        if (Opcode(h.opcode) == Opcode::kReadReq && (h.flags & kFlagRetry) &&
+            pd.allows(h.rkey, h.remote_addr, h.msg_length,
+                      DOORBELL_ACCESS_REMOTE_READ)) {
+            send_read_response(h, from); /* the responses were lost */
+        }
+        ack_due();
+        return;
+    }
+    if (d > 0) {
+        if (!r.nak_sent) {
+            r.nak_sent = true;
+            send_control(r, Opcode::kNak, NakCode::kSequence, r.expected);
+        }
+        return;
+    }
+
+    const uint8_t *payload = buf + sizeof(WireHeader);
+    switch (Opcode(h.opcode)) {
+    case Opcode::kWrite: {
+        doorbell_status_t status = pd.access(
+            h.rkey, h.remote_addr, h.msg_length, DOORBELL_ACCESS_REMOTE_WRITE,
+            [&](uint8_t *base) {
+                std::memcpy(base + h.msg_offset, payload, h.length);
+            });
+        if (status != DOORBELL_OK) {
+            reject(NakCode::kAccess);
+            return;
+        }
+        break;
+    }
+    case Opcode::kReadReq:
+        if (!pd.allows(h.rkey, h.remote_addr, h.msg_length,
+                       DOORBELL_ACCESS_REMOTE_READ)) {
+            reject(NakCode::kAccess);
+            return;
+        }
+        send_read_response(h, from);
+        break;
+    case Opcode::kSend:
+        if (!handle_send(r, h, buf, slot)) {
+            return;
+        }
+        break;
+    default:
+        ++counters.rx_dropped;
+        return;
+    }
+    ++r.expected;
+    r.nak_sent = false;
+    ack_due();
+}
+
+/// Takes one SEND segment in order. Returns false if it was not accepted
+/// (receiver busy: NAK sent, the peer keeps the AM; or a protocol error).
+bool UdpIface::handle_send(Responder &r, const WireHeader &h, uint8_t *buf,
+                           size_t slot)
+{
+    const uint8_t *payload = buf + sizeof(WireHeader);
+    bool first             = h.msg_offset == 0;
+    bool in_place          = first && h.length == h.msg_length;
+    uint8_t *base          = nullptr;
+    if (h.msg_length > kBufSize - sizeof(WireHeader) ||
+        (first && r.am_buf != nullptr) ||
+        (!first && (r.am_buf == nullptr || h.msg_offset != r.am_length))) {
+        send_control(r, Opcode::kNak, NakCode::kInvalid, h.psn);
+        r.failed = true;
+        ++r.expected;
+        return false;
+    }
+    if (first) {
+        if (held_.size() >= params.rx_queue_len) {
+            send_control(r, Opcode::kNak, NakCode::kReceiverBusy, h.psn);
+            return false;
+        }
+        if (in_place) {
+            base = buf;
+        } else {
+            r.am_buf    = take_buffer();
+            r.am_length = 0;
+        }
+    }
+    if (!in_place) {
+        std::memcpy(r.am_buf + sizeof(WireHeader) + h.msg_offset, payload,
+                    h.length);
+        r.am_length += h.length;
+        if (r.am_length < h.msg_length) {
+            return true;
+        }
+        base     = r.am_buf;
+        r.am_buf = nullptr;
+    }
+    /* accept before the callback: it may post, and must see a consistent
+     * responder; expected is advanced by the caller right after */
+    doorbell_status_t status = DOORBELL_OK;
+    if (am_cb != nullptr) {
+        status = am_cb(am_arg, h.am_id, base + sizeof(WireHeader), h.msg_length);
+    }
+    if (status == DOORBELL_INPROGRESS) {
+        held_[base] = true;
+        if (in_place) {
+            rx_slots_[slot] = take_buffer(); /* the slot's buffer is lent */
+        }
+    } else if (!in_place) {
+        give_buffer(base);
+    }
+    return true;
+}
+
+void UdpIface::release_am(void *data)
+{
+    uint8_t *base = static_cast<uint8_t *>(data) - sizeof(WireHeader);
+    if (held_.erase(base) != 0) {
+        give_buffer(base);
+    }
+}
+
+} // namespace doorbell::udp

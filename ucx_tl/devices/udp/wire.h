@@ -1,0 +1,79 @@
+/*
+ * The UDP device's wire format: one 64-byte header in front of every
+ * datagram's payload. Little-endian (static_assert below), packed, versioned.
+ *
+ * Requests travel from a requester QP to the responder state the peer keeps
+ * for it (keyed by source address and src_qp); every request packet carries
+ * a PSN, and the responder accepts them strictly in PSN order (go-back-N).
+ * Responses (ACK, NAK, READ_RESP) travel back to dst_qp.
+ *
+ * The header is exactly DOORBELL_AM_HEADROOM bytes: an active message is
+ * delivered in place and the header bytes before it are the callee's headroom.
+ */
+#pragma once
+
+#include "core/doorbell_core.h"
+
+#include <bit>
+#include <cstdint>
+
+namespace doorbell::udp {
+
+static constexpr uint32_t kMagic   = 0x4c424244; ///< "DBBL" on the wire
+static constexpr uint8_t  kVersion = 1;
+static constexpr uint32_t kMaxDatagram = 65000; ///< bytes, header included
+
+enum class Opcode : uint8_t {
+    kWrite    = 1, ///< RDMA WRITE segment: payload -> remote_addr + msg_offset
+    kReadReq  = 2, ///< RDMA READ request for msg_length bytes at remote_addr
+    kReadResp = 3, ///< RDMA READ data; psn = the request's PSN
+    kSend     = 4, ///< active-message segment; am_id names the handler
+    kAck      = 5, ///< cumulative: psn = next expected PSN
+    kNak      = 6, ///< psn = next expected PSN; am_id = NakCode
+    kLast
+};
+
+enum HeaderFlags : uint8_t {
+    kFlagFirst = 1u << 0, ///< first segment of a message
+    kFlagLast  = 1u << 1, ///< last segment of a message
+    kFlagRetry = 1u << 2, ///< READ_REQ sent again: re-read even if already seen
+    kFlagMask  = kFlagFirst | kFlagLast | kFlagRetry
+};
+
+enum class NakCode : uint8_t {
+    kSequence     = 1, ///< gap: resend from psn
+    kReceiverBusy = 2, ///< no receive buffer for an AM: resend psn later
+    kAccess       = 3, ///< remote key, bounds or access rejected psn
+    kInvalid      = 4, ///< malformed request at psn
+    kLast
+};
+
+struct [[gnu::packed]] WireHeader {
+    uint32_t magic;        /* kMagic */
+    uint8_t  version;      /* kVersion */
+    uint8_t  opcode;       /* Opcode */
+    uint8_t  flags;        /* HeaderFlags */
+    uint8_t  am_id;        /* SEND: AM id; NAK: NakCode */
+    uint32_t src_qp;       /* QP number of the requester */
+    uint32_t dst_qp;       /* responses: requester's QP; requests: 0 */
+    uint32_t psn;          /* see Opcode */
+    uint32_t length;       /* payload bytes after this header */
+    uint64_t remote_addr;  /* WRITE/READ_REQ: message's target address */
+    uint32_t rkey;         /* WRITE/READ_REQ: remote key */
+    uint32_t msg_length;   /* bytes of the whole message (read request) */
+    uint32_t msg_offset;   /* offset of this payload in the message */
+    uint32_t aux;          /* ACK/NAK: CE-marked bytes; READ_REQ: chunk size */
+    uint64_t ts_send;      /* sender's monotonic clock, ns */
+    uint64_t ts_echo;      /* ACK/NAK: ts_send of the packet answered */
+};
+
+static_assert(sizeof(WireHeader) == 64, "one cache line");
+static_assert(sizeof(WireHeader) == DOORBELL_AM_HEADROOM,
+              "the header is the AM headroom");
+static_assert(std::endian::native == std::endian::little,
+              "the wire format is little-endian");
+
+/// PSN serial-number comparison (wraps at 2^32).
+inline int32_t psn_diff(uint32_t a, uint32_t b) { return int32_t(a - b); }
+
+} // namespace doorbell::udp

@@ -1,0 +1,707 @@
+/**
+ * doorbell interface: one core iface per UCT iface (a UDP socket on the
+ * software device), its configuration, capabilities, progress, wake-up and
+ * the callbacks through which the core delivers AMs, completions and errors.
+ */
+
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
+#include "doorbell.h"
+
+#include <ucs/arch/cpu.h>
+#include <ucs/sys/string.h>
+#include <ucs/type/class.h>
+#include <stdlib.h>
+
+
+/* Forward declarations */
+static uct_iface_ops_t uct_doorbell_iface_ops;
+
+static const char *uct_doorbell_cc_names[] = {
+    [UCT_DOORBELL_CC_IBRC]   = "ibrc",
+    [UCT_DOORBELL_CC_DCQCN]  = "dcqcn",
+    [UCT_DOORBELL_CC_TIMELY] = "timely",
+    [UCT_DOORBELL_CC_NONE]   = "none",
+    [UCT_DOORBELL_CC_LAST]   = NULL
+};
+
+static ucs_config_field_t uct_doorbell_iface_config_table[] = {
+    {"", "", NULL,
+     ucs_offsetof(uct_doorbell_iface_config_t, super),
+     UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
+
+    {"TX_BATCH", "64",
+     "Largest number of work requests one doorbell covers. An idle queue rings\n"
+     "the doorbell at once; a busy one coalesces up to this many requests into\n"
+     "one batch (one sendmmsg call on the UDP device).",
+     ucs_offsetof(uct_doorbell_iface_config_t, tx_batch), UCS_CONFIG_TYPE_UINT},
+
+    {"TX_MODERATION", "64",
+     "Request a signaled completion once every this many work requests. A flush\n"
+     "always requests one, so it never waits for the moderation interval.",
+     ucs_offsetof(uct_doorbell_iface_config_t, tx_moderation),
+     UCS_CONFIG_TYPE_UINT},
+
+    {"MTU", "auto",
+     "Largest packet payload on the wire, in bytes. Larger messages are\n"
+     "segmented. \"auto\" takes the largest the device allows.",
+     ucs_offsetof(uct_doorbell_iface_config_t, mtu), UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"SEG_SIZE", "8k",
+     "Largest active message including its header, in bytes; this is also the\n"
+     "size of each receive buffer and the largest bcopy put or get.",
+     ucs_offsetof(uct_doorbell_iface_config_t, seg_size),
+     UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"TX_QUEUE_LEN", "256",
+     "Number of work-request slots in the send ring of each queue pair; a power\n"
+     "of two. A full ring makes sends return UCS_ERR_NO_RESOURCE.",
+     ucs_offsetof(uct_doorbell_iface_config_t, tx_queue_len),
+     UCS_CONFIG_TYPE_UINT},
+
+    {"RX_QUEUE_LEN", "256",
+     "Number of receive buffers of the interface, each SEG_SIZE bytes.",
+     ucs_offsetof(uct_doorbell_iface_config_t, rx_queue_len),
+     UCS_CONFIG_TYPE_UINT},
+
+    {"AM_CREDITS", "64",
+     "Number of active messages a queue pair may have in flight before it waits\n"
+     "for the peer to return credits; an active message is never dropped.",
+     ucs_offsetof(uct_doorbell_iface_config_t, am_credits),
+     UCS_CONFIG_TYPE_UINT},
+
+    {"RTO_MIN", "1ms",
+     "First retransmit timeout. It doubles on every retry up to RTO_MAX.",
+     ucs_offsetof(uct_doorbell_iface_config_t, rto_min), UCS_CONFIG_TYPE_TIME},
+
+    {"RTO_MAX", "1s",
+     "Ceiling of the retransmit timeout backoff.",
+     ucs_offsetof(uct_doorbell_iface_config_t, rto_max), UCS_CONFIG_TYPE_TIME},
+
+    {"RETRY_COUNT", "7",
+     "Number of retransmits of one packet before the peer is declared\n"
+     "unreachable and the endpoint fails with a timeout.",
+     ucs_offsetof(uct_doorbell_iface_config_t, retry_count),
+     UCS_CONFIG_TYPE_UINT},
+
+    {"CC", "ibrc",
+     "Pacing policy of each queue pair: ibrc (closed-loop rate control on RTT,\n"
+     "ECN and loss), dcqcn, timely or none (send as fast as the window allows).",
+     ucs_offsetof(uct_doorbell_iface_config_t, cc),
+     UCS_CONFIG_TYPE_ENUM(uct_doorbell_cc_names)},
+
+    {"IBRC_GAIN", "auto",
+     "Integral gain of the ibrc rate loop. \"auto\" derives it from the measured\n"
+     "base RTT; a positive number fixes it (for experiments only).",
+     ucs_offsetof(uct_doorbell_iface_config_t, ibrc_gain),
+     UCS_CONFIG_TYPE_STRING},
+
+    {"STATS", "n",
+     "Print the counters of each interface (WQEs, doorbells, signaled\n"
+     "completions, packets, retransmits, CE marks, RTT samples) when it closes,\n"
+     "one line per counter.",
+     ucs_offsetof(uct_doorbell_iface_config_t, stats), UCS_CONFIG_TYPE_BOOL},
+
+    {NULL}
+};
+
+static uct_iface_internal_ops_t uct_doorbell_iface_internal_ops = {
+    .iface_estimate_perf = uct_base_iface_estimate_perf,
+    .iface_vfs_refresh   = (uct_iface_vfs_refresh_func_t)ucs_empty_function,
+    .ep_query            = (uct_ep_query_func_t)
+                           ucs_empty_function_return_unsupported,
+    .ep_invalidate       = (uct_ep_invalidate_func_t)
+                           ucs_empty_function_return_unsupported
+};
+
+
+static ucs_status_t uct_doorbell_iface_query(uct_iface_h tl_iface,
+                                             uct_iface_attr_t *attr)
+{
+    uct_doorbell_iface_t *iface           = ucs_derived_of(tl_iface,
+                                                           uct_doorbell_iface_t);
+    const doorbell_iface_limits_t *limits = &iface->config.limits;
+    size_t max_iov = ucs_min(limits->max_iov, UCT_DOORBELL_MAX_IOV);
+
+    uct_base_iface_query(&iface->super, attr);
+
+    attr->device_addr_len  = doorbell_iface_device_address_length(iface->core);
+    attr->iface_addr_len   = doorbell_iface_address_length(iface->core);
+    attr->ep_addr_len      = 0;
+    attr->max_conn_priv    = 0;
+    attr->cap.flags        = UCT_IFACE_FLAG_CONNECT_TO_IFACE |
+                             UCT_IFACE_FLAG_AM_SHORT         |
+                             UCT_IFACE_FLAG_AM_BCOPY         |
+                             UCT_IFACE_FLAG_AM_ZCOPY         |
+                             UCT_IFACE_FLAG_PUT_SHORT        |
+                             UCT_IFACE_FLAG_PUT_BCOPY        |
+                             UCT_IFACE_FLAG_PUT_ZCOPY        |
+                             UCT_IFACE_FLAG_GET_BCOPY        |
+                             UCT_IFACE_FLAG_GET_ZCOPY        |
+                             UCT_IFACE_FLAG_PENDING          |
+                             UCT_IFACE_FLAG_CB_SYNC          |
+                             UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE;
+    attr->cap.event_flags  = UCT_IFACE_FLAG_EVENT_SEND_COMP |
+                             UCT_IFACE_FLAG_EVENT_RECV      |
+                             UCT_IFACE_FLAG_EVENT_FD;
+
+    attr->cap.put.max_short       = limits->max_short;
+    attr->cap.put.max_bcopy       = limits->max_bcopy;
+    attr->cap.put.min_zcopy       = 0;
+    attr->cap.put.max_zcopy       = limits->max_zcopy;
+    attr->cap.put.opt_zcopy_align = 1;
+    attr->cap.put.align_mtu       = 1;
+    attr->cap.put.max_iov         = max_iov;
+
+    attr->cap.get.max_short       = 0;
+    attr->cap.get.max_bcopy       = limits->max_bcopy;
+    attr->cap.get.min_zcopy       = 0;
+    attr->cap.get.max_zcopy       = limits->max_zcopy;
+    attr->cap.get.opt_zcopy_align = 1;
+    attr->cap.get.align_mtu       = 1;
+    attr->cap.get.max_iov         = max_iov;
+
+    attr->cap.am.max_short        = limits->max_short;
+    attr->cap.am.max_bcopy        = limits->max_bcopy;
+    attr->cap.am.min_zcopy        = 0;
+    attr->cap.am.max_zcopy        = limits->max_am_zcopy;
+    attr->cap.am.opt_zcopy_align  = 1;
+    attr->cap.am.align_mtu        = 1;
+    attr->cap.am.max_hdr          = limits->max_am_header;
+    attr->cap.am.max_iov          = max_iov;
+
+    /* One sendmmsg/recvmmsg pair per message on the software device; the
+     * device reports its wire latency and bandwidth. */
+    attr->latency             = ucs_linear_func_make(
+                                    iface->config.device.latency_ns * 1e-9, 0);
+    attr->bandwidth.dedicated = 0;
+    attr->bandwidth.shared    = iface->config.device.bandwidth;
+    attr->overhead            = 1e-6;
+    attr->priority            = 0;
+    return UCS_OK;
+}
+
+static ucs_status_t
+uct_doorbell_iface_get_device_address(uct_iface_h tl_iface,
+                                      uct_device_addr_t *addr)
+{
+    uct_doorbell_iface_t *iface = ucs_derived_of(tl_iface,
+                                                 uct_doorbell_iface_t);
+
+    doorbell_iface_get_device_address(iface->core, addr);
+    return UCS_OK;
+}
+
+static ucs_status_t uct_doorbell_iface_get_address(uct_iface_h tl_iface,
+                                                   uct_iface_addr_t *addr)
+{
+    uct_doorbell_iface_t *iface = ucs_derived_of(tl_iface,
+                                                 uct_doorbell_iface_t);
+
+    doorbell_iface_get_address(iface->core, addr);
+    return UCS_OK;
+}
+
+static int uct_doorbell_iface_is_reachable(const uct_iface_h tl_iface,
+                                           const uct_device_addr_t *dev_addr,
+                                           const uct_iface_addr_t *iface_addr)
+{
+    uct_doorbell_iface_t *iface = ucs_derived_of(tl_iface,
+                                                 uct_doorbell_iface_t);
+
+    if ((dev_addr == NULL) || (iface_addr == NULL)) {
+        return 0;
+    }
+
+    return doorbell_iface_is_reachable(iface->core, dev_addr, iface_addr);
+}
+
+static unsigned uct_doorbell_iface_progress(uct_iface_h tl_iface)
+{
+    uct_doorbell_iface_t *iface = ucs_derived_of(tl_iface,
+                                                 uct_doorbell_iface_t);
+    unsigned count;
+
+    count = doorbell_iface_progress(iface->core);
+    ucs_arbiter_dispatch(&iface->arbiter, 1, uct_doorbell_ep_process_pending,
+                         NULL);
+    return count;
+}
+
+static doorbell_status_t uct_doorbell_iface_core_flush(void *core,
+                                                       void *cookie)
+{
+    return doorbell_iface_flush(core, cookie);
+}
+
+static ucs_status_t uct_doorbell_iface_flush(uct_iface_h tl_iface,
+                                             unsigned flags,
+                                             uct_completion_t *comp)
+{
+    uct_doorbell_iface_t *iface = ucs_derived_of(tl_iface,
+                                                 uct_doorbell_iface_t);
+
+    if (ucs_unlikely(flags & UCT_FLUSH_FLAG_CANCEL)) {
+        ucs_fatal("doorbell: iface flush with UCT_FLUSH_FLAG_CANCEL is not"
+                  " supported");
+    }
+
+    if (!ucs_arbiter_is_empty(&iface->arbiter)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    return uct_doorbell_flush_post(&iface->flush, comp,
+                                   uct_doorbell_iface_core_flush, iface->core);
+}
+
+static void uct_doorbell_flush_done(uct_completion_t *self)
+{
+    ucs_container_of(self, uct_doorbell_flush_t, comp)->in_flight = 0;
+}
+
+void uct_doorbell_flush_init(uct_doorbell_flush_t *flush)
+{
+    flush->comp.func   = uct_doorbell_flush_done;
+    flush->comp.count  = 0;
+    flush->comp.status = UCS_OK;
+    flush->in_flight   = 0;
+}
+
+static ucs_status_t uct_doorbell_iface_fence(uct_iface_h tl_iface,
+                                             unsigned flags)
+{
+    uct_doorbell_iface_t *iface = ucs_derived_of(tl_iface,
+                                                 uct_doorbell_iface_t);
+    uct_doorbell_ep_t *ep;
+    ucs_status_t status;
+
+    ucs_list_for_each(ep, &iface->ep_list, list) {
+        status = uct_doorbell_status(doorbell_qp_fence(ep->qp));
+        if (status != UCS_OK) {
+            return status;
+        }
+    }
+
+    return UCS_OK;
+}
+
+static ucs_status_t uct_doorbell_iface_event_fd_get(uct_iface_h tl_iface,
+                                                    int *fd_p)
+{
+    uct_doorbell_iface_t *iface = ucs_derived_of(tl_iface,
+                                                 uct_doorbell_iface_t);
+    int fd                      = doorbell_iface_event_fd(iface->core);
+
+    if (fd < 0) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    *fd_p = fd;
+    return UCS_OK;
+}
+
+static ucs_status_t uct_doorbell_iface_event_arm(uct_iface_h tl_iface,
+                                                 unsigned events)
+{
+    uct_doorbell_iface_t *iface = ucs_derived_of(tl_iface,
+                                                 uct_doorbell_iface_t);
+    doorbell_status_t status;
+
+    if (!ucs_arbiter_is_empty(&iface->arbiter)) {
+        return UCS_ERR_BUSY;
+    }
+
+    status = doorbell_iface_arm(iface->core);
+    if (status == DOORBELL_ERR_NO_RESOURCE) {
+        return UCS_ERR_BUSY;
+    }
+
+    return uct_doorbell_status(status);
+}
+
+/* Active message from the core. The AM id comes from the wire: never trust
+ * it. When UCP's headroom fits in front of the data, the buffer is lent to
+ * UCP (UCT_CB_PARAM_FLAG_DESC) and comes back through release_desc. */
+static doorbell_status_t uct_doorbell_iface_am_handler(void *arg,
+                                                       uint8_t am_id,
+                                                       void *data,
+                                                       size_t length)
+{
+    uct_doorbell_iface_t *iface = arg;
+    ucs_status_t status;
+
+    if (ucs_unlikely(am_id >= UCT_AM_ID_MAX)) {
+        ucs_debug("doorbell %s: dropping active message with invalid id %u",
+                  iface->dev_name, am_id);
+        return DOORBELL_OK;
+    }
+
+    if (iface->config.am_flags & UCT_CB_PARAM_FLAG_DESC) {
+        uct_recv_desc(UCS_PTR_BYTE_OFFSET(data, -iface->config.rx_headroom)) =
+                &iface->release_desc;
+    }
+
+    status = uct_iface_invoke_am(&iface->super, am_id, data, length,
+                                 iface->config.am_flags);
+    return (status == UCS_INPROGRESS) ? DOORBELL_INPROGRESS : DOORBELL_OK;
+}
+
+static void uct_doorbell_iface_release_desc(uct_recv_desc_t *self, void *desc)
+{
+    uct_doorbell_iface_t *iface = ucs_container_of(self, uct_doorbell_iface_t,
+                                                   release_desc);
+
+    doorbell_iface_release_am(iface->core,
+                              UCS_PTR_BYTE_OFFSET(desc,
+                                                  iface->config.rx_headroom));
+}
+
+static void uct_doorbell_iface_completion(void *cookie,
+                                          doorbell_status_t status)
+{
+    if (cookie != NULL) {
+        uct_invoke_completion((uct_completion_t*)cookie,
+                              uct_doorbell_status(status));
+    }
+}
+
+void uct_doorbell_iface_qp_error(void *arg, doorbell_qp_t *qp,
+                                 doorbell_status_t status, const char *message)
+{
+    uct_doorbell_iface_t *iface = arg;
+    ucs_status_t uct_status     = uct_doorbell_status(status);
+    ucs_status_t handler_status;
+    uct_doorbell_ep_t *ep;
+
+    ucs_list_for_each(ep, &iface->ep_list, list) {
+        if (ep->qp == qp) {
+            handler_status = uct_iface_handle_ep_err(&iface->super.super,
+                                                     &ep->super.super,
+                                                     uct_status);
+            ucs_log(uct_base_iface_failure_log_level(&iface->super,
+                                                     handler_status,
+                                                     uct_status),
+                    "doorbell %s: ep %p: %s (%s)", iface->dev_name, ep,
+                    message, ucs_status_string(uct_status));
+            return;
+        }
+    }
+
+    ucs_debug("doorbell %s: error on a destroyed endpoint: %s",
+              iface->dev_name, message);
+}
+
+static ucs_status_t
+uct_doorbell_iface_find_device(const char *dev_name,
+                               doorbell_device_info_t *info)
+{
+    doorbell_device_info_t *devices;
+    ucs_status_t status;
+    int i, count;
+
+    count   = doorbell_query_devices(NULL, 0);
+    devices = ucs_calloc(ucs_max(count, 1), sizeof(*devices),
+                         "doorbell devices");
+    if (devices == NULL) {
+        ucs_error("doorbell: failed to allocate the device list");
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    count  = ucs_min(doorbell_query_devices(devices, count), count);
+    status = UCS_ERR_NO_DEVICE;
+    for (i = 0; i < count; ++i) {
+        if (!strcmp(devices[i].name, dev_name)) {
+            *info  = devices[i];
+            status = UCS_OK;
+            break;
+        }
+    }
+
+    ucs_free(devices);
+    if (status != UCS_OK) {
+        ucs_error("doorbell: device %s not found (no such network interface"
+                  " with an IPv4 address)", dev_name);
+    }
+    return status;
+}
+
+static ucs_status_t
+uct_doorbell_iface_params_from_config(const uct_doorbell_iface_config_t *config,
+                                      const char *dev_name,
+                                      doorbell_iface_params_t *p)
+{
+    char *end;
+
+    doorbell_iface_params_init(p);
+    p->device        = dev_name;
+    p->tx_batch      = config->tx_batch;
+    p->tx_moderation = config->tx_moderation;
+    if (config->mtu != UCS_MEMUNITS_AUTO) {
+        p->mtu = config->mtu;
+    }
+    p->seg_size      = config->seg_size;
+    p->tx_queue_len  = config->tx_queue_len;
+    p->rx_queue_len  = config->rx_queue_len;
+    p->am_credits    = config->am_credits;
+    p->rto_min_ns    = (uint64_t)(config->rto_min * 1e9);
+    p->rto_max_ns    = (uint64_t)(config->rto_max * 1e9);
+    p->retry_count   = config->retry_count;
+    p->cc = uct_doorbell_cc_names[config->cc];
+
+    if (!strcasecmp(config->ibrc_gain, "auto")) {
+        p->ibrc_gain = 0;
+    } else {
+        p->ibrc_gain = strtod(config->ibrc_gain, &end);
+        if ((*end != '\0') || !(p->ibrc_gain > 0)) {
+            ucs_error("doorbell %s: invalid UCX_DOORBELL_IBRC_GAIN '%s' (expected"
+                      " \"auto\" or a positive number)", dev_name,
+                      config->ibrc_gain);
+            return UCS_ERR_INVALID_PARAM;
+        }
+    }
+
+    return UCS_OK;
+}
+
+static UCS_CLASS_INIT_FUNC(uct_doorbell_iface_t, uct_md_h tl_md,
+                           uct_worker_h worker,
+                           const uct_iface_params_t *params,
+                           const uct_iface_config_t *tl_config)
+{
+    uct_doorbell_iface_config_t *config = ucs_derived_of(
+                                        tl_config, uct_doorbell_iface_config_t);
+    uct_doorbell_md_t *md = ucs_derived_of(tl_md, uct_doorbell_md_t);
+    doorbell_iface_params_t core_params;
+    doorbell_status_t core_status;
+    ucs_status_t status;
+    const char *dev_name;
+
+    UCT_CHECK_PARAM(params->field_mask & UCT_IFACE_PARAM_FIELD_OPEN_MODE,
+                    "UCT_IFACE_PARAM_FIELD_OPEN_MODE is not defined");
+    if (!(params->open_mode & UCT_IFACE_OPEN_MODE_DEVICE)) {
+        ucs_error("doorbell supports only UCT_IFACE_OPEN_MODE_DEVICE");
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_doorbell_iface_ops,
+                              &uct_doorbell_iface_internal_ops, tl_md, worker,
+                              params, tl_config UCS_STATS_ARG(NULL)
+                              UCS_STATS_ARG(UCT_DOORBELL_NAME));
+
+    dev_name = params->mode.device.dev_name;
+    ucs_strncpy_zero(self->dev_name, dev_name, sizeof(self->dev_name));
+
+    status = uct_doorbell_iface_find_device(dev_name, &self->config.device);
+    if (status != UCS_OK) {
+        goto err;
+    }
+
+    status = uct_doorbell_iface_params_from_config(config, dev_name,
+                                                   &core_params);
+    if (status != UCS_OK) {
+        goto err;
+    }
+
+    core_status = doorbell_iface_open(md->pd, &core_params, &self->core);
+    if (core_status != DOORBELL_OK) {
+        ucs_error("doorbell %s: opening the interface failed: %s", dev_name,
+                  doorbell_last_error());
+        status = uct_doorbell_status(core_status);
+        goto err;
+    }
+
+    /* Lend receive buffers to UCP only if its headroom and our descriptor
+     * pointer fit in the headroom the core leaves before AM data. */
+    self->config.rx_headroom = UCT_IFACE_PARAM_VALUE(params, rx_headroom,
+                                                     RX_HEADROOM, 0);
+    self->config.am_flags    = ((self->config.rx_headroom +
+                                 sizeof(uct_recv_desc_t*)) <=
+                                DOORBELL_AM_HEADROOM) ?
+                               UCT_CB_PARAM_FLAG_DESC : 0;
+    self->release_desc.cb    = uct_doorbell_iface_release_desc;
+    uct_doorbell_flush_init(&self->flush);
+
+    doorbell_iface_query_limits(self->core, &self->config.limits);
+    doorbell_iface_set_am_handler(self->core, uct_doorbell_iface_am_handler,
+                                  self);
+    doorbell_iface_set_completion_handler(self->core,
+                                          uct_doorbell_iface_completion);
+    doorbell_iface_set_error_handler(self->core, uct_doorbell_iface_qp_error,
+                                     self);
+    doorbell_iface_set_stats(self->core, config->stats);
+
+    ucs_arbiter_init(&self->arbiter);
+    ucs_list_head_init(&self->ep_list);
+
+    ucs_debug("doorbell %s: iface %p opened (max_short %zu max_bcopy %zu"
+              " max_zcopy %zu, AM descriptors %s)", dev_name, self,
+              self->config.limits.max_short, self->config.limits.max_bcopy,
+              self->config.limits.max_zcopy,
+              self->config.am_flags ? "lent" : "copied");
+    return UCS_OK;
+
+err:
+    return status;
+}
+
+static UCS_CLASS_CLEANUP_FUNC(uct_doorbell_iface_t)
+{
+    uct_base_iface_progress_disable(&self->super.super,
+                                    UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    if (!ucs_list_is_empty(&self->ep_list)) {
+        ucs_warn("doorbell %s: closing iface %p with endpoints still open",
+                 self->dev_name, self);
+    }
+    doorbell_iface_close(self->core);
+    ucs_arbiter_cleanup(&self->arbiter);
+    ucs_debug("doorbell %s: iface %p closed", self->dev_name, self);
+}
+
+UCS_CLASS_DEFINE(uct_doorbell_iface_t, uct_base_iface_t);
+
+/* No hardware tag matching: UCP never calls these without the capability. */
+static ssize_t
+uct_doorbell_ep_tag_eager_bcopy(uct_ep_h tl_ep, uct_tag_t tag, uint64_t imm,
+                                uct_pack_callback_t pack_cb, void *arg,
+                                unsigned flags)
+{
+    return UCS_ERR_UNSUPPORTED;
+}
+
+static ucs_status_ptr_t
+uct_doorbell_ep_tag_rndv_zcopy(uct_ep_h tl_ep, uct_tag_t tag,
+                               const void *header, unsigned header_length,
+                               const uct_iov_t *iov, size_t iovcnt,
+                               unsigned flags, uct_completion_t *comp)
+{
+    return UCS_STATUS_PTR(UCS_ERR_UNSUPPORTED);
+}
+
+static UCS_CLASS_DEFINE_NEW_FUNC(uct_doorbell_iface_t, uct_iface_t, uct_md_h,
+                                 uct_worker_h, const uct_iface_params_t*,
+                                 const uct_iface_config_t*);
+static UCS_CLASS_DEFINE_DELETE_FUNC(uct_doorbell_iface_t, uct_iface_t);
+
+static uct_iface_ops_t uct_doorbell_iface_ops = {
+    .ep_put_short             = uct_doorbell_ep_put_short,
+    .ep_put_bcopy             = uct_doorbell_ep_put_bcopy,
+    .ep_put_zcopy             = uct_doorbell_ep_put_zcopy,
+    .ep_get_short             = (uct_ep_get_short_func_t)
+                                ucs_empty_function_return_unsupported,
+    .ep_get_bcopy             = uct_doorbell_ep_get_bcopy,
+    .ep_get_zcopy             = uct_doorbell_ep_get_zcopy,
+    .ep_am_short              = uct_doorbell_ep_am_short,
+    .ep_am_short_iov          = uct_doorbell_ep_am_short_iov,
+    .ep_am_bcopy              = uct_doorbell_ep_am_bcopy,
+    .ep_am_zcopy              = uct_doorbell_ep_am_zcopy,
+    .ep_atomic_cswap64        = (uct_ep_atomic_cswap64_func_t)
+                                ucs_empty_function_return_unsupported,
+    .ep_atomic_cswap32        = (uct_ep_atomic_cswap32_func_t)
+                                ucs_empty_function_return_unsupported,
+    .ep_atomic32_post         = (uct_ep_atomic32_post_func_t)
+                                ucs_empty_function_return_unsupported,
+    .ep_atomic64_post         = (uct_ep_atomic64_post_func_t)
+                                ucs_empty_function_return_unsupported,
+    .ep_atomic32_fetch        = (uct_ep_atomic32_fetch_func_t)
+                                ucs_empty_function_return_unsupported,
+    .ep_atomic64_fetch        = (uct_ep_atomic64_fetch_func_t)
+                                ucs_empty_function_return_unsupported,
+    .ep_tag_eager_short       = (uct_ep_tag_eager_short_func_t)
+                                ucs_empty_function_return_unsupported,
+    .ep_tag_eager_bcopy       = uct_doorbell_ep_tag_eager_bcopy,
+    .ep_tag_eager_zcopy       = (uct_ep_tag_eager_zcopy_func_t)
+                                ucs_empty_function_return_unsupported,
+    .ep_tag_rndv_zcopy        = uct_doorbell_ep_tag_rndv_zcopy,
+    .ep_tag_rndv_cancel       = (uct_ep_tag_rndv_cancel_func_t)
+                                ucs_empty_function_return_unsupported,
+    .ep_tag_rndv_request      = (uct_ep_tag_rndv_request_func_t)
+                                ucs_empty_function_return_unsupported,
+    .iface_tag_recv_zcopy     = (uct_iface_tag_recv_zcopy_func_t)
+                                ucs_empty_function_return_unsupported,
+    .iface_tag_recv_cancel    = (uct_iface_tag_recv_cancel_func_t)
+                                ucs_empty_function_return_unsupported,
+    .ep_pending_add           = uct_doorbell_ep_pending_add,
+    .ep_pending_purge         = uct_doorbell_ep_pending_purge,
+    .ep_flush                 = uct_doorbell_ep_flush,
+    .ep_fence                 = uct_doorbell_ep_fence,
+    .ep_check                 = (uct_ep_check_func_t)
+                                ucs_empty_function_return_unsupported,
+    .ep_create                = UCS_CLASS_NEW_FUNC_NAME(uct_doorbell_ep_t),
+    .ep_connect               = (uct_ep_connect_func_t)
+                                ucs_empty_function_return_unsupported,
+    .ep_disconnect            = (uct_ep_disconnect_func_t)
+                                ucs_empty_function_return_unsupported,
+    .cm_ep_conn_notify        = (uct_cm_ep_conn_notify_func_t)
+                                ucs_empty_function_return_unsupported,
+    .ep_destroy               = UCS_CLASS_DELETE_FUNC_NAME(uct_doorbell_ep_t),
+    .ep_get_address           = (uct_ep_get_address_func_t)
+                                ucs_empty_function_return_unsupported,
+    .ep_connect_to_ep         = (uct_ep_connect_to_ep_func_t)
+                                ucs_empty_function_return_unsupported,
+    .iface_accept             = (uct_iface_accept_func_t)
+                                ucs_empty_function_return_unsupported,
+    .iface_reject             = (uct_iface_reject_func_t)
+                                ucs_empty_function_return_unsupported,
+    .iface_flush              = uct_doorbell_iface_flush,
+    .iface_fence              = uct_doorbell_iface_fence,
+    .iface_progress_enable    = uct_base_iface_progress_enable,
+    .iface_progress_disable   = uct_base_iface_progress_disable,
+    .iface_progress           = uct_doorbell_iface_progress,
+    .iface_event_fd_get       = uct_doorbell_iface_event_fd_get,
+    .iface_event_arm          = uct_doorbell_iface_event_arm,
+    .iface_close              = UCS_CLASS_DELETE_FUNC_NAME(uct_doorbell_iface_t),
+    .iface_query              = uct_doorbell_iface_query,
+    .iface_get_device_address = uct_doorbell_iface_get_device_address,
+    .iface_get_address        = uct_doorbell_iface_get_address,
+    .iface_is_reachable       = uct_doorbell_iface_is_reachable
+};
+
+ucs_status_t uct_doorbell_query_tl_devices(uct_md_h md,
+                                           uct_tl_device_resource_t **devices_p,
+                                           unsigned *num_devices_p)
+{
+    doorbell_device_info_t *infos;
+    uct_tl_device_resource_t *devices;
+    int i, count;
+
+    count = doorbell_query_devices(NULL, 0);
+    if (count <= 0) {
+        *devices_p     = NULL;
+        *num_devices_p = 0;
+        return UCS_OK;
+    }
+
+    infos   = ucs_calloc(count, sizeof(*infos), "doorbell device infos");
+    devices = ucs_calloc(count, sizeof(*devices), "doorbell devices");
+    if ((infos == NULL) || (devices == NULL)) {
+        ucs_error("doorbell: failed to allocate the device list");
+        ucs_free(infos);
+        ucs_free(devices);
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    /* Devices may come and go between the two calls: take the smaller. */
+    count = ucs_min(doorbell_query_devices(infos, count), count);
+    for (i = 0; i < count; ++i) {
+        ucs_snprintf_zero(devices[i].name, sizeof(devices[i].name), "%s",
+                          infos[i].name);
+        devices[i].type       = UCT_DEVICE_TYPE_NET;
+        devices[i].sys_device = UCS_SYS_DEVICE_ID_UNKNOWN;
+    }
+
+    ucs_free(infos);
+    *devices_p     = devices;
+    *num_devices_p = count;
+    return UCS_OK;
+}
+
+UCT_TL_DEFINE_ENTRY(&uct_doorbell_component, doorbell,
+                    uct_doorbell_query_tl_devices, uct_doorbell_iface_t,
+                    UCT_DOORBELL_CONFIG_PREFIX, uct_doorbell_iface_config_table,
+                    uct_doorbell_iface_config_t);
+
+/* Debian's UCX loads only its compiled-in modules: this library is preloaded
+ * and registers itself from a constructor. */
+UCT_SINGLE_TL_INIT(&uct_doorbell_component, doorbell, ctor,,)
