@@ -77,7 +77,7 @@ TEST_P(FabricMpi, FourHostsAcrossTheSpine) {
   ASSERT_EQ(up.rc, 0) << up.out;
   long long before = spine_bytes(f);
 
-  auto r = f.mpirun("-np 4 " + select + " " + DOORBELL_MPI_CHECK + " " + what);
+  auto r = f.mpirun("-np 4 " + select + " " + DOORBELL_MPI_CHECK + " " + what, 90);
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find(std::string(what) + " OK"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("on 4 ranks"), std::string::npos) << r.out;
