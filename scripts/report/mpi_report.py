@@ -91,7 +91,9 @@ def main():
 
     def col(key, label):
         st = states[key]
-        return label if st in ("ok", "partial") else "%s (%s)" % (label, st)
+        if st == "partial":
+            return "%s (failed part-way)" % label
+        return label if st == "ok" else "%s (%s)" % (label, st)
 
     head = ["benchmark", "size"] + [col(k, l) for k, l in STACKS] + ["%s/%s" % (a.split("_")[0], b.split("_")[0]) for a, b in RATIOS]
     rows = []
@@ -126,8 +128,9 @@ def main():
                 "`--mca pml ucx` with `UCX_TLS=tcp,self`; **doorbell** = `mpirun --tune "
                 "install/share/doorbell/doorbell.tune` (pml ucx on the doorbell transport).\n\n")
         for key, label in STACKS:
-            if states[key] not in ("ok", "partial"):
-                f.write("- %s: %s\n" % (label, states[key]))
+            if states[key] != "ok":
+                why = "failed part-way (see %s.log); the sizes it finished are shown" % key if states[key] == "partial" else states[key]
+                f.write("- %s: %s\n" % (label, why))
         f.write("\nRatios divide the first stack's value by the second's: below 1 is better for "
                 "latency and allreduce (time), above 1 for bandwidth.\n\n")
         f.write(table + "\n")
