@@ -33,7 +33,7 @@ while (($#)); do
     --keep-fabric) keep=1; shift ;;
     --no-setup) setup=0; shift ;;
     --no-bench-p2p) p2p=0; shift ;;
-    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
   esac
 done

@@ -39,7 +39,7 @@ while (($#)); do
     --spine-rate) rate=$2; shift 2 ;;
     --buffer) buffer=$2; shift 2 ;;
     --ecn-k) ecn_k=$2; shift 2 ;;
-    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
   esac
 done
