@@ -16,6 +16,7 @@
 #   scripts/fabric/incast.sh [--modes ibrc,none,tcp] [--mib-per-sender N]
 #                            [--msg BYTES] [--out DIR] [--json FILE] [--name FABRIC]
 #                            [--spine-rate R] [--buffer B] [--ecn-k B]
+#                            [--timeout S]  (per mode, default 120)
 #
 # Needs root, doorbell-fabric, ucx_perftest (ucx-utils), ping; for the ibrc
 # and none modes install/lib/ucx/libuct_doorbell.so with UCX_DOORBELL_CC and
@@ -26,7 +27,7 @@ cd "$root"
 log() { printf '[incast] %s\n' "$*" >&2; }
 die() { printf '[incast] error: %s\n' "$*" >&2; exit 1; }
 
-modes=ibrc,none,tcp mib=24 msg=65536 out="" json="" name=dbinc
+modes=ibrc,none,tcp mib=24 msg=65536 out="" json="" name=dbinc limit=120
 rate=200mbit buffer=64k ecn_k=20k
 while (($#)); do
   case $1 in
@@ -36,6 +37,7 @@ while (($#)); do
     --out) out=$2; shift 2 ;;
     --json) json=$2; shift 2 ;;
     --name) name=$2; shift 2 ;;
+    --timeout) limit=$2; shift 2 ;;
     --spine-rate) rate=$2; shift 2 ;;
     --buffer) buffer=$2; shift 2 ;;
     --ecn-k) ecn_k=$2; shift 2 ;;
@@ -104,7 +106,7 @@ run_mode() {   # mode -> writes $out/<mode>.* and a line to $out/modes.txt
   for s in 1 2 3; do
     port=$((13500 + s))
     "${F[@]}" exec h4 -- env "${env_extra[@]}" UCX_NET_DEVICES=fab0 \
-      timeout 120 ucx_perftest -p "$port" > "$out/$mode.server$s.txt" 2>&1 &
+      timeout "$limit" ucx_perftest -p "$port" > "$out/$mode.server$s.txt" 2>&1 &
     pids+=($!)
   done
   # Servers listen before clients connect: wait for their ports (bounded).
@@ -113,13 +115,13 @@ run_mode() {   # mode -> writes $out/<mode>.* and a line to $out/modes.txt
     ((++tries < 100)) || die "$mode: ucx_perftest servers did not start (see $out/$mode.server*.txt)"
     sleep 0.1
   done
-  "${F[@]}" exec h1 -- ping -n -i 0.005 -w 120 "$receiver" > "$out/$mode.ping.txt" 2>&1 &
+  "${F[@]}" exec h1 -- ping -n -i 0.005 -w "$limit" "$receiver" > "$out/$mode.ping.txt" 2>&1 &
   local ping_pid=$!
   local t0 t1; t0=$(date +%s.%N)
   local cpids=()
   for s in 1 2 3; do
     "${F[@]}" exec "h$s" -- env "${env_extra[@]}" UCX_NET_DEVICES=fab0 \
-      timeout 120 ucx_perftest "$receiver" -p $((13500 + s)) -t tag_bw -s "$msg" -n "$iters" -w 2 -f \
+      timeout "$limit" ucx_perftest "$receiver" -p $((13500 + s)) -t tag_bw -s "$msg" -n "$iters" -w 2 -f \
       > "$out/$mode.client$s.txt" 2>&1 &
     cpids+=($!)
   done

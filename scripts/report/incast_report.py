@@ -6,18 +6,15 @@
 Reads RESULTS_DIR/modes.txt (one line per mode: "<mode> ran k=v..." or
 "<mode> not_built"), the ping probes <mode>.ping.txt and the ucx_perftest
 outputs <mode>.{client,server}N.txt, which for the doorbell modes hold the
-counter dump of UCX_DOORBELL_STATS=y. Counters are matched by name, summed
-over every process and iface: *retrans* (retransmitted packets), tx packets
-(*tx*packet* or *packet*tx* / *sent*), *ce* (CE marks echoed to the sender).
+counter dump of UCX_DOORBELL_STATS=y ("<iface> <counter> <value>" lines),
+summed over every process and iface: retransmits / tx_packets give the
+retransmit %, ce_marks the CE marks the receivers saw.
 Writes incast.md (and FILE as JSON) and prints the table.
 """
 import json
 import os
 import re
 import sys
-
-COUNTER = re.compile(r"([A-Za-z][A-Za-z0-9_.]*)\s*[:=]?\s+(\d+)\s*$|([A-Za-z][A-Za-z0-9_.]*)\s*[:=]\s*(\d+)")
-
 
 def percentile(xs, p):
     if not xs:
@@ -39,19 +36,21 @@ def rtts(path):
     return vals
 
 
+DUMP_LINE = re.compile(r"^(\S+)\s+([a-z][a-z0-9_]*)\s+(\d+)\s*$")   # "<iface> <counter> <value>"
+
+
 def doorbell_counters(out, mode):
-    """Sums counters of the doorbell dump lines over all files of a mode."""
+    """Sums the UCX_DOORBELL_STATS dump ("<iface> <counter> <value>" lines)
+    over every process and iface of a mode."""
     sums = {}
     for fn in sorted(os.listdir(out)):
         if not fn.startswith(mode + ".") or not re.search(r"\.(client|server)\d\.txt$", fn):
             continue
         with open(os.path.join(out, fn), errors="replace") as f:
             for line in f:
-                if "doorbell" not in line.lower() and not line.startswith((" ", "\t")):
-                    continue
-                for m in re.finditer(r"([A-Za-z][A-Za-z0-9_]*)\s*[:=]\s*(\d+)|([A-Za-z][A-Za-z0-9_]*)\s+(\d+)\s*$", line.strip()):
-                    name = (m.group(1) or m.group(3)).lower()
-                    sums[name] = sums.get(name, 0) + int(m.group(2) or m.group(4))
+                m = DUMP_LINE.match(line.strip())
+                if m:
+                    sums[m.group(2)] = sums.get(m.group(2), 0) + int(m.group(3))
     return sums
 
 
@@ -114,10 +113,10 @@ def main():
                 else:
                     c = doorbell_counters(out, mode)
                     r["counters"] = c
-                    retr = pick(c, lambda k: "retrans" in k)
-                    tx = pick(c, lambda k: "packet" in k and ("tx" in k or "sent" in k))
+                    retr = pick(c, lambda k: k == "retransmits")
+                    tx = pick(c, lambda k: k == "tx_packets")
                     r["retransmit_pct"] = 100.0 * retr / tx if retr is not None and tx else None
-                    r["ce_marks"] = pick(c, lambda k: re.search(r"(^|_)ce(_|$)", k) is not None)
+                    r["ce_marks"] = pick(c, lambda k: k == "ce_marks")
                     r["retransmit_source"] = "UCX_DOORBELL_STATS" if c else "no counter dump found"
             rows.append(r)
 

@@ -94,7 +94,7 @@ TEST(FabricEcn, MarksCeOnlyAboveThresholdAndOnlyEct) {
     ce += ecn == kCe;
   }
   EXPECT_GT(ce, 0) << "a " << kBurst << "-packet burst into a 1 Mb/s port was never marked";
-  // Below K the queue never marks (draining only delays the first mark).
+  // Below K the port never marks (draining only delays the first mark).
   EXPECT_GE(first_ce, kThreshold / kWireBytes - 1) << "marked before K bytes were queued";
   EXPECT_LT(ect.size(), (size_t)kBurst) << "the 60 KB buffer should have dropped part of the burst";
 

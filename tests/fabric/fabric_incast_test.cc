@@ -28,7 +28,7 @@ TEST(FabricIncast, IbrcHoldsTheBottleneckWithATenthOfUnpacedRetransmits) {
   ASSERT_NE(mkdtemp(dir), nullptr);
   const std::string json = std::string(dir) + "/incast.json";
   auto r = run("timeout -k 5 150 bash " DOORBELL_SOURCE_DIR "/scripts/fabric/incast.sh --modes ibrc,none"
-               " --mib-per-sender 8 --name " + unique_name('i') + " --out " + dir + " --json " + json);
+               " --mib-per-sender 8 --timeout 45 --name " + unique_name('i') + " --out " + dir + " --json " + json);
   ASSERT_EQ(r.rc, 0) << r.out;
 
   auto v = run("python3 -c 'import json,sys; m={x[\"mode\"]: x for x in json.load(open(sys.argv[1]))[\"modes\"]};"
