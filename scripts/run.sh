@@ -63,7 +63,7 @@ source "$root/scripts/fabric/stacks.sh"
   echo "mode=$mode"
   echo "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "host=$(hostname) cores=$(nproc) kernel=$(uname -r)"
-  echo "openmpi=$(mpirun --version 2>/dev/null | head -1 | awk '{print $NF}') ucx=$(ucx_info -v 2>/dev/null | sed -n 's/.*version=\([^ ]*\).*/\1/p' | head -1)"
+  echo "openmpi=$(mpirun --version 2>/dev/null | head -1 | awk '{print $NF}') ucx=$(ucx_info -v 2>/dev/null | sed -n 's/^# Version \([^ ]*\).*/\1/p' | head -1)"
   stacks_env
   echo "max=$max budget_ms=$budget"
 } > "$out/env.txt"
