@@ -15,8 +15,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 prefix=${DOORBELL_PREFIX:-$root/install}
 module=$prefix/lib/ucx/libuct_doorbell.so
 pingpong=$prefix/bin/doorbell-udp-pingpong
-lat_iters=${BENCH_LAT_ITERS:-20000}
-bw_iters=${BENCH_BW_ITERS:-400}
+lat_iters=${BENCH_LAT_ITERS:-10000}
+bw_iters=${BENCH_BW_ITERS:-100}
 repeat=${BENCH_REPEAT:-3}
 log() { printf '[bench-p2p] %s\n' "$*" >&2; }
 die() { printf '[bench-p2p] error: %s\n' "$*" >&2; exit 1; }

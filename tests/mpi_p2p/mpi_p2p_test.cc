@@ -22,6 +22,13 @@ TEST_P(MpiP2p, EverySizeEveryByteBothDirections) {
   ASSERT_EQ(c.status, 0) << c.output;
   EXPECT_TRUE(contains(c.output, std::to_string(GetParam()) + " ranks")) << c.output;
   EXPECT_TRUE(contains(c.output, ", 0 wrong bytes")) << c.output;
+  // UCX_DOORBELL_STATS=y: every rank's doorbell iface printed its counters at
+  // close, so the traffic went over the doorbell transport.
+  size_t dumps = 0;
+  for (size_t at = c.output.find("lo wqes "); at != std::string::npos;
+       at = c.output.find("lo wqes ", at + 1))
+    ++dumps;
+  EXPECT_EQ(dumps, static_cast<size_t>(GetParam())) << c.output;
 }
 
 INSTANTIATE_TEST_SUITE_P(Doorbell, MpiP2p, ::testing::Values(2, 4),

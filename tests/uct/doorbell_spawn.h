@@ -30,6 +30,7 @@ struct Child {
   int out_fd = -1;         ///< read end of the child's stdout+stderr
   std::string output;
   int status = -1;         ///< exit code, or 128 + signal
+  int signal = 0;          ///< signal that ended the child, 0 if it exited
   bool done = false;
 };
 
@@ -86,6 +87,7 @@ inline void finish(Child &c) {
   while (waitpid(c.pid, &st, 0) < 0 && errno == EINTR) {
   }
   c.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  c.signal = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
   c.done = true;
 }
 
@@ -163,6 +165,7 @@ inline bool exited(Child &c) {
   if (r != c.pid)
     return false;
   c.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  c.signal = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
   c.done = true;
   return true;
 }

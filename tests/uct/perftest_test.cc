@@ -34,6 +34,8 @@ const PerfCase kCases[] = {
     {"get_zcopy", uct({"-t", "get", "-D", "zcopy", "-s", "65536", "-n", "500"})},
     {"ucp_tag_lat", {"-t", "tag_lat", "-s", "8", "-n", "2000"}},
     {"ucp_tag_bw_eager", {"-t", "tag_bw", "-s", "4096", "-n", "2000"}},
+    // several eager zcopy fragments per message (UCP's 24-byte first header)
+    {"ucp_tag_bw_eager_multi", {"-t", "tag_bw", "-s", "20000", "-n", "500"}},
     {"ucp_tag_bw_rndv", {"-t", "tag_bw", "-s", "1048576", "-n", "100"}},
 };
 

@@ -20,7 +20,7 @@ struct AmCapture {
   std::vector<char> data;
 };
 
-ucs_status_t am_cb(void *arg, void *data, size_t length, unsigned flags) {
+ucs_status_t am_cb(void *arg, void *data, size_t length, unsigned /*flags*/) {
   auto *cap = static_cast<AmCapture *>(arg);
   cap->data.assign(static_cast<char *>(data), static_cast<char *>(data) + length);
   ++cap->count;
@@ -228,6 +228,38 @@ TEST_F(UctDoorbell, AmShortAndBcopyArriveIntact) {
   EXPECT_EQ(cap.data, big);
 }
 
+TEST_F(UctDoorbell, AmZcopyWithUcpSizedHeaderArrivesIntact) {
+  ASSERT_TRUE(attr_.cap.flags & UCT_IFACE_FLAG_AM_ZCOPY);
+  ASSERT_GE(attr_.cap.am.max_hdr, 24u);
+  AmCapture cap;
+  ASSERT_EQ(uct_iface_set_am_handler(receiver_, kAmId, am_cb, &cap, 0), UCS_OK);
+
+  Region source;
+  register_region(source, 3000, 0);
+  for (size_t i = 0; i < source.buf.size(); ++i)
+    source.buf[i] = static_cast<char>(i * 13 + 1);
+  std::vector<char> header(24);
+  for (size_t i = 0; i < header.size(); ++i)
+    header[i] = static_cast<char>(0xa0 + i);
+  uct_iov_t iov{source.buf.data(), source.buf.size(), source.memh, 0, 1};
+  Completion comp;
+  comp.uct = {completion_cb, 1, UCS_OK};
+  ucs_status_t st = post([&] {
+    return uct_ep_am_zcopy(ep_, kAmId, header.data(), header.size(), &iov, 1, 0,
+                           &comp.uct);
+  });
+  ASSERT_TRUE(st == UCS_OK || st == UCS_INPROGRESS) << ucs_status_string(st);
+  ASSERT_TRUE(progress_until([&] { return cap.count == 1; }));
+  std::vector<char> expect = header;
+  expect.insert(expect.end(), source.buf.begin(), source.buf.end());
+  EXPECT_EQ(cap.data, expect);
+  if (st == UCS_INPROGRESS) {
+    ASSERT_TRUE(progress_until([&] { return comp.done; }));
+    EXPECT_EQ(comp.status, UCS_OK);
+  }
+  release_region(source);
+}
+
 TEST_F(UctDoorbell, PutThenGetRoundTrip) {
   Region target;
   register_region(target, 64 * 1024, 0);
@@ -270,8 +302,9 @@ TEST_F(UctDoorbell, PutThenGetRoundTrip) {
     return uct_ep_get_zcopy(ep_, &back_iov, 1, zcopy_at, target.rkey.rkey, &get_comp.uct);
   });
   ASSERT_TRUE(st == UCS_OK || st == UCS_INPROGRESS) << ucs_status_string(st);
-  if (st == UCS_INPROGRESS)
+  if (st == UCS_INPROGRESS) {
     ASSERT_TRUE(progress_until([&] { return get_comp.done; }));
+  }
   EXPECT_EQ(get_comp.status, UCS_OK);
   EXPECT_EQ(back.buf, source.buf);
 

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -93,6 +94,15 @@ public:
         EXPECT_EQ(DOORBELL_OK, doorbell_qp_create(from, dev, ifa, &qp))
             << doorbell_last_error();
         return qp;
+    }
+
+    /// The peer goes away (its QP and iface closed).
+    void close_b()
+    {
+        doorbell_qp_destroy(qb);
+        qb = nullptr;
+        doorbell_iface_close(b);
+        b = nullptr;
     }
 
     void progress()

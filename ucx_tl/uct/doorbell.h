@@ -9,8 +9,10 @@
 
 #include <uct/base/uct_iface.h>
 #include <uct/base/uct_md.h>
+#include <ucs/async/async.h>
 #include <ucs/datastruct/arbiter.h>
 #include <ucs/datastruct/list.h>
+#include <ucs/datastruct/queue.h>
 
 #include "doorbell_core.h"
 
@@ -18,6 +20,7 @@
 #define UCT_DOORBELL_NAME          "doorbell"
 #define UCT_DOORBELL_CONFIG_PREFIX "DOORBELL_"
 #define UCT_DOORBELL_MAX_IOV       16  /* uct_iov_t entries converted on stack */
+#define UCT_DOORBELL_AM_MAX_HDR    128 /* am_zcopy header, sent as iov[0] */
 
 
 /* Pacing policies (UCX_DOORBELL_CC), in the order of uct_doorbell_cc_names */
@@ -69,7 +72,29 @@ typedef struct uct_doorbell_iface_config {
     uct_doorbell_cc_t     cc;            /* Pacing policy */
     char                  *ibrc_gain;    /* "auto" or a positive number */
     int                   stats;         /* Dump counters at close */
+    double                async_interval;/* Background progress period, s */
 } uct_doorbell_iface_config_t;
+
+
+/* A callback the core made from background progress, delivered by the next
+ * uct_worker_progress (UCT_IFACE_FLAG_CB_SYNC) */
+typedef enum uct_doorbell_deferred_type {
+    UCT_DOORBELL_DEFERRED_AM,
+    UCT_DOORBELL_DEFERRED_COMPLETION,
+    UCT_DOORBELL_DEFERRED_ERROR
+} uct_doorbell_deferred_type_t;
+
+typedef struct uct_doorbell_deferred {
+    ucs_queue_elem_t              queue;
+    uct_doorbell_deferred_type_t  type;
+    doorbell_status_t             status;   /* Completion or error status */
+    uint8_t                       am_id;
+    void                          *data;    /* AM data (held by the core) */
+    size_t                        length;
+    void                          *cookie;  /* uct_completion_t* */
+    doorbell_qp_t                 *qp;      /* Failed queue pair */
+    char                          message[256];
+} uct_doorbell_deferred_t;
 
 
 /* A flush posted for a caller that passed no completion (it polls the flush
@@ -87,6 +112,11 @@ typedef struct uct_doorbell_iface {
     ucs_list_link_t       ep_list;       /* Endpoints, for errors and fence */
     uct_recv_desc_t       release_desc;  /* Returns held AM buffers */
     uct_doorbell_flush_t  flush;         /* Flush without a user completion */
+    ucs_async_context_t   *async;        /* Worker's; serializes background
+                                            progress with every entry point */
+    int                   timer_id;      /* Background progress, -1 if none */
+    int                   in_background; /* Core callbacks must be deferred */
+    ucs_queue_head_t      deferred;      /* uct_doorbell_deferred_t */
     char                  dev_name[UCT_DEVICE_NAME_MAX];
     struct {
         doorbell_iface_limits_t limits;  /* Sizes the core accepts */
@@ -107,6 +137,19 @@ typedef struct uct_doorbell_ep {
 
 
 extern uct_component_t uct_doorbell_component;
+
+
+/* Every entry point holds the worker's async lock (as UCX's ud does): the
+ * background progress timer drives the same core objects. The lock is a
+ * recursive spinlock, free when uncontended. */
+#define UCT_DOORBELL_ENTER(_iface) UCS_ASYNC_BLOCK((_iface)->async)
+#define UCT_DOORBELL_LEAVE(_iface) UCS_ASYNC_UNBLOCK((_iface)->async)
+
+static UCS_F_ALWAYS_INLINE uct_doorbell_iface_t *
+uct_doorbell_ep_iface(uct_ep_h tl_ep)
+{
+    return ucs_derived_of(tl_ep->iface, uct_doorbell_iface_t);
+}
 
 
 /* Maps a core status onto UCX's. */

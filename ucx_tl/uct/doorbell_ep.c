@@ -38,11 +38,15 @@ ucs_status_t uct_doorbell_ep_am_short(uct_ep_h tl_ep, uint8_t id,
                                       uint64_t header, const void *payload,
                                       unsigned length)
 {
-    uct_doorbell_ep_t *ep = ucs_derived_of(tl_ep, uct_doorbell_ep_t);
+    uct_doorbell_iface_t *iface = uct_doorbell_ep_iface(tl_ep);
+    uct_doorbell_ep_t *ep       = ucs_derived_of(tl_ep, uct_doorbell_ep_t);
+    doorbell_status_t status;
 
     UCT_CHECK_AM_ID(id);
-    return uct_doorbell_status(doorbell_qp_am_short(ep->qp, id, header,
-                                                    payload, length));
+    UCT_DOORBELL_ENTER(iface);
+    status = doorbell_qp_am_short(ep->qp, id, header, payload, length);
+    UCT_DOORBELL_LEAVE(iface);
+    return uct_doorbell_status(status);
 }
 
 ucs_status_t uct_doorbell_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id,
@@ -55,11 +59,15 @@ ssize_t uct_doorbell_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
                                  uct_pack_callback_t pack_cb, void *arg,
                                  unsigned flags)
 {
-    uct_doorbell_ep_t *ep = ucs_derived_of(tl_ep, uct_doorbell_ep_t);
+    uct_doorbell_iface_t *iface = uct_doorbell_ep_iface(tl_ep);
+    uct_doorbell_ep_t *ep       = ucs_derived_of(tl_ep, uct_doorbell_ep_t);
+    ssize_t ret;
 
     UCT_CHECK_AM_ID(id);
-    return uct_doorbell_length_status(doorbell_qp_am_bcopy(ep->qp, id,
-                                                           pack_cb, arg));
+    UCT_DOORBELL_ENTER(iface);
+    ret = doorbell_qp_am_bcopy(ep->qp, id, pack_cb, arg);
+    UCT_DOORBELL_LEAVE(iface);
+    return uct_doorbell_length_status(ret);
 }
 
 ucs_status_t uct_doorbell_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
@@ -67,51 +75,75 @@ ucs_status_t uct_doorbell_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
                                       const uct_iov_t *iov, size_t iovcnt,
                                       unsigned flags, uct_completion_t *comp)
 {
-    uct_doorbell_ep_t *ep = ucs_derived_of(tl_ep, uct_doorbell_ep_t);
+    uct_doorbell_iface_t *iface = uct_doorbell_ep_iface(tl_ep);
+    uct_doorbell_ep_t *ep       = ucs_derived_of(tl_ep, uct_doorbell_ep_t);
     struct iovec vec[UCT_DOORBELL_MAX_IOV];
+    doorbell_status_t status;
 
     UCT_CHECK_AM_ID(id);
-    UCT_CHECK_IOV_SIZE(iovcnt, UCT_DOORBELL_MAX_IOV, "am_zcopy");
-    return uct_doorbell_status(
-            doorbell_qp_am_zcopy(ep->qp, id, header, header_length, vec,
-                                 uct_doorbell_iov_convert(vec, iov, iovcnt),
-                                 comp));
+    UCT_CHECK_IOV_SIZE(iovcnt + 1, UCT_DOORBELL_MAX_IOV, "am_zcopy");
+    UCT_CHECK_LENGTH(header_length, 0, UCT_DOORBELL_AM_MAX_HDR,
+                     "am_zcopy header");
+    /* The header travels as the first gather entry: the core copies an AM
+     * into its send slot anyway, and UCP's headers (24 B for a first eager
+     * fragment) exceed what a WQE carries inline. */
+    vec[0].iov_base = (void*)header;
+    vec[0].iov_len  = header_length;
+    UCT_DOORBELL_ENTER(iface);
+    status = doorbell_qp_am_zcopy(ep->qp, id, NULL, 0, vec,
+                                  1 + uct_doorbell_iov_convert(vec + 1, iov,
+                                                               iovcnt),
+                                  comp);
+    UCT_DOORBELL_LEAVE(iface);
+    return uct_doorbell_status(status);
 }
 
 ucs_status_t uct_doorbell_ep_put_short(uct_ep_h tl_ep, const void *buffer,
                                        unsigned length, uint64_t remote_addr,
                                        uct_rkey_t rkey)
 {
-    uct_doorbell_ep_t *ep = ucs_derived_of(tl_ep, uct_doorbell_ep_t);
+    uct_doorbell_iface_t *iface = uct_doorbell_ep_iface(tl_ep);
+    uct_doorbell_ep_t *ep       = ucs_derived_of(tl_ep, uct_doorbell_ep_t);
+    doorbell_status_t status;
 
-    return uct_doorbell_status(doorbell_qp_put_short(ep->qp, buffer, length,
-                                                     remote_addr,
-                                                     (uint32_t)rkey));
+    UCT_DOORBELL_ENTER(iface);
+    status = doorbell_qp_put_short(ep->qp, buffer, length, remote_addr,
+                                   (uint32_t)rkey);
+    UCT_DOORBELL_LEAVE(iface);
+    return uct_doorbell_status(status);
 }
 
 ssize_t uct_doorbell_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
                                   void *arg, uint64_t remote_addr,
                                   uct_rkey_t rkey)
 {
-    uct_doorbell_ep_t *ep = ucs_derived_of(tl_ep, uct_doorbell_ep_t);
+    uct_doorbell_iface_t *iface = uct_doorbell_ep_iface(tl_ep);
+    uct_doorbell_ep_t *ep       = ucs_derived_of(tl_ep, uct_doorbell_ep_t);
+    ssize_t ret;
 
-    return uct_doorbell_length_status(doorbell_qp_put_bcopy(ep->qp, pack_cb,
-                                                            arg, remote_addr,
-                                                            (uint32_t)rkey));
+    UCT_DOORBELL_ENTER(iface);
+    ret = doorbell_qp_put_bcopy(ep->qp, pack_cb, arg, remote_addr,
+                                (uint32_t)rkey);
+    UCT_DOORBELL_LEAVE(iface);
+    return uct_doorbell_length_status(ret);
 }
 
 ucs_status_t uct_doorbell_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
                                        size_t iovcnt, uint64_t remote_addr,
                                        uct_rkey_t rkey, uct_completion_t *comp)
 {
-    uct_doorbell_ep_t *ep = ucs_derived_of(tl_ep, uct_doorbell_ep_t);
+    uct_doorbell_iface_t *iface = uct_doorbell_ep_iface(tl_ep);
+    uct_doorbell_ep_t *ep       = ucs_derived_of(tl_ep, uct_doorbell_ep_t);
     struct iovec vec[UCT_DOORBELL_MAX_IOV];
+    doorbell_status_t status;
 
     UCT_CHECK_IOV_SIZE(iovcnt, UCT_DOORBELL_MAX_IOV, "put_zcopy");
-    return uct_doorbell_status(
-            doorbell_qp_put_zcopy(ep->qp, vec,
-                                  uct_doorbell_iov_convert(vec, iov, iovcnt),
-                                  remote_addr, (uint32_t)rkey, comp));
+    UCT_DOORBELL_ENTER(iface);
+    status = doorbell_qp_put_zcopy(ep->qp, vec,
+                                   uct_doorbell_iov_convert(vec, iov, iovcnt),
+                                   remote_addr, (uint32_t)rkey, comp);
+    UCT_DOORBELL_LEAVE(iface);
+    return uct_doorbell_status(status);
 }
 
 ucs_status_t uct_doorbell_ep_get_bcopy(uct_ep_h tl_ep,
@@ -120,25 +152,33 @@ ucs_status_t uct_doorbell_ep_get_bcopy(uct_ep_h tl_ep,
                                        uint64_t remote_addr, uct_rkey_t rkey,
                                        uct_completion_t *comp)
 {
-    uct_doorbell_ep_t *ep = ucs_derived_of(tl_ep, uct_doorbell_ep_t);
+    uct_doorbell_iface_t *iface = uct_doorbell_ep_iface(tl_ep);
+    uct_doorbell_ep_t *ep       = ucs_derived_of(tl_ep, uct_doorbell_ep_t);
+    doorbell_status_t status;
 
-    return uct_doorbell_status(doorbell_qp_get_bcopy(ep->qp, unpack_cb, arg,
-                                                     length, remote_addr,
-                                                     (uint32_t)rkey, comp));
+    UCT_DOORBELL_ENTER(iface);
+    status = doorbell_qp_get_bcopy(ep->qp, unpack_cb, arg, length,
+                                   remote_addr, (uint32_t)rkey, comp);
+    UCT_DOORBELL_LEAVE(iface);
+    return uct_doorbell_status(status);
 }
 
 ucs_status_t uct_doorbell_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
                                        size_t iovcnt, uint64_t remote_addr,
                                        uct_rkey_t rkey, uct_completion_t *comp)
 {
-    uct_doorbell_ep_t *ep = ucs_derived_of(tl_ep, uct_doorbell_ep_t);
+    uct_doorbell_iface_t *iface = uct_doorbell_ep_iface(tl_ep);
+    uct_doorbell_ep_t *ep       = ucs_derived_of(tl_ep, uct_doorbell_ep_t);
     struct iovec vec[UCT_DOORBELL_MAX_IOV];
+    doorbell_status_t status;
 
     UCT_CHECK_IOV_SIZE(iovcnt, UCT_DOORBELL_MAX_IOV, "get_zcopy");
-    return uct_doorbell_status(
-            doorbell_qp_get_zcopy(ep->qp, vec,
-                                  uct_doorbell_iov_convert(vec, iov, iovcnt),
-                                  remote_addr, (uint32_t)rkey, comp));
+    UCT_DOORBELL_ENTER(iface);
+    status = doorbell_qp_get_zcopy(ep->qp, vec,
+                                   uct_doorbell_iov_convert(vec, iov, iovcnt),
+                                   remote_addr, (uint32_t)rkey, comp);
+    UCT_DOORBELL_LEAVE(iface);
+    return uct_doorbell_status(status);
 }
 
 ucs_status_t uct_doorbell_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
@@ -148,8 +188,10 @@ ucs_status_t uct_doorbell_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
                                                  uct_doorbell_iface_t);
     uct_doorbell_ep_t *ep       = ucs_derived_of(tl_ep, uct_doorbell_ep_t);
 
+    UCT_DOORBELL_ENTER(iface);
     if (ucs_arbiter_group_is_empty(&ep->arb_group) &&
         doorbell_qp_can_send(ep->qp)) {
+        UCT_DOORBELL_LEAVE(iface);
         return UCS_ERR_BUSY;
     }
 
@@ -158,6 +200,7 @@ ucs_status_t uct_doorbell_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
     uct_pending_req_arb_group_push(&ep->arb_group, req);
     ucs_arbiter_group_schedule(&iface->arbiter, &ep->arb_group);
     UCT_TL_EP_STAT_PEND(&ep->super);
+    UCT_DOORBELL_LEAVE(iface);
     return UCS_OK;
 }
 
@@ -212,8 +255,10 @@ void uct_doorbell_ep_pending_purge(uct_ep_h tl_ep,
     uct_doorbell_ep_t *ep       = ucs_derived_of(tl_ep, uct_doorbell_ep_t);
     uct_purge_cb_args_t args    = {cb, arg};
 
+    UCT_DOORBELL_ENTER(iface);
     ucs_arbiter_group_purge(&iface->arbiter, &ep->arb_group,
                             uct_doorbell_ep_purge_cb, &args);
+    UCT_DOORBELL_LEAVE(iface);
 }
 
 static doorbell_status_t uct_doorbell_ep_core_flush(void *qp, void *cookie)
@@ -224,27 +269,38 @@ static doorbell_status_t uct_doorbell_ep_core_flush(void *qp, void *cookie)
 ucs_status_t uct_doorbell_ep_flush(uct_ep_h tl_ep, unsigned flags,
                                    uct_completion_t *comp)
 {
-    uct_doorbell_ep_t *ep = ucs_derived_of(tl_ep, uct_doorbell_ep_t);
+    uct_doorbell_iface_t *iface = uct_doorbell_ep_iface(tl_ep);
+    uct_doorbell_ep_t *ep       = ucs_derived_of(tl_ep, uct_doorbell_ep_t);
+    ucs_status_t status;
 
+    UCT_DOORBELL_ENTER(iface);
     if (ucs_unlikely(flags & UCT_FLUSH_FLAG_CANCEL)) {
         /* Queued requests are dropped; posted ones still complete, with an
          * error if the peer is gone. */
         uct_doorbell_ep_pending_purge(tl_ep, NULL, NULL);
     } else if (!ucs_arbiter_group_is_empty(&ep->arb_group)) {
+        UCT_DOORBELL_LEAVE(iface);
         return UCS_ERR_NO_RESOURCE;
     }
 
     UCT_TL_EP_STAT_FLUSH(&ep->super);
-    return uct_doorbell_flush_post(&ep->flush, comp,
-                                   uct_doorbell_ep_core_flush, ep->qp);
+    status = uct_doorbell_flush_post(&ep->flush, comp,
+                                     uct_doorbell_ep_core_flush, ep->qp);
+    UCT_DOORBELL_LEAVE(iface);
+    return status;
 }
 
 ucs_status_t uct_doorbell_ep_fence(uct_ep_h tl_ep, unsigned flags)
 {
-    uct_doorbell_ep_t *ep = ucs_derived_of(tl_ep, uct_doorbell_ep_t);
+    uct_doorbell_iface_t *iface = uct_doorbell_ep_iface(tl_ep);
+    uct_doorbell_ep_t *ep       = ucs_derived_of(tl_ep, uct_doorbell_ep_t);
+    doorbell_status_t status;
 
     UCT_TL_EP_STAT_FENCE(&ep->super);
-    return uct_doorbell_status(doorbell_qp_fence(ep->qp));
+    UCT_DOORBELL_ENTER(iface);
+    status = doorbell_qp_fence(ep->qp);
+    UCT_DOORBELL_LEAVE(iface);
+    return uct_doorbell_status(status);
 }
 
 static UCS_CLASS_INIT_FUNC(uct_doorbell_ep_t, const uct_ep_params_t *params)
@@ -256,17 +312,21 @@ static UCS_CLASS_INIT_FUNC(uct_doorbell_ep_t, const uct_ep_params_t *params)
     UCT_EP_PARAMS_CHECK_DEV_IFACE_ADDRS(params);
     UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super);
 
+    UCT_DOORBELL_ENTER(iface);
     status = doorbell_qp_create(iface->core, params->dev_addr,
                                 params->iface_addr, &self->qp);
+    if (status == DOORBELL_OK) {
+        ucs_arbiter_group_init(&self->arb_group);
+        uct_doorbell_flush_init(&self->flush);
+        ucs_list_add_tail(&iface->ep_list, &self->list);
+    }
+    UCT_DOORBELL_LEAVE(iface);
     if (status != DOORBELL_OK) {
         ucs_error("doorbell %s: connecting failed: %s", iface->dev_name,
                   doorbell_last_error());
         return uct_doorbell_status(status);
     }
 
-    ucs_arbiter_group_init(&self->arb_group);
-    uct_doorbell_flush_init(&self->flush);
-    ucs_list_add_tail(&iface->ep_list, &self->list);
     ucs_debug("doorbell %s: ep %p created", iface->dev_name, self);
     return UCS_OK;
 }
@@ -276,10 +336,12 @@ static UCS_CLASS_CLEANUP_FUNC(uct_doorbell_ep_t)
     uct_doorbell_iface_t *iface = ucs_derived_of(self->super.super.iface,
                                                  uct_doorbell_iface_t);
 
+    UCT_DOORBELL_ENTER(iface);
     uct_doorbell_ep_pending_purge(&self->super.super, NULL, NULL);
     ucs_arbiter_group_cleanup(&self->arb_group);
     ucs_list_del(&self->list);
     doorbell_qp_destroy(self->qp);
+    UCT_DOORBELL_LEAVE(iface);
     ucs_debug("doorbell %s: ep %p destroyed", iface->dev_name, self);
 }
 

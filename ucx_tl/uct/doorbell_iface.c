@@ -18,6 +18,12 @@
 
 /* Forward declarations */
 static uct_iface_ops_t uct_doorbell_iface_ops;
+static unsigned
+uct_doorbell_iface_deliver_deferred(uct_doorbell_iface_t *iface);
+
+/* The iface the async thread is progressing, so that the core's callbacks
+ * (the completion callback carries no argument) know to defer. */
+static __thread uct_doorbell_iface_t *uct_doorbell_background_iface;
 
 static const char *uct_doorbell_cc_names[] = {
     [UCT_DOORBELL_CC_IBRC]   = "ibrc",
@@ -72,17 +78,22 @@ static ucs_config_field_t uct_doorbell_iface_config_table[] = {
      ucs_offsetof(uct_doorbell_iface_config_t, am_credits),
      UCS_CONFIG_TYPE_UINT},
 
-    {"RTO_MIN", "1ms",
-     "First retransmit timeout. It doubles on every retry up to RTO_MAX.",
+    {"RTO_MIN", "50ms",
+     "First retransmit timeout. It doubles on every retry up to RTO_MAX. It is\n"
+     "well above ASYNC_INTERVAL: a peer acknowledges from its progress, and a\n"
+     "shorter timeout resends whole windows whenever a busy host delays that.\n"
+     "Losses inside a window are repaired at once by NAKs, not by this timer.",
      ucs_offsetof(uct_doorbell_iface_config_t, rto_min), UCS_CONFIG_TYPE_TIME},
 
     {"RTO_MAX", "1s",
      "Ceiling of the retransmit timeout backoff.",
      ucs_offsetof(uct_doorbell_iface_config_t, rto_max), UCS_CONFIG_TYPE_TIME},
 
-    {"RETRY_COUNT", "7",
+    {"RETRY_COUNT", "35",
      "Number of retransmits of one packet before the peer is declared\n"
-     "unreachable and the endpoint fails with a timeout.",
+     "unreachable and the endpoint fails with a timeout. With the default\n"
+     "RTO_MIN and RTO_MAX this is about 30 seconds of silence, as UCX's ud\n"
+     "transport allows (UCX_UD_TIMEOUT=30s): a busy peer is not a dead one.",
      ucs_offsetof(uct_doorbell_iface_config_t, retry_count),
      UCS_CONFIG_TYPE_UINT},
 
@@ -97,6 +108,14 @@ static ucs_config_field_t uct_doorbell_iface_config_table[] = {
      "base RTT; a positive number fixes it (for experiments only).",
      ucs_offsetof(uct_doorbell_iface_config_t, ibrc_gain),
      UCS_CONFIG_TYPE_STRING},
+
+    {"ASYNC_INTERVAL", "10ms",
+     "Period of background progress from the worker's async thread: it\n"
+     "acknowledges, retransmits and moves queued packets while the application\n"
+     "does not call progress (a software NIC has no engine of its own), and\n"
+     "defers every callback to the next uct_worker_progress. 0 disables it.",
+     ucs_offsetof(uct_doorbell_iface_config_t, async_interval),
+     UCS_CONFIG_TYPE_TIME},
 
     {"STATS", "n",
      "Print the counters of each interface (WQEs, doorbells, signaled\n"
@@ -169,8 +188,9 @@ static ucs_status_t uct_doorbell_iface_query(uct_iface_h tl_iface,
     attr->cap.am.max_zcopy        = limits->max_am_zcopy;
     attr->cap.am.opt_zcopy_align  = 1;
     attr->cap.am.align_mtu        = 1;
-    attr->cap.am.max_hdr          = limits->max_am_header;
-    attr->cap.am.max_iov          = max_iov;
+    attr->cap.am.max_hdr          = ucs_min(UCT_DOORBELL_AM_MAX_HDR,
+                                            limits->max_am_zcopy);
+    attr->cap.am.max_iov          = max_iov - 1; /* iov[0] is the header */
 
     /* One sendmmsg/recvmmsg pair per message on the software device; the
      * device reports its wire latency and bandwidth. */
@@ -222,12 +242,29 @@ static unsigned uct_doorbell_iface_progress(uct_iface_h tl_iface)
 {
     uct_doorbell_iface_t *iface = ucs_derived_of(tl_iface,
                                                  uct_doorbell_iface_t);
-    unsigned count;
+    unsigned count = 0;
 
-    count = doorbell_iface_progress(iface->core);
+    UCT_DOORBELL_ENTER(iface);
+    if (ucs_unlikely(!ucs_queue_is_empty(&iface->deferred))) {
+        count += uct_doorbell_iface_deliver_deferred(iface);
+    }
+    count += doorbell_iface_progress(iface->core);
     ucs_arbiter_dispatch(&iface->arbiter, 1, uct_doorbell_ep_process_pending,
                          NULL);
+    UCT_DOORBELL_LEAVE(iface);
     return count;
+}
+
+/* Async thread, with the async lock held: transport work only, callbacks
+ * are deferred to the next foreground progress. */
+static void uct_doorbell_iface_timer(int id, ucs_event_set_types_t events,
+                                     void *arg)
+{
+    uct_doorbell_iface_t *iface = arg;
+
+    uct_doorbell_background_iface = iface;
+    doorbell_iface_progress(iface->core);
+    uct_doorbell_background_iface = NULL;
 }
 
 static doorbell_status_t uct_doorbell_iface_core_flush(void *core,
@@ -248,12 +285,18 @@ static ucs_status_t uct_doorbell_iface_flush(uct_iface_h tl_iface,
                   " supported");
     }
 
-    if (!ucs_arbiter_is_empty(&iface->arbiter)) {
-        return UCS_ERR_NO_RESOURCE;
-    }
+    ucs_status_t status;
 
-    return uct_doorbell_flush_post(&iface->flush, comp,
-                                   uct_doorbell_iface_core_flush, iface->core);
+    UCT_DOORBELL_ENTER(iface);
+    if (!ucs_arbiter_is_empty(&iface->arbiter)) {
+        status = UCS_ERR_NO_RESOURCE;
+    } else {
+        status = uct_doorbell_flush_post(&iface->flush, comp,
+                                         uct_doorbell_iface_core_flush,
+                                         iface->core);
+    }
+    UCT_DOORBELL_LEAVE(iface);
+    return status;
 }
 
 static void uct_doorbell_flush_done(uct_completion_t *self)
@@ -274,17 +317,18 @@ static ucs_status_t uct_doorbell_iface_fence(uct_iface_h tl_iface,
 {
     uct_doorbell_iface_t *iface = ucs_derived_of(tl_iface,
                                                  uct_doorbell_iface_t);
+    ucs_status_t status         = UCS_OK;
     uct_doorbell_ep_t *ep;
-    ucs_status_t status;
 
+    UCT_DOORBELL_ENTER(iface);
     ucs_list_for_each(ep, &iface->ep_list, list) {
         status = uct_doorbell_status(doorbell_qp_fence(ep->qp));
         if (status != UCS_OK) {
-            return status;
+            break;
         }
     }
-
-    return UCS_OK;
+    UCT_DOORBELL_LEAVE(iface);
+    return status;
 }
 
 static ucs_status_t uct_doorbell_iface_event_fd_get(uct_iface_h tl_iface,
@@ -309,16 +353,73 @@ static ucs_status_t uct_doorbell_iface_event_arm(uct_iface_h tl_iface,
                                                  uct_doorbell_iface_t);
     doorbell_status_t status;
 
-    if (!ucs_arbiter_is_empty(&iface->arbiter)) {
-        return UCS_ERR_BUSY;
+    UCT_DOORBELL_ENTER(iface);
+    if (!ucs_arbiter_is_empty(&iface->arbiter) ||
+        !ucs_queue_is_empty(&iface->deferred)) {
+        status = DOORBELL_ERR_NO_RESOURCE;
+    } else {
+        status = doorbell_iface_arm(iface->core);
+    }
+    UCT_DOORBELL_LEAVE(iface);
+
+    return (status == DOORBELL_ERR_NO_RESOURCE) ? UCS_ERR_BUSY :
+           uct_doorbell_status(status);
+}
+
+static uct_doorbell_deferred_t *
+uct_doorbell_iface_defer(uct_doorbell_iface_t *iface,
+                         uct_doorbell_deferred_type_t type)
+{
+    uct_doorbell_deferred_t *d = ucs_malloc(sizeof(*d), "doorbell deferred");
+
+    if (d == NULL) {
+        ucs_error("doorbell %s: no memory to defer a callback", iface->dev_name);
+        return NULL;
     }
 
-    status = doorbell_iface_arm(iface->core);
-    if (status == DOORBELL_ERR_NO_RESOURCE) {
-        return UCS_ERR_BUSY;
+    d->type = type;
+    ucs_queue_push(&iface->deferred, &d->queue);
+    return d;
+}
+
+/* Foreground progress: the callbacks background progress deferred, in the
+ * order the core made them. */
+static unsigned
+uct_doorbell_iface_deliver_deferred(uct_doorbell_iface_t *iface)
+{
+    uct_doorbell_deferred_t *d;
+    unsigned count = 0;
+    ucs_status_t status;
+
+    while (!ucs_queue_is_empty(&iface->deferred)) {
+        d = ucs_queue_pull_elem_non_empty(&iface->deferred,
+                                          uct_doorbell_deferred_t, queue);
+        switch (d->type) {
+        case UCT_DOORBELL_DEFERRED_AM:
+            if (iface->config.am_flags & UCT_CB_PARAM_FLAG_DESC) {
+                uct_recv_desc(UCS_PTR_BYTE_OFFSET(d->data,
+                                                  -iface->config.rx_headroom)) =
+                        &iface->release_desc;
+            }
+            status = uct_iface_invoke_am(&iface->super, d->am_id, d->data,
+                                         d->length, iface->config.am_flags);
+            if (status != UCS_INPROGRESS) {
+                doorbell_iface_release_am(iface->core, d->data);
+            }
+            break;
+        case UCT_DOORBELL_DEFERRED_COMPLETION:
+            uct_invoke_completion((uct_completion_t*)d->cookie,
+                                  uct_doorbell_status(d->status));
+            break;
+        case UCT_DOORBELL_DEFERRED_ERROR:
+            uct_doorbell_iface_qp_error(iface, d->qp, d->status, d->message);
+            break;
+        }
+        ucs_free(d);
+        ++count;
     }
 
-    return uct_doorbell_status(status);
+    return count;
 }
 
 /* Active message from the core. The AM id comes from the wire: never trust
@@ -330,12 +431,24 @@ static doorbell_status_t uct_doorbell_iface_am_handler(void *arg,
                                                        size_t length)
 {
     uct_doorbell_iface_t *iface = arg;
+    uct_doorbell_deferred_t *d;
     ucs_status_t status;
 
     if (ucs_unlikely(am_id >= UCT_AM_ID_MAX)) {
         ucs_debug("doorbell %s: dropping active message with invalid id %u",
                   iface->dev_name, am_id);
         return DOORBELL_OK;
+    }
+
+    if (ucs_unlikely(uct_doorbell_background_iface == iface)) {
+        d = uct_doorbell_iface_defer(iface, UCT_DOORBELL_DEFERRED_AM);
+        if (d == NULL) {
+            return DOORBELL_ERR_NO_MEMORY;
+        }
+        d->am_id  = am_id;
+        d->data   = data;
+        d->length = length;
+        return DOORBELL_INPROGRESS; /* the core holds the buffer for us */
     }
 
     if (iface->config.am_flags & UCT_CB_PARAM_FLAG_DESC) {
@@ -353,18 +466,35 @@ static void uct_doorbell_iface_release_desc(uct_recv_desc_t *self, void *desc)
     uct_doorbell_iface_t *iface = ucs_container_of(self, uct_doorbell_iface_t,
                                                    release_desc);
 
+    UCT_DOORBELL_ENTER(iface);
     doorbell_iface_release_am(iface->core,
                               UCS_PTR_BYTE_OFFSET(desc,
                                                   iface->config.rx_headroom));
+    UCT_DOORBELL_LEAVE(iface);
 }
 
 static void uct_doorbell_iface_completion(void *cookie,
                                           doorbell_status_t status)
 {
-    if (cookie != NULL) {
-        uct_invoke_completion((uct_completion_t*)cookie,
-                              uct_doorbell_status(status));
+    uct_doorbell_iface_t *iface = uct_doorbell_background_iface;
+    uct_doorbell_deferred_t *d;
+
+    if (cookie == NULL) {
+        return;
     }
+
+    if (ucs_unlikely(iface != NULL)) {
+        d = uct_doorbell_iface_defer(iface, UCT_DOORBELL_DEFERRED_COMPLETION);
+        if (d != NULL) {
+            d->cookie = cookie;
+            d->status = status;
+            return;
+        }
+        /* no memory: completing now beats losing the completion */
+    }
+
+    uct_invoke_completion((uct_completion_t*)cookie,
+                          uct_doorbell_status(status));
 }
 
 void uct_doorbell_iface_qp_error(void *arg, doorbell_qp_t *qp,
@@ -372,8 +502,19 @@ void uct_doorbell_iface_qp_error(void *arg, doorbell_qp_t *qp,
 {
     uct_doorbell_iface_t *iface = arg;
     ucs_status_t uct_status     = uct_doorbell_status(status);
+    uct_doorbell_deferred_t *d;
     ucs_status_t handler_status;
     uct_doorbell_ep_t *ep;
+
+    if (ucs_unlikely(uct_doorbell_background_iface == iface)) {
+        d = uct_doorbell_iface_defer(iface, UCT_DOORBELL_DEFERRED_ERROR);
+        if (d != NULL) {
+            d->qp     = qp;
+            d->status = status;
+            ucs_strncpy_zero(d->message, message, sizeof(d->message));
+            return;
+        }
+    }
 
     ucs_list_for_each(ep, &iface->ep_list, list) {
         if (ep->qp == qp) {
@@ -493,6 +634,13 @@ static UCS_CLASS_INIT_FUNC(uct_doorbell_iface_t, uct_md_h tl_md,
     dev_name = params->mode.device.dev_name;
     ucs_strncpy_zero(self->dev_name, dev_name, sizeof(self->dev_name));
 
+    self->async = self->super.worker->async;
+    if (self->async == NULL) {
+        ucs_error("doorbell %s: the worker has no async context", dev_name);
+        status = UCS_ERR_INVALID_PARAM;
+        goto err;
+    }
+
     status = uct_doorbell_iface_find_device(dev_name, &self->config.device);
     if (status != UCS_OK) {
         goto err;
@@ -534,6 +682,20 @@ static UCS_CLASS_INIT_FUNC(uct_doorbell_iface_t, uct_md_h tl_md,
 
     ucs_arbiter_init(&self->arbiter);
     ucs_list_head_init(&self->ep_list);
+    ucs_queue_head_init(&self->deferred);
+
+    self->timer_id = -1;
+    if (config->async_interval > 0) {
+        status = ucs_async_add_timer(self->async->mode,
+                                     ucs_time_from_sec(config->async_interval),
+                                     uct_doorbell_iface_timer, self,
+                                     self->async, &self->timer_id);
+        if (status != UCS_OK) {
+            ucs_error("doorbell %s: failed to add the background progress"
+                      " timer: %s", dev_name, ucs_status_string(status));
+            goto err_close;
+        }
+    }
 
     ucs_debug("doorbell %s: iface %p opened (max_short %zu max_bcopy %zu"
               " max_zcopy %zu, AM descriptors %s)", dev_name, self,
@@ -542,14 +704,31 @@ static UCS_CLASS_INIT_FUNC(uct_doorbell_iface_t, uct_md_h tl_md,
               self->config.am_flags ? "lent" : "copied");
     return UCS_OK;
 
+err_close:
+    ucs_arbiter_cleanup(&self->arbiter);
+    doorbell_iface_close(self->core);
 err:
     return status;
 }
 
 static UCS_CLASS_CLEANUP_FUNC(uct_doorbell_iface_t)
 {
+    uct_doorbell_deferred_t *d;
+
+    if (self->timer_id >= 0) {
+        ucs_async_remove_handler(self->timer_id, 1);
+    }
     uct_base_iface_progress_disable(&self->super.super,
                                     UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    /* Callbacks nobody progressed for: AM buffers go back to the core */
+    while (!ucs_queue_is_empty(&self->deferred)) {
+        d = ucs_queue_pull_elem_non_empty(&self->deferred,
+                                          uct_doorbell_deferred_t, queue);
+        if (d->type == UCT_DOORBELL_DEFERRED_AM) {
+            doorbell_iface_release_am(self->core, d->data);
+        }
+        ucs_free(d);
+    }
     if (!ucs_list_is_empty(&self->ep_list)) {
         ucs_warn("doorbell %s: closing iface %p with endpoints still open",
                  self->dev_name, self);

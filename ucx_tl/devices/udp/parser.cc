@@ -46,6 +46,7 @@ ParseStatus check(const WireHeader &h, size_t payload_len)
         }
         break;
     case Opcode::kAck:
+    case Opcode::kAckReq:
         if (h.length != 0) {
             return ParseStatus::kMalformed;
         }

@@ -1,6 +1,7 @@
 /* UDP device: control path (devices, sockets, QPs, addresses, wake-up). */
 #include "udp_device.h"
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/protection_domain.h"
 
@@ -247,6 +248,9 @@ doorbell_status_t UdpIface::init(const sockaddr_in &addr, uint32_t if_mtu)
         rx_slots_.push_back(take_buffer());
     }
     next_qpn_ = random_u32() | 1u;
+    /* an ACK nobody asked for may wait an eighth of the first retransmit
+     * timeout: well before the sender gives up on it */
+    ack_delay_ = params.rto_min_ns / 8;
     if (params.cc != nullptr) {
         pacing_ = find_pacing_policy(params.cc);
     }
@@ -255,6 +259,11 @@ doorbell_status_t UdpIface::init(const sockaddr_in &addr, uint32_t if_mtu)
 
 UdpIface::~UdpIface()
 {
+    if (fd_ >= 0) {
+        now_ = now_ns(); /* ACKs still owed: spare the peers a timeout */
+        flush_deferred_acks(true);
+        flush_tx();
+    }
     for (auto &qp : owned_) {
         qp->cancel_all();
     }
@@ -364,6 +373,11 @@ doorbell_status_t UdpIface::arm()
     while (read(timer_fd_, &dummy, sizeof(dummy)) > 0) {
     }
     uint64_t deadline = 0;
+    for (const Responder *r : deferred_acks_) {
+        if (r->ack_deferred && (deadline == 0 || r->ack_deadline < deadline)) {
+            deadline = r->ack_deadline;
+        }
+    }
     for (QpCore *core : qps) {
         auto *qp = static_cast<UdpQp *>(core);
         if (!qp->cq.empty() || qp->in_error() || qp->ring.unrung() != 0 ||

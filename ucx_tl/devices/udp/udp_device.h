@@ -38,6 +38,7 @@ static constexpr size_t   kBufSize   = 65536; ///< receive / AM buffer bytes
 static constexpr size_t   kMaxShort  = 1024; ///< put_short / am_short bytes
 static constexpr size_t   kMaxZcopy  = size_t(1) << 30; ///< put/get bytes
 static constexpr size_t   kMaxResponders = 65536; ///< peer QPs per iface
+static constexpr uint32_t kAckEvery = 32; ///< packets per ACK without ACK_REQ
 static_assert(kBufSize >= kMaxDatagram + 512, "datagram fits a buffer");
 
 /// One packet a requester sent (or will send) and the peer has not ACKed.
@@ -96,6 +97,8 @@ struct UdpQp : public QpCore {
     uint64_t                 hold_until_ns  = 0; ///< receiver busy: wait
     uint32_t                 retries        = 0;
     uint64_t                 srtt_ns        = 0;
+    bool                     probe_due      = false; ///< ask the peer to ACK
+    uint32_t                 probed_psn     = 0;     ///< next_psn when last asked
     std::unique_ptr<PacingGate> gate;
 };
 
@@ -107,6 +110,9 @@ struct Responder {
     bool        nak_sent   = false;  ///< a NAK for the current gap went out
     bool        failed     = false;  ///< an access error: ignore the rest
     bool        ack_due    = false;
+    bool        ack_deferred = false;  ///< an ACK waits for ack_deadline
+    uint64_t    ack_deadline = 0;
+    uint32_t    unacked_pkts = 0;      ///< accepted since the last ACK
     uint64_t    ts_echo    = 0;
     uint32_t    ce_bytes   = 0;      ///< CE-marked bytes since the last ACK
     uint8_t    *am_buf     = nullptr; ///< AM being reassembled
@@ -183,6 +189,9 @@ private:
     uint8_t *take_buffer();
     void give_buffer(uint8_t *buf);
     void ack_psn(UdpQp &qp, uint32_t psn, uint64_t now);
+    void send_ack(Responder &r);
+    void send_probe(UdpQp &qp);
+    void flush_deferred_acks(bool all);
 
     int         fd_       = -1;
     int         epoll_fd_ = -1;
@@ -212,6 +221,8 @@ private:
     };
     std::unordered_map<ResponderKey, Responder, ResponderHash> responders_;
     std::vector<Responder *> ack_list_;
+    std::vector<Responder *> deferred_acks_;
+    uint64_t                 ack_delay_ = 0; ///< ns an ACK may wait
 
     /* receive buffers: kRxBatch in the recvmmsg ring, the rest free or held
      * by the AM handler */

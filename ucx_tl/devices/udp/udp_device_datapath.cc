@@ -82,6 +82,7 @@ bool UdpIface::cut_packet(UdpQp &qp)
         const doorbell_wqe_t &w = qp.ring.wqe(qp.cursor);
         if (qp.cursor_offset == 0) {
             if ((w.flags & DOORBELL_WQE_FENCE) && qp.done < qp.cursor) {
+                qp.probe_due = !qp.unacked.empty(); /* waits on ACKs */
                 return false; /* fence: earlier WQEs first */
             }
             if (qp.tracks.empty() || qp.tracks.back().wqe != qp.cursor) {
@@ -101,7 +102,9 @@ bool UdpIface::cut_packet(UdpQp &qp)
 
         switch (w.opcode) {
         case DOORBELL_OP_NOP:
+            /* a flush: its completion waits on ACKs nobody asked for yet */
             track.packetized = true;
+            qp.probe_due |= !qp.unacked.empty();
             ++qp.cursor;
             continue;
         case DOORBELL_OP_PUT:
@@ -199,6 +202,16 @@ void UdpIface::send_packet(UdpQp &qp, const TxPacket &pkt)
     default:
         return;
     }
+    /* ask for an immediate ACK when someone waits on it: a signaled WQE
+     * ends, a retransmission, half the window or half the AM credits used,
+     * or a read that has no data to answer with */
+    if (resend || qp.inflight_bytes * 2 > window_ ||
+        ((pkt.flags & kFlagLast) && (w.flags & DOORBELL_WQE_SIGNALED)) ||
+        (pkt.opcode == Opcode::kSend &&
+         qp.am_inflight * 2 >= params.am_credits) ||
+        (pkt.opcode == Opcode::kReadReq && pkt.length == 0)) {
+        h.flags |= kFlagAckReq;
+    }
     stage(h, payload, h.length, nullptr, 0, qp.peer);
     if (resend) {
         ++counters.retransmits;
@@ -234,7 +247,23 @@ void UdpIface::transmit(UdpQp &qp)
         send_packet(qp, pkt);
         ++qp.tx_psn;
     }
+    if (qp.probe_due) {
+        qp.probe_due = false;
+        if (qp.probed_psn != qp.next_psn && !qp.unacked.empty()) {
+            send_probe(qp);
+        }
+    }
     retire(qp); /* NOPs and fences complete without packets */
+}
+
+void UdpIface::send_probe(UdpQp &qp)
+{
+    WireHeader h = make_header(Opcode::kAckReq);
+    h.src_qp     = qp.qpn;
+    h.psn        = qp.next_psn;
+    h.ts_send    = now_;
+    stage(h, nullptr, 0, nullptr, 0, qp.peer);
+    qp.probed_psn = qp.next_psn;
 }
 
 void UdpIface::stage(const WireHeader &hdr, const void *a, size_t alen,
@@ -373,10 +402,13 @@ unsigned UdpIface::progress()
         if (qp->ring.unrung() != 0) {
             qp->ring.ring(); /* what the batcher held back */
             ++counters.doorbells;
+            transmit(*qp);
         }
     }
+    flush_tx();
     unsigned count = receive();
     now_ = now_ns();
+    flush_deferred_acks(false);
     for (size_t i = 0; i < qps.size(); ++i) {
         auto *qp = static_cast<UdpQp *>(qps[i]);
         check_timer(*qp);
@@ -428,9 +460,7 @@ unsigned UdpIface::receive()
                             size_t(i));
         }
         for (Responder *r : ack_list_) {
-            send_control(*r, Opcode::kAck, NakCode(0), r->expected);
-            r->ack_due  = false;
-            r->ce_bytes = 0;
+            send_ack(*r);
         }
         ack_list_.clear();
         total += unsigned(n);
@@ -580,6 +610,9 @@ void UdpIface::handle_nak(UdpQp &qp, const WireHeader &h)
 void UdpIface::handle_read_resp(UdpQp &qp, const WireHeader &h,
                                 const uint8_t *payload)
 {
+    /* the responder executes in PSN order: data for a request means
+     * everything up to it was accepted */
+    ack_psn(qp, h.psn + 1, now_);
     auto it = std::find_if(qp.reads.begin(), qp.reads.end(),
                            [&](const ReadPiece &p) { return p.psn == h.psn; });
     if (it == qp.reads.end()) {
@@ -630,6 +663,31 @@ void UdpIface::send_control(const Responder &r, Opcode op, NakCode code,
     if (op == Opcode::kNak) {
         ++counters.naks;
     }
+}
+
+void UdpIface::send_ack(Responder &r)
+{
+    send_control(r, Opcode::kAck, NakCode(0), r.expected);
+    r.ack_due      = false;
+    r.ack_deferred = false;
+    r.ce_bytes     = 0;
+    r.unacked_pkts = 0;
+}
+
+void UdpIface::flush_deferred_acks(bool all)
+{
+    size_t keep = 0;
+    for (Responder *r : deferred_acks_) {
+        if (!r->ack_deferred) {
+            continue; /* acknowledged meanwhile */
+        }
+        if (all || r->ack_deadline <= now_) {
+            send_ack(*r);
+            continue;
+        }
+        deferred_acks_[keep++] = r;
+    }
+    deferred_acks_.resize(keep);
 }
 
 void UdpIface::send_read_response(const WireHeader &req, const sockaddr_in &to)
@@ -701,6 +759,10 @@ void UdpIface::handle_request(const WireHeader &h, uint8_t *buf,
         ++counters.rx_dropped;
         return;
     }
+    if (d < 0 && Opcode(h.opcode) == Opcode::kAckReq) {
+        ack_due(); /* a probe is not a duplicate */
+        return;
+    }
     if (d < 0) {
         ++counters.rx_duplicates;
         if (Opcode(h.opcode) == Opcode::kReadReq && (h.flags & kFlagRetry) &&
@@ -716,6 +778,10 @@ void UdpIface::handle_request(const WireHeader &h, uint8_t *buf,
             r.nak_sent = true;
             send_control(r, Opcode::kNak, NakCode::kSequence, r.expected);
         }
+        return;
+    }
+    if (Opcode(h.opcode) == Opcode::kAckReq) {
+        ack_due(); /* d == 0: everything the prober sent arrived */
         return;
     }
 
@@ -752,7 +818,13 @@ void UdpIface::handle_request(const WireHeader &h, uint8_t *buf,
     }
     ++r.expected;
     r.nak_sent = false;
-    ack_due();
+    if ((h.flags & kFlagAckReq) || ++r.unacked_pkts >= kAckEvery) {
+        ack_due();
+    } else if (!r.ack_deferred) {
+        r.ack_deferred = true;
+        r.ack_deadline = now_ + ack_delay_;
+        deferred_acks_.push_back(&r);
+    }
 }
 
 /// Takes one SEND segment in order. Returns false if it was not accepted

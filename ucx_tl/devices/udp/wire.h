@@ -30,6 +30,8 @@ enum class Opcode : uint8_t {
     kSend     = 4, ///< active-message segment; am_id names the handler
     kAck      = 5, ///< cumulative: psn = next expected PSN
     kNak      = 6, ///< psn = next expected PSN; am_id = NakCode
+    kAckReq   = 7, ///< probe: ACK now; psn = the sender's next PSN (a gap
+                   ///< below it is NAKed at once: tail-loss detection)
     kLast
 };
 
@@ -37,7 +39,8 @@ enum HeaderFlags : uint8_t {
     kFlagFirst = 1u << 0, ///< first segment of a message
     kFlagLast  = 1u << 1, ///< last segment of a message
     kFlagRetry = 1u << 2, ///< READ_REQ sent again: re-read even if already seen
-    kFlagMask  = kFlagFirst | kFlagLast | kFlagRetry
+    kFlagAckReq = 1u << 3, ///< someone waits on this packet: ACK at once
+    kFlagMask  = kFlagFirst | kFlagLast | kFlagRetry | kFlagAckReq
 };
 
 enum class NakCode : uint8_t {

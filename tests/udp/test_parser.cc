@@ -1,0 +1,174 @@
+/* The packet parser over valid, random and mutated-valid input (the same
+ * property the fuzz target checks, deterministic for every compiler). */
+#include "devices/udp/parser.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+using namespace doorbell::udp;
+
+namespace {
+
+std::vector<uint8_t> datagram(const WireHeader &h, size_t payload)
+{
+    std::vector<uint8_t> v(sizeof(h) + payload, 0x5c);
+    std::memcpy(v.data(), &h, sizeof(h));
+    return v;
+}
+
+WireHeader header(Opcode op, uint32_t length, uint32_t msg_length,
+                  uint32_t offset)
+{
+    WireHeader h{};
+    h.magic      = kMagic;
+    h.version    = kVersion;
+    h.opcode     = uint8_t(op);
+    h.length     = length;
+    h.msg_length = msg_length;
+    h.msg_offset = offset;
+    if (op == Opcode::kReadReq) {
+        h.aux = 1000;
+    }
+    if (op == Opcode::kNak) {
+        h.am_id = uint8_t(NakCode::kSequence);
+    }
+    return h;
+}
+
+std::vector<std::vector<uint8_t>> valid_samples()
+{
+    return {
+        datagram(header(Opcode::kWrite, 100, 300, 200), 100),
+        datagram(header(Opcode::kWrite, 0, 0, 0), 0),
+        datagram(header(Opcode::kSend, 8, 8, 0), 8),
+        datagram(header(Opcode::kReadReq, 0, 4096, 0), 0),
+        datagram(header(Opcode::kReadResp, 1000, 4096, 3000), 1000),
+        datagram(header(Opcode::kAck, 0, 0, 0), 0),
+        datagram(header(Opcode::kNak, 0, 0, 0), 0),
+    };
+}
+
+/// What every accepted datagram guarantees to the receive path.
+void check_invariants(const ParseResult &r, const uint8_t *bytes, size_t len)
+{
+    ASSERT_EQ(ParseStatus::kOk, r.status);
+    const WireHeader &h = r.header;
+    ASSERT_EQ(len, sizeof(WireHeader) + h.length);
+    ASSERT_EQ(bytes + sizeof(WireHeader), r.payload);
+    ASSERT_GT(h.opcode, 0);
+    ASSERT_LT(h.opcode, uint8_t(Opcode::kLast));
+    switch (Opcode(h.opcode)) {
+    case Opcode::kWrite:
+    case Opcode::kSend:
+    case Opcode::kReadResp:
+        ASSERT_LE(uint64_t(h.msg_offset) + h.length, h.msg_length);
+        break;
+    case Opcode::kReadReq:
+        ASSERT_EQ(0u, h.length);
+        ASSERT_GT(h.aux, 0u);
+        ASSERT_LE(h.aux, kMaxDatagram - sizeof(WireHeader));
+        break;
+    default:
+        ASSERT_EQ(0u, h.length);
+    }
+}
+
+} // namespace
+
+TEST(Parser, AcceptsValidPackets)
+{
+    for (auto &d : valid_samples()) {
+        ParseResult r = parse(d.data(), d.size());
+        ASSERT_EQ(ParseStatus::kOk, r.status) << int(d[5]);
+        check_invariants(r, d.data(), d.size());
+    }
+}
+
+TEST(Parser, ClassifiesBadPackets)
+{
+    auto d = datagram(header(Opcode::kWrite, 100, 100, 0), 100);
+    EXPECT_EQ(ParseStatus::kTruncated, parse(d.data(), 10).status);
+    EXPECT_EQ(ParseStatus::kTruncated, parse(d.data(), d.size() - 1).status);
+    EXPECT_EQ(ParseStatus::kTruncated, parse(nullptr, 0).status);
+    auto longer = d;
+    longer.push_back(0);
+    EXPECT_EQ(ParseStatus::kMalformed, parse(longer.data(), longer.size()).status);
+    auto foreign = d;
+    foreign[0] ^= 1;
+    EXPECT_EQ(ParseStatus::kForeign, parse(foreign.data(), foreign.size()).status);
+    auto version = d;
+    version[4] = kVersion + 1;
+    EXPECT_EQ(ParseStatus::kForeign, parse(version.data(), version.size()).status);
+    auto past = datagram(header(Opcode::kWrite, 100, 150, 100), 100);
+    EXPECT_EQ(ParseStatus::kMalformed, parse(past.data(), past.size()).status);
+    auto wrap         = header(Opcode::kWrite, 0, 16, 0);
+    wrap.remote_addr  = ~uint64_t(0) - 4;
+    auto wd           = datagram(wrap, 0);
+    EXPECT_EQ(ParseStatus::kMalformed, parse(wd.data(), wd.size()).status);
+    auto chunk = header(Opcode::kReadReq, 0, 100, 0);
+    chunk.aux  = 0;
+    auto cd    = datagram(chunk, 0);
+    EXPECT_EQ(ParseStatus::kMalformed, parse(cd.data(), cd.size()).status);
+}
+
+TEST(Parser, RandomBytesNeverCrashAndRarelyParse)
+{
+    std::mt19937_64 rng(1234);
+    std::vector<uint8_t> buf(512);
+    int ok = 0;
+    for (int i = 0; i < 100000; ++i) {
+        size_t len = rng() % buf.size();
+        for (size_t j = 0; j < len; ++j) {
+            buf[j] = uint8_t(rng());
+        }
+        ParseResult r = parse(buf.data(), len);
+        if (r.status == ParseStatus::kOk) {
+            ++ok;
+            check_invariants(r, buf.data(), len);
+        }
+    }
+    EXPECT_EQ(0, ok); /* a random 32-bit magic */
+}
+
+TEST(Parser, MutatedValidPacketsKeepInvariants)
+{
+    std::mt19937_64 rng(99);
+    auto samples = valid_samples();
+    int accepted = 0, rejected = 0;
+    for (int i = 0; i < 200000; ++i) {
+        std::vector<uint8_t> d = samples[rng() % samples.size()];
+        int flips              = 1 + int(rng() % 4);
+        for (int f = 0; f < flips; ++f) {
+            switch (rng() % 4) {
+            case 0: /* flip a bit in the header */
+                d[rng() % sizeof(WireHeader)] ^= uint8_t(1u << (rng() % 8));
+                break;
+            case 1: /* overwrite a header byte */
+                d[rng() % sizeof(WireHeader)] = uint8_t(rng());
+                break;
+            case 2: /* cut the tail */
+                d.resize(rng() % (d.size() + 1));
+                break;
+            default: /* grow */
+                d.resize(d.size() + rng() % 64, 0xee);
+                break;
+            }
+            if (d.empty()) {
+                break;
+            }
+        }
+        ParseResult r = parse(d.data(), d.size());
+        if (r.status == ParseStatus::kOk) {
+            ++accepted;
+            check_invariants(r, d.data(), d.size());
+        } else {
+            ++rejected;
+        }
+    }
+    /* both outcomes occur: the mutations reach the checks */
+    EXPECT_GT(accepted, 1000);
+    EXPECT_GT(rejected, 1000);
+}

@@ -1,0 +1,228 @@
+/* The batcher, selective signaling, the wake-up fd and the counters dump,
+ * observed through a real UDP iface. */
+#include "loopback_pair.h"
+
+#include <poll.h>
+
+using namespace doorbell::test;
+
+namespace {
+
+doorbell_iface_params_t batching_params()
+{
+    doorbell_iface_params_t p = lo_params();
+    p.tx_batch                = 8;
+    p.tx_moderation           = 4;
+    return p;
+}
+
+} // namespace
+
+TEST(UdpDoorbell, IdleQueueRingsAtOnceBusyQueueCoalesces)
+{
+    LoopbackPair pair(batching_params(), batching_params());
+    Region target(pair.pd, 4096, DOORBELL_ACCESS_REMOTE_WRITE);
+    uint64_t v = 1;
+    /* idle: the first WQE rings at once and its packet leaves */
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(),
+                                                 target.rkey));
+    auto c = pair.counters(pair.a);
+    EXPECT_EQ(1u, c.wqes);
+    EXPECT_EQ(1u, c.doorbells);
+    EXPECT_EQ(1u, c.tx_packets);
+    /* busy (the first is not acknowledged: no progress ran): coalesce */
+    for (int i = 1; i < 8; ++i) {
+        ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8,
+                                                     target.addr(8 * i),
+                                                     target.rkey));
+        EXPECT_EQ(1u, pair.counters(pair.a).doorbells) << i;
+    }
+    EXPECT_EQ(1u, pair.counters(pair.a).tx_packets);
+    /* the 8th waiting WQE (tx_batch) rings; one sendmmsg carries all 8 */
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(64),
+                                                 target.rkey));
+    c = pair.counters(pair.a);
+    EXPECT_EQ(9u, c.wqes);
+    EXPECT_EQ(2u, c.doorbells);
+    EXPECT_EQ(9u, c.tx_packets);
+    /* a leftover below the batch is rung by the next progress call */
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(72),
+                                                 target.rkey));
+    EXPECT_EQ(2u, pair.counters(pair.a).doorbells);
+    doorbell_iface_progress(pair.a);
+    EXPECT_EQ(3u, pair.counters(pair.a).doorbells);
+    EXPECT_EQ(10u, pair.counters(pair.a).tx_packets);
+    ASSERT_EQ(DOORBELL_OK, pair.flush(pair.qa));
+}
+
+TEST(UdpDoorbell, SignalsEveryModerationAndOnFlush)
+{
+    LoopbackPair pair(batching_params(), batching_params());
+    Region target(pair.pd, 4096, DOORBELL_ACCESS_REMOTE_WRITE);
+    uint64_t v = 1;
+    for (int i = 0; i < 10; ++i) {
+        ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8,
+                                                     target.addr(8 * i),
+                                                     target.rkey));
+    }
+    /* WQEs 3 and 7 are signaled (one per 4); the flush's WQE always is */
+    ASSERT_EQ(DOORBELL_OK, pair.flush(pair.qa));
+    auto c = pair.counters(pair.a);
+    EXPECT_EQ(11u, c.wqes);
+    EXPECT_EQ(3u, c.signaled);
+    EXPECT_GE(c.cq_polls, 1u);
+    /* a zcopy with a cookie is always signaled */
+    iovec iov{&v, 8};
+    Completion z;
+    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_put_zcopy(pair.qa, &iov, 1,
+                                                         target.addr(),
+                                                         target.rkey, &z));
+    ASSERT_TRUE(pair.wait([&] { return z.count == 1; }));
+    EXPECT_EQ(4u, pair.counters(pair.a).signaled);
+}
+
+TEST(UdpDoorbell, RingNeverFillsWithUnsignaledWqes)
+{
+    doorbell_iface_params_t p = batching_params();
+    p.tx_queue_len            = 8;
+    p.tx_moderation           = 64; /* clamped to half the ring */
+    LoopbackPair pair(p, p);
+    Region target(pair.pd, 8, DOORBELL_ACCESS_REMOTE_WRITE);
+    uint64_t v = 1;
+    for (int i = 0; i < 200; ++i) {
+        doorbell_status_t s;
+        while ((s = doorbell_qp_put_short(pair.qa, &v, 8, target.addr(),
+                                          target.rkey)) == DOORBELL_ERR_NO_RESOURCE) {
+            pair.progress();
+        }
+        ASSERT_EQ(DOORBELL_OK, s);
+    }
+    ASSERT_EQ(DOORBELL_OK, pair.flush(pair.qa));
+    EXPECT_GE(pair.counters(pair.a).wqes, 200u);
+}
+
+TEST(UdpDoorbell, RawWqesAndFence)
+{
+    LoopbackPair pair;
+    Region target(pair.pd, 4096, DOORBELL_ACCESS_REMOTE_WRITE |
+                                     DOORBELL_ACCESS_REMOTE_READ);
+    auto data = pattern(1000, 4);
+    std::vector<uint8_t> back(1000);
+    Completion c;
+    doorbell_wqe_t w[3] = {};
+    w[0].opcode      = DOORBELL_OP_PUT;
+    w[0].rkey        = target.rkey;
+    w[0].remote_addr = target.addr();
+    w[0].local_addr  = uintptr_t(data.data());
+    w[0].length      = 1000;
+    w[1].opcode      = DOORBELL_OP_PUT;
+    w[1].flags       = DOORBELL_WQE_INLINE;
+    w[1].inline_len  = 4;
+    std::memcpy(w[1].inline_data, "ABCD", 4);
+    w[1].rkey        = target.rkey;
+    w[1].remote_addr = target.addr(2000);
+    /* read back what the first wrote: fenced behind it */
+    w[2].opcode      = DOORBELL_OP_GET;
+    w[2].flags       = DOORBELL_WQE_SIGNALED | DOORBELL_WQE_FENCE;
+    w[2].rkey        = target.rkey;
+    w[2].remote_addr = target.addr();
+    w[2].local_addr  = uintptr_t(back.data());
+    w[2].length      = 1000;
+    w[2].wr_id       = uintptr_t(&c);
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_post(pair.qa, w, 3));
+    ASSERT_TRUE(pair.wait([&] { return c.count == 1; }));
+    EXPECT_EQ(DOORBELL_OK, c.status);
+    EXPECT_EQ(data, back);
+    EXPECT_EQ(0, std::memcmp(target.bytes.data() + 2000, "ABCD", 4));
+
+    doorbell_wqe_t bad = {};
+    bad.opcode         = DOORBELL_OP_PUT_SIGNAL;
+    EXPECT_EQ(DOORBELL_ERR_UNSUPPORTED, doorbell_qp_post(pair.qa, &bad, 1));
+    bad.opcode = 99;
+    EXPECT_EQ(DOORBELL_ERR_INVALID_PARAM, doorbell_qp_post(pair.qa, &bad, 1));
+}
+
+TEST(UdpDoorbell, ArmReportsPendingWorkAndEventFdWakes)
+{
+    LoopbackPair pair;
+    Region target(pair.pd, 64, DOORBELL_ACCESS_REMOTE_WRITE);
+    int fd = doorbell_iface_event_fd(pair.b);
+    ASSERT_GE(fd, 0);
+    EXPECT_EQ(DOORBELL_OK, doorbell_iface_arm(pair.b));
+    uint64_t v = 5;
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(),
+                                                 target.rkey));
+    /* loopback delivers within sendmmsg: b's socket is readable now */
+    pollfd pfd{fd, POLLIN, 0};
+    EXPECT_EQ(1, poll(&pfd, 1, 0));
+    EXPECT_EQ(DOORBELL_ERR_NO_RESOURCE, doorbell_iface_arm(pair.b));
+    ASSERT_EQ(DOORBELL_OK, pair.flush(pair.qa));
+    for (int i = 0; i < 3; ++i) {
+        pair.progress();
+    }
+    EXPECT_EQ(DOORBELL_OK, doorbell_iface_arm(pair.a));
+    EXPECT_EQ(DOORBELL_OK, doorbell_iface_arm(pair.b));
+}
+
+TEST(UdpDoorbell, ArmedTimerWakesForRetransmission)
+{
+    LoopbackPair pair;
+    Region target(pair.pd, 64, DOORBELL_ACCESS_REMOTE_WRITE);
+    pair.close_b(); /* nobody answers */
+    uint64_t v = 5;
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(),
+                                                 target.rkey));
+    /* unacknowledged data: arm sets the retransmit timer on the event fd */
+    ASSERT_EQ(DOORBELL_OK, doorbell_iface_arm(pair.a));
+    pollfd pfd{doorbell_iface_event_fd(pair.a), POLLIN, 0};
+    EXPECT_EQ(1, poll(&pfd, 1, 10000)); /* wakes at the RTO (200 us) */
+    uint64_t before = pair.counters(pair.a).retransmits;
+    doorbell_iface_progress(pair.a);
+    EXPECT_EQ(before + 1, pair.counters(pair.a).retransmits);
+}
+
+TEST(UdpDoorbell, CountersDumpAtClose)
+{
+    LoopbackPair pair;
+    Region target(pair.pd, 64, DOORBELL_ACCESS_REMOTE_WRITE);
+    uint64_t v = 5;
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(),
+                                                 target.rkey));
+    ASSERT_EQ(DOORBELL_OK, pair.flush(pair.qa));
+    doorbell_iface_set_stats(pair.a, 1);
+    doorbell_qp_destroy(pair.qa);
+    pair.qa = nullptr;
+    testing::internal::CaptureStderr();
+    doorbell_iface_close(pair.a);
+    pair.a          = nullptr;
+    std::string out = testing::internal::GetCapturedStderr();
+    EXPECT_NE(out.find("lo wqes 2\n"), std::string::npos) << out;
+    EXPECT_NE(out.find("lo doorbells 2\n"), std::string::npos) << out;
+    EXPECT_NE(out.find("lo tx_packets 2\n"), std::string::npos) << out; /* put, ACK probe of the flush */
+    for (const char *name : {"signaled", "cq_polls", "rx_packets", "tx_bytes",
+                             "rx_bytes", "retransmits", "rx_dropped",
+                             "rx_duplicates", "naks", "ce_marks", "rtt_samples",
+                             "remote_access_errors"}) {
+        EXPECT_NE(out.find(std::string("lo ") + name + " "), std::string::npos)
+            << name;
+    }
+}
+
+TEST(UdpDoorbell, DestroyCancelsOutstanding)
+{
+    LoopbackPair pair;
+    Region target(pair.pd, 1 << 20, DOORBELL_ACCESS_REMOTE_WRITE);
+    auto data = pattern(1 << 20, 1);
+    iovec iov{data.data(), data.size()};
+    Completion c;
+    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_put_zcopy(pair.qa, &iov, 1,
+                                                         target.addr(),
+                                                         target.rkey, &c));
+    doorbell_qp_destroy(pair.qa);
+    pair.qa = nullptr;
+    EXPECT_EQ(1, c.count);
+    EXPECT_EQ(DOORBELL_ERR_CANCELED, c.status);
+    for (int i = 0; i < 10; ++i) {
+        pair.progress(); /* late ACKs for the gone QP are dropped */
+    }
+}

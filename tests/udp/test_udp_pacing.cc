@@ -1,0 +1,127 @@
+/* The pacing seam: a gate in front of sendmmsg, fed by the wire. */
+#include "loopback_pair.h"
+
+#include "devices/udp/fault_injector.h"
+#include "devices/udp/pacing_gate.h"
+
+using namespace doorbell::test;
+using namespace doorbell::udp;
+
+namespace {
+
+/// A gate the test opens and closes, recording what it was told.
+struct FakeGate : PacingGate {
+    struct Log {
+        bool     open        = false;
+        uint64_t sends       = 0;
+        uint64_t send_bytes  = 0;
+        uint64_t acked_bytes = 0;
+        uint64_t ce_bytes    = 0;
+        uint64_t rtt_samples = 0;
+        uint64_t losses      = 0;
+        int      gates       = 0;
+        PacingContext ctx;
+    };
+    explicit FakeGate(Log &log) : log_(log) {}
+    uint64_t next_send_ns(uint64_t now, uint32_t) override
+    {
+        return log_.open ? now : now + 1000000000ull;
+    }
+    void on_send(uint64_t, uint32_t bytes) override
+    {
+        ++log_.sends;
+        log_.send_bytes += bytes;
+    }
+    void on_ack(uint64_t, uint64_t acked, uint64_t ce, uint64_t rtt) override
+    {
+        log_.acked_bytes += acked;
+        log_.ce_bytes += ce;
+        log_.rtt_samples += rtt != 0;
+    }
+    void on_loss(uint64_t) override { ++log_.losses; }
+    double rate() const override { return 1e9; }
+    Log &log_;
+};
+
+FakeGate::Log g_log;
+
+void register_fake()
+{
+    register_pacing_policy("test-gate", [](const PacingContext &ctx) {
+        g_log.ctx = ctx;
+        ++g_log.gates;
+        return std::make_unique<FakeGate>(g_log);
+    });
+}
+
+} // namespace
+
+TEST(UdpPacing, GateHoldsPacketsAndIsFedByAcks)
+{
+    register_fake();
+    g_log                     = {};
+    doorbell_iface_params_t p = lo_params();
+    p.cc                      = "test-gate";
+    LoopbackPair pair(p, p);
+    EXPECT_EQ(2, g_log.gates); /* one per QP */
+    EXPECT_EQ("lo", g_log.ctx.device);
+    EXPECT_EQ("test-gate", g_log.ctx.policy);
+
+    Region target(pair.pd, 1 << 20, DOORBELL_ACCESS_REMOTE_WRITE);
+    auto data = pattern(1 << 20, 2);
+    iovec iov{data.data(), data.size()};
+    Completion c;
+    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_put_zcopy(pair.qa, &iov, 1,
+                                                         target.addr(),
+                                                         target.rkey, &c));
+    for (int i = 0; i < 10; ++i) {
+        pair.progress();
+    }
+    EXPECT_EQ(0u, pair.counters(pair.a).tx_packets); /* gate closed */
+    EXPECT_EQ(0, c.count);
+    g_log.open = true;
+    ASSERT_TRUE(pair.wait([&] { return c.count == 1; }));
+    EXPECT_EQ(data, target.bytes);
+    EXPECT_GE(g_log.sends, 17u); /* 1 MiB in <= 65000-byte packets */
+    EXPECT_GE(g_log.acked_bytes, size_t(1) << 20);
+    EXPECT_GT(g_log.rtt_samples, 0u);
+}
+
+TEST(UdpPacing, GateHearsCeAndLoss)
+{
+    register_fake();
+    g_log                     = {};
+    g_log.open                = true;
+    doorbell_iface_params_t p = lo_params();
+    p.cc                      = "test-gate";
+    LoopbackPair pair(p, p);
+    FaultConfig marks{.ce = 1.0, .seed = 5};
+    set_fault_injection(pair.b, &marks);
+    FaultConfig loss{.tx_drop = 0.2, .seed = 6};
+    set_fault_injection(pair.a, &loss);
+    Region target(pair.pd, 1 << 20, DOORBELL_ACCESS_REMOTE_WRITE);
+    auto data = pattern(1 << 20, 3);
+    iovec iov{data.data(), data.size()};
+    Completion c;
+    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_put_zcopy(pair.qa, &iov, 1,
+                                                         target.addr(),
+                                                         target.rkey, &c));
+    ASSERT_TRUE(pair.wait([&] { return c.count == 1; }));
+    EXPECT_EQ(data, target.bytes);
+    EXPECT_GT(g_log.ce_bytes, 0u);
+    EXPECT_GT(g_log.losses, 0u);
+}
+
+TEST(UdpPacing, UnknownPolicyMeansUnpaced)
+{
+    g_log                     = {};
+    doorbell_iface_params_t p = lo_params();
+    p.cc                      = "no-such-policy";
+    LoopbackPair pair(p, p);
+    EXPECT_EQ(0, g_log.gates);
+    Region target(pair.pd, 8, DOORBELL_ACCESS_REMOTE_WRITE);
+    uint64_t v = 1;
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(),
+                                                 target.rkey));
+    EXPECT_EQ(DOORBELL_OK, pair.flush(pair.qa));
+}

@@ -1,0 +1,320 @@
+/* Loss, reordering and duplication (the fault-injection seam), receiver
+ * pressure on active messages, and a peer that stops answering. */
+#include "loopback_pair.h"
+
+#include "devices/udp/fault_injector.h"
+
+#include <deque>
+
+using namespace doorbell::test;
+using doorbell::udp::FaultConfig;
+using doorbell::udp::set_fault_injection;
+
+namespace {
+
+struct AmStream {
+    std::vector<uint8_t> bytes;  ///< concatenated payloads, in arrival order
+    unsigned             count = 0;
+};
+
+doorbell_status_t append_am(void *arg, uint8_t, void *data, size_t length)
+{
+    auto *s = static_cast<AmStream *>(arg);
+    auto *p = static_cast<uint8_t *>(data);
+    s->bytes.insert(s->bytes.end(), p, p + length);
+    ++s->count;
+    return DOORBELL_OK;
+}
+
+struct PackArg {
+    const uint8_t *src;
+    size_t         length;
+};
+
+size_t pack(void *dest, void *arg)
+{
+    auto *p = static_cast<PackArg *>(arg);
+    std::memcpy(dest, p->src, p->length);
+    return p->length;
+}
+
+/// Faults on both ifaces, seeded differently.
+void inject(LoopbackPair &pair, FaultConfig config)
+{
+    set_fault_injection(pair.a, &config);
+    config.seed += 1000;
+    set_fault_injection(pair.b, &config);
+}
+
+/// Writes, reads and active messages through a faulty wire; every byte must
+/// arrive once, in order, intact.
+void exercise(LoopbackPair &pair, uint32_t seed)
+{
+    /* a stream of AMs of varied sizes: order and content checked */
+    AmStream stream;
+    doorbell_iface_set_am_handler(pair.b, append_am, &stream);
+    auto am_data   = pattern(300000, seed);
+    size_t offset  = 0;
+    unsigned sent  = 0;
+    while (offset < am_data.size()) {
+        size_t len = std::min<size_t>(1 + (offset * 7 + 13) % 8191, am_data.size() - offset);
+        PackArg arg{am_data.data() + offset, len};
+        ssize_t rc;
+        while ((rc = doorbell_qp_am_bcopy(pair.qa, 1, pack, &arg)) ==
+               DOORBELL_ERR_NO_RESOURCE) {
+            pair.progress();
+        }
+        ASSERT_EQ(ssize_t(len), rc) << doorbell_last_error();
+        offset += len;
+        ++sent;
+    }
+
+    /* a large write and a large read in the other direction */
+    const size_t size = 3 << 20;
+    Region target(pair.pd, size, DOORBELL_ACCESS_REMOTE_WRITE);
+    Region source(pair.pd, size, DOORBELL_ACCESS_REMOTE_READ);
+    auto wdata = pattern(size, seed + 1);
+    auto rdata = pattern(size, seed + 2);
+    std::memcpy(source.bytes.data(), rdata.data(), size);
+    std::vector<uint8_t> dest(size);
+    iovec wiov{wdata.data(), size}, riov{dest.data(), size};
+    Completion w, r;
+    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_put_zcopy(pair.qb, &wiov, 1,
+                                                         target.addr(),
+                                                         target.rkey, &w));
+    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_get_zcopy(pair.qb, &riov, 1,
+                                                         source.addr(),
+                                                         source.rkey, &r));
+    ASSERT_TRUE(pair.wait([&] {
+        return stream.count == sent && w.count == 1 && r.count == 1;
+    })) << "ams " << stream.count << "/" << sent;
+    EXPECT_EQ(DOORBELL_OK, w.status);
+    EXPECT_EQ(DOORBELL_OK, r.status);
+    EXPECT_EQ(DOORBELL_OK, pair.flush(pair.qa));
+    EXPECT_EQ(DOORBELL_OK, pair.flush(pair.qb));
+    EXPECT_EQ(sent, stream.count); /* no AM delivered twice */
+    EXPECT_TRUE(stream.bytes == am_data);
+    EXPECT_TRUE(target.bytes == wdata);
+    EXPECT_TRUE(dest == rdata);
+    EXPECT_EQ(0, pair.error_a.count) << pair.error_a.message;
+    EXPECT_EQ(0, pair.error_b.count) << pair.error_b.message;
+}
+
+} // namespace
+
+TEST(UdpReliability, CleanWire)
+{
+    LoopbackPair pair;
+    exercise(pair, 1);
+}
+
+TEST(UdpReliability, Loss)
+{
+    LoopbackPair pair;
+    inject(pair, {.tx_drop = 0.05, .rx_drop = 0.05, .seed = 11});
+    exercise(pair, 2);
+    auto a = pair.counters(pair.a), b = pair.counters(pair.b);
+    EXPECT_GT(a.retransmits + b.retransmits, 0u);
+}
+
+TEST(UdpReliability, Reordering)
+{
+    LoopbackPair pair;
+    inject(pair, {.reorder = 0.2, .seed = 12});
+    exercise(pair, 3);
+    auto a = pair.counters(pair.a), b = pair.counters(pair.b);
+    EXPECT_GT(a.naks + b.naks, 0u);
+}
+
+TEST(UdpReliability, Duplication)
+{
+    LoopbackPair pair;
+    inject(pair, {.duplicate = 0.2, .seed = 13});
+    exercise(pair, 4);
+    auto a = pair.counters(pair.a), b = pair.counters(pair.b);
+    EXPECT_GT(a.rx_duplicates + b.rx_duplicates, 0u);
+}
+
+TEST(UdpReliability, EverythingAtOnce)
+{
+    doorbell_iface_params_t p = lo_params();
+    p.mtu                     = 4000; /* more packets, more faults */
+    LoopbackPair pair(p, p);
+    inject(pair, {.tx_drop = 0.03, .rx_drop = 0.02, .duplicate = 0.05,
+                  .reorder = 0.05, .seed = 14});
+    exercise(pair, 5);
+}
+
+TEST(UdpReliability, CeMarksAreEchoed)
+{
+    LoopbackPair pair;
+    set_fault_injection(pair.b, [] {
+        static FaultConfig c{.ce = 1.0, .seed = 3};
+        return &c;
+    }());
+    Region target(pair.pd, 1 << 20, DOORBELL_ACCESS_REMOTE_WRITE);
+    auto data = pattern(1 << 20, 3);
+    iovec iov{data.data(), data.size()};
+    Completion c;
+    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_put_zcopy(pair.qa, &iov, 1,
+                                                         target.addr(),
+                                                         target.rkey, &c));
+    ASSERT_TRUE(pair.wait([&] { return c.count == 1; }));
+    EXPECT_GT(pair.counters(pair.b).ce_marks, 0u);
+}
+
+/* -------------------------------------------- active-message pressure */
+
+namespace {
+
+/// Holds every AM (INPROGRESS) until the test releases it.
+struct Holder {
+    std::deque<void *>    held;
+    std::vector<uint64_t> order;
+};
+
+doorbell_status_t hold_am(void *arg, uint8_t, void *data, size_t length)
+{
+    auto *h = static_cast<Holder *>(arg);
+    EXPECT_EQ(8u, length);
+    uint64_t seq;
+    std::memcpy(&seq, data, 8);
+    h->order.push_back(seq);
+    h->held.push_back(data);
+    return DOORBELL_INPROGRESS;
+}
+
+} // namespace
+
+TEST(UdpAm, ReceiverOutOfBuffersNeverDropsAnAm)
+{
+    doorbell_iface_params_t pa = lo_params(), pb = lo_params();
+    pb.rx_queue_len = 4; /* the receiver lends out at most 4 buffers */
+    pa.am_credits   = 64;
+    LoopbackPair pair(pa, pb);
+    Holder holder;
+    doorbell_iface_set_am_handler(pair.b, hold_am, &holder);
+
+    const unsigned total = 40;
+    for (unsigned i = 0; i < total; ++i) {
+        doorbell_status_t s;
+        while ((s = doorbell_qp_am_short(pair.qa, 2, i, nullptr, 0)) ==
+               DOORBELL_ERR_NO_RESOURCE) {
+            pair.progress();
+        }
+        ASSERT_EQ(DOORBELL_OK, s);
+    }
+    /* the receiver fills up: exactly 4 delivered, the rest is refused
+     * (receiver-busy NAK) and kept by the sender */
+    ASSERT_TRUE(pair.wait([&] {
+        return holder.held.size() == 4 && pair.counters(pair.b).naks > 0;
+    }));
+    for (int i = 0; i < 100; ++i) {
+        pair.progress();
+    }
+    EXPECT_EQ(4u, holder.held.size());
+    /* releasing lets the rest in, one buffer at a time, in order */
+    unsigned released = 0;
+    ASSERT_TRUE(pair.wait([&] {
+        if (!holder.held.empty()) {
+            doorbell_iface_release_am(pair.b, holder.held.front());
+            holder.held.pop_front();
+            ++released;
+        }
+        return released == total;
+    })) << released;
+    ASSERT_EQ(total, holder.order.size());
+    for (unsigned i = 0; i < total; ++i) {
+        EXPECT_EQ(i, holder.order[i]);
+    }
+    EXPECT_EQ(DOORBELL_OK, pair.flush(pair.qa));
+    EXPECT_EQ(0, pair.error_a.count) << pair.error_a.message;
+}
+
+TEST(UdpAm, CreditsLimitAmsInFlight)
+{
+    doorbell_iface_params_t p = lo_params();
+    p.am_credits              = 3;
+    LoopbackPair pair(p, p);
+    AmStream stream;
+    doorbell_iface_set_am_handler(pair.b, append_am, &stream);
+    for (int i = 0; i < 3; ++i) {
+        ASSERT_EQ(DOORBELL_OK, doorbell_qp_am_short(pair.qa, 1, i, nullptr, 0));
+    }
+    EXPECT_EQ(DOORBELL_ERR_NO_RESOURCE,
+              doorbell_qp_am_short(pair.qa, 1, 3, nullptr, 0));
+    EXPECT_FALSE(doorbell_qp_can_send(pair.qa));
+    ASSERT_TRUE(pair.wait([&] { return doorbell_qp_can_send(pair.qa) != 0; }));
+    EXPECT_EQ(DOORBELL_OK, doorbell_qp_am_short(pair.qa, 1, 3, nullptr, 0));
+    ASSERT_TRUE(pair.wait([&] { return stream.count == 4; }));
+}
+
+TEST(UdpAm, HandlerMayPostAndUseHeadroom)
+{
+    LoopbackPair pair;
+    struct Echo {
+        doorbell_qp_t *reply;
+        int            got = 0;
+    } echo{pair.qb};
+    doorbell_iface_set_am_handler(
+        pair.b,
+        [](void *arg, uint8_t, void *data, size_t length) {
+            auto *e = static_cast<Echo *>(arg);
+            /* the headroom before data is ours to scribble on */
+            std::memset(static_cast<uint8_t *>(data) - DOORBELL_AM_HEADROOM,
+                        0xab, DOORBELL_AM_HEADROOM);
+            uint64_t hdr;
+            std::memcpy(&hdr, data, 8);
+            EXPECT_EQ(8u, length);
+            return doorbell_qp_am_short(e->reply, 9, hdr + 1, nullptr, 0);
+        },
+        &echo);
+    doorbell_iface_set_am_handler(
+        pair.a,
+        [](void *arg, uint8_t id, void *data, size_t) {
+            uint64_t hdr;
+            std::memcpy(&hdr, data, 8);
+            EXPECT_EQ(9, id);
+            EXPECT_EQ(42u, hdr);
+            ++*static_cast<int *>(arg);
+            return DOORBELL_OK;
+        },
+        &echo.got);
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_am_short(pair.qa, 1, 41, nullptr, 0));
+    ASSERT_TRUE(pair.wait([&] { return echo.got == 1; }));
+}
+
+/* --------------------------------------------------- peer goes away */
+
+TEST(UdpTimeout, RetriesExhaustedReportTimedOut)
+{
+    doorbell_iface_params_t p = lo_params();
+    p.rto_min_ns              = 100000;  /* 100 us */
+    p.rto_max_ns              = 1000000; /* 1 ms */
+    p.retry_count             = 4;
+    LoopbackPair pair(p, p);
+    Region target(pair.pd, 4096, DOORBELL_ACCESS_REMOTE_WRITE);
+    pair.close_b(); /* the peer is gone */
+
+    auto data = pattern(100, 1);
+    iovec iov{data.data(), data.size()};
+    Completion zc;
+    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_put_zcopy(pair.qa, &iov, 1,
+                                                         target.addr(),
+                                                         target.rkey, &zc));
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, data.data(), 8,
+                                                 target.addr(), target.rkey));
+    Completion f;
+    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_flush(pair.qa, &f));
+    ASSERT_TRUE(pair.wait([&] { return f.count == 1 && pair.error_a.count == 1; }));
+    EXPECT_EQ(DOORBELL_ERR_TIMED_OUT, zc.status);
+    EXPECT_EQ(DOORBELL_ERR_TIMED_OUT, f.status);
+    EXPECT_EQ(DOORBELL_ERR_TIMED_OUT, pair.error_a.status);
+    EXPECT_NE(pair.error_a.message.find("127.0.0.1"), std::string::npos)
+        << pair.error_a.message;
+    EXPECT_EQ(4u, pair.counters(pair.a).retransmits / 2); /* 2 packets x 4 */
+    /* the QP is dead: later operations are canceled */
+    EXPECT_EQ(DOORBELL_ERR_CANCELED, doorbell_qp_put_short(pair.qa, data.data(),
+                                                           8, target.addr(),
+                                                           target.rkey));
+}
