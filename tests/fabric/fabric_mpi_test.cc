@@ -78,6 +78,7 @@ TEST_P(FabricMpi, FourHostsAcrossTheSpine) {
   long long before = spine_bytes(f);
 
   auto r = f.mpirun("-np 4 " + select + " " + DOORBELL_MPI_CHECK + " " + what, 90);
+  ASSERT_NE(r.rc, 124) << "mpirun did not finish within 90 s (a hang)\n" << r.out;
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find(std::string(what) + " OK"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("on 4 ranks"), std::string::npos) << r.out;
