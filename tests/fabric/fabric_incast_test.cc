@@ -26,6 +26,10 @@ TEST(FabricIncast, IbrcHoldsTheBottleneckWithATenthOfUnpacedRetransmits) {
 
   char dir[] = "/tmp/dbincast-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
+  struct RemoveDir {
+    const char *path;
+    ~RemoveDir() { std::filesystem::remove_all(path); }
+  } remove_dir{dir};
   const std::string json = std::string(dir) + "/incast.json";
   auto r = run("timeout -k 5 150 bash " DOORBELL_SOURCE_DIR "/scripts/fabric/incast.sh --modes ibrc,none"
                " --mib-per-sender 8 --timeout 45 --name " + unique_name('i') + " --out " + dir + " --json " + json);
@@ -45,7 +49,6 @@ TEST(FabricIncast, IbrcHoldsTheBottleneckWithATenthOfUnpacedRetransmits) {
   double share = std::stod(share_s), ibrc_rt = std::stod(ibrc_rt_s), none_rt = std::stod(none_rt_s);
   EXPECT_GE(share, 0.90) << r.out;
   EXPECT_LE(ibrc_rt, none_rt / 10) << r.out;
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
