@@ -159,12 +159,12 @@ TEST(ProtectionDomainConcurrency, RegisterAndAccessFromThreads)
         });
     }
     threads.emplace_back([&] {
-        while (!stop.load()) {
+        do {
             pd.access(stable_key, addr(shared.data()), 8,
                       DOORBELL_ACCESS_REMOTE_WRITE,
                       [&](uint8_t *p) { ++p[0]; });
             checks.fetch_add(1);
-        }
+        } while (!stop.load());
     });
     threads[0].join();
     threads[1].join();

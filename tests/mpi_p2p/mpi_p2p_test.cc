@@ -31,6 +31,18 @@ TEST_P(MpiP2p, EverySizeEveryByteBothDirections) {
   EXPECT_EQ(dumps, static_cast<size_t>(GetParam())) << c.output;
 }
 
+// Rank 0 starts a 64 KiB send (eager, several fragments) and then computes
+// outside MPI; rank 1's receive completes because the transport's background
+// progress keeps moving (and acknowledging) packets, as a NIC would.
+TEST(MpiProgress, EagerCompletesWhileSenderComputes) {
+  const std::string flag = "/tmp/doorbell-progress-" + std::to_string(getpid());
+  Child c = run({"timeout", "-k", "10", "120", "mpirun", "--allow-run-as-root",
+                 "--oversubscribe", "-np", "2", "--tune", DOORBELL_TUNE_FILE, "-x",
+                 "UCX_NET_DEVICES=lo", DOORBELL_PROGRESS_CHECK, flag, "65536"});
+  EXPECT_EQ(c.status, 0) << c.output;
+  EXPECT_TRUE(contains(c.output, "receiver completed while the sender computed")) << c.output;
+}
+
 INSTANTIATE_TEST_SUITE_P(Doorbell, MpiP2p, ::testing::Values(2, 4),
                          [](const auto &info) { return std::to_string(info.param) + "ranks"; });
 

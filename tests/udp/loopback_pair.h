@@ -56,6 +56,16 @@ inline doorbell_iface_params_t lo_params()
     return p;
 }
 
+/// For tests that count packets exactly: no retransmit timer can fire
+/// however slowly the test runs.
+inline doorbell_iface_params_t steady_params()
+{
+    doorbell_iface_params_t p = lo_params();
+    p.rto_min_ns              = 5000000000ull;  /* 5 s */
+    p.rto_max_ns              = 10000000000ull; /* 10 s */
+    return p;
+}
+
 class LoopbackPair {
 public:
     explicit LoopbackPair(const doorbell_iface_params_t &pa = lo_params(),

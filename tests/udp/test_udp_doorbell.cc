@@ -10,7 +10,7 @@ namespace {
 
 doorbell_iface_params_t batching_params()
 {
-    doorbell_iface_params_t p = lo_params();
+    doorbell_iface_params_t p = steady_params();
     p.tx_batch                = 8;
     p.tx_moderation           = 4;
     return p;
@@ -183,7 +183,7 @@ TEST(UdpDoorbell, ArmedTimerWakesForRetransmission)
 
 TEST(UdpDoorbell, CountersDumpAtClose)
 {
-    LoopbackPair pair;
+    LoopbackPair pair(steady_params(), steady_params());
     Region target(pair.pd, 64, DOORBELL_ACCESS_REMOTE_WRITE);
     uint64_t v = 5;
     ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(),

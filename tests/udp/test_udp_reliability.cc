@@ -318,3 +318,24 @@ TEST(UdpTimeout, RetriesExhaustedReportTimedOut)
                                                            8, target.addr(),
                                                            target.rkey));
 }
+
+TEST(UdpTimeout, ReadFromVanishedPeerTimesOut)
+{
+    doorbell_iface_params_t p = lo_params();
+    p.rto_min_ns              = 100000;  /* 100 us */
+    p.rto_max_ns              = 1000000; /* 1 ms */
+    p.retry_count             = 3;
+    LoopbackPair pair(p, p);
+    Region source(pair.pd, 1 << 20, DOORBELL_ACCESS_REMOTE_READ);
+    pair.close_b();
+    std::vector<uint8_t> dest(1 << 20, 0x77);
+    iovec iov{dest.data(), dest.size()};
+    Completion c;
+    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_get_zcopy(pair.qa, &iov, 1,
+                                                         source.addr(),
+                                                         source.rkey, &c));
+    ASSERT_TRUE(pair.wait([&] { return c.count == 1; }));
+    EXPECT_EQ(DOORBELL_ERR_TIMED_OUT, c.status);
+    EXPECT_EQ(1, pair.error_a.count);
+    EXPECT_EQ(std::vector<uint8_t>(1 << 20, 0x77), dest);
+}

@@ -34,8 +34,11 @@ ParseStatus check(const WireHeader &h, size_t payload_len)
         }
         break;
     case Opcode::kReadReq:
+        /* msg_offset: a request asked again starts at its first missing
+         * chunk */
         if (h.length != 0 || h.aux == 0 ||
             h.aux > kMaxDatagram - sizeof(WireHeader) ||
+            h.msg_offset > h.msg_length || h.msg_offset % h.aux != 0 ||
             h.remote_addr + h.msg_length < h.remote_addr) {
             return ParseStatus::kMalformed;
         }

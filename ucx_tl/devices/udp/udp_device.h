@@ -109,10 +109,12 @@ struct Responder {
     uint32_t    expected   = 0;      ///< next PSN accepted
     bool        nak_sent   = false;  ///< a NAK for the current gap went out
     bool        failed     = false;  ///< an access error: ignore the rest
+    NakCode     fail_code  = NakCode::kAccess; ///< the verdict, repeated
     bool        ack_due    = false;
     bool        ack_deferred = false;  ///< an ACK waits for ack_deadline
     uint64_t    ack_deadline = 0;
     uint32_t    unacked_pkts = 0;      ///< accepted since the last ACK
+    uint64_t    last_seen  = 0;        ///< ns, for eviction when full
     uint64_t    ts_echo    = 0;
     uint32_t    ce_bytes   = 0;      ///< CE-marked bytes since the last ACK
     uint8_t    *am_buf     = nullptr; ///< AM being reassembled
@@ -186,6 +188,7 @@ private:
     void send_read_response(const WireHeader &h, const sockaddr_in &to);
     void send_control(const Responder &r, Opcode op, NakCode code,
                       uint32_t psn);
+    bool evict_oldest_responder();
     uint8_t *take_buffer();
     void give_buffer(uint8_t *buf);
     void ack_psn(UdpQp &qp, uint32_t psn, uint64_t now);

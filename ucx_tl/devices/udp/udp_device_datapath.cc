@@ -32,6 +32,17 @@ const uint8_t *message_data(const doorbell_wqe_t &w, uint32_t offset)
     return reinterpret_cast<const uint8_t *>(uintptr_t(w.local_addr)) + offset;
 }
 
+/// Offset of the first chunk of a read piece that has not arrived.
+uint32_t first_missing(const ReadPiece &piece)
+{
+    for (size_t i = 0; i < piece.got.size(); ++i) {
+        if (!piece.got[i]) {
+            return uint32_t(i) * piece.chunk;
+        }
+    }
+    return piece.length;
+}
+
 WireHeader make_header(Opcode op)
 {
     WireHeader h{};
@@ -196,7 +207,15 @@ void UdpIface::send_packet(UdpQp &qp, const TxPacket &pkt)
         h.msg_length  = pkt.length;
         h.aux         = mtu_;
         if (resend) {
-            h.flags |= kFlagRetry; /* the data may have been lost too */
+            /* the data may have been lost too: ask from the first chunk
+             * missing (none missing: only the ACK is wanted) */
+            for (const ReadPiece &piece : qp.reads) {
+                if (piece.psn == pkt.psn) {
+                    h.flags |= kFlagRetry;
+                    h.msg_offset = first_missing(piece);
+                    break;
+                }
+            }
         }
         break;
     default:
@@ -384,6 +403,7 @@ void UdpIface::check_timer(UdpQp &qp)
         h.remote_addr = piece.remote_addr;
         h.rkey        = piece.rkey;
         h.msg_length  = piece.length;
+        h.msg_offset  = first_missing(piece);
         h.aux         = piece.chunk;
         h.ts_send     = now_;
         stage(h, nullptr, 0, nullptr, 0, qp.peer);
@@ -540,8 +560,11 @@ void UdpIface::ack_psn(UdpQp &qp, uint32_t psn, uint64_t now)
     if (psn_diff(qp.tx_psn, qp.una) < 0) {
         qp.tx_psn = qp.una;
     }
-    qp.retries     = 0;
-    qp.rto_ns      = params.rto_min_ns;
+    qp.retries = 0;
+    /* the timeout follows the measured round trip (four smoothed RTTs),
+     * so a slow path or a busy peer is not mistaken for loss */
+    qp.rto_ns      = std::clamp(4 * qp.srtt_ns, params.rto_min_ns,
+                                params.rto_max_ns);
     qp.deadline_ns = (qp.unacked.empty() && qp.reads.empty()) ? 0
                                                                : now + qp.rto_ns;
     retire(qp);
@@ -665,6 +688,29 @@ void UdpIface::send_control(const Responder &r, Opcode op, NakCode code,
     }
 }
 
+/// The table is full: forgets the peer QP heard from least recently (a QP
+/// long gone, typically). Its peer, if alive, would see its packets NAKed
+/// back to PSN 0 as stale and time out.
+bool UdpIface::evict_oldest_responder()
+{
+    auto oldest = responders_.end();
+    for (auto it = responders_.begin(); it != responders_.end(); ++it) {
+        const Responder &r = it->second;
+        if (r.ack_due || r.ack_deferred || r.am_buf != nullptr) {
+            continue; /* referenced from the ACK lists, or mid-message */
+        }
+        if (oldest == responders_.end() ||
+            r.last_seen < oldest->second.last_seen) {
+            oldest = it;
+        }
+    }
+    if (oldest == responders_.end()) {
+        return false;
+    }
+    responders_.erase(oldest);
+    return true;
+}
+
 void UdpIface::send_ack(Responder &r)
 {
     send_control(r, Opcode::kAck, NakCode(0), r.expected);
@@ -694,7 +740,7 @@ void UdpIface::send_read_response(const WireHeader &req, const sockaddr_in &to)
 {
     const uint8_t *src = reinterpret_cast<const uint8_t *>(
         uintptr_t(req.remote_addr));
-    for (uint32_t off = 0; off < req.msg_length; off += req.aux) {
+    for (uint32_t off = req.msg_offset; off < req.msg_length; off += req.aux) {
         WireHeader h = make_header(Opcode::kReadResp);
         h.dst_qp     = req.src_qp;
         h.psn        = req.psn;
@@ -713,14 +759,16 @@ void UdpIface::handle_request(const WireHeader &h, uint8_t *buf,
     auto it = responders_.find(key);
     if (it == responders_.end()) {
         if (h.psn != 0) {
-            /* the peer's first packets were lost: ask for PSN 0 */
+            /* the peer's first packets were lost (or the QP is long
+             * forgotten): ask for PSN 0 */
+            ++counters.rx_dropped;
             Responder tmp;
             tmp.peer = from;
             tmp.qpn  = h.src_qp;
             send_control(tmp, Opcode::kNak, NakCode::kSequence, 0);
             return;
         }
-        if (responders_.size() >= kMaxResponders) {
+        if (responders_.size() >= kMaxResponders && !evict_oldest_responder()) {
             ++counters.rx_dropped;
             return;
         }
@@ -731,6 +779,7 @@ void UdpIface::handle_request(const WireHeader &h, uint8_t *buf,
     }
     Responder &r = it->second;
     r.ts_echo    = h.ts_send;
+    r.last_seen  = now_;
     if (ce) {
         r.ce_bytes += h.length + uint32_t(sizeof(WireHeader));
     }
@@ -742,7 +791,8 @@ void UdpIface::handle_request(const WireHeader &h, uint8_t *buf,
     };
     auto reject = [&](NakCode code) {
         send_control(r, Opcode::kNak, code, h.psn);
-        r.failed = true;
+        r.failed    = true;
+        r.fail_code = code;
         ++r.expected;
         if (code == NakCode::kAccess) {
             ++counters.remote_access_errors;
@@ -754,7 +804,7 @@ void UdpIface::handle_request(const WireHeader &h, uint8_t *buf,
         /* after an error nothing more is executed; repeat the verdict in
          * case the NAK was lost */
         if (d >= -1) {
-            send_control(r, Opcode::kNak, NakCode::kAccess, r.expected - 1);
+            send_control(r, Opcode::kNak, r.fail_code, r.expected - 1);
         }
         ++counters.rx_dropped;
         return;
@@ -840,7 +890,8 @@ bool UdpIface::handle_send(Responder &r, const WireHeader &h, uint8_t *buf,
         (first && r.am_buf != nullptr) ||
         (!first && (r.am_buf == nullptr || h.msg_offset != r.am_length))) {
         send_control(r, Opcode::kNak, NakCode::kInvalid, h.psn);
-        r.failed = true;
+        r.failed    = true;
+        r.fail_code = NakCode::kInvalid;
         ++r.expected;
         return false;
     }

@@ -64,7 +64,8 @@ struct [[gnu::packed]] WireHeader {
     uint64_t remote_addr;  /* WRITE/READ_REQ: message's target address */
     uint32_t rkey;         /* WRITE/READ_REQ: remote key */
     uint32_t msg_length;   /* bytes of the whole message (read request) */
-    uint32_t msg_offset;   /* offset of this payload in the message */
+    uint32_t msg_offset;   /* offset of this payload in the message
+                            * (READ_REQ: first chunk wanted) */
     uint32_t aux;          /* ACK/NAK: CE-marked bytes; READ_REQ: chunk size */
     uint64_t ts_send;      /* sender's monotonic clock, ns */
     uint64_t ts_echo;      /* ACK/NAK: ts_send of the packet answered */
