@@ -1,9 +1,10 @@
 /*
  * doorbell-mpi-check: correctness across the fabric, for the fabric tests.
  *
- *   doorbell-mpi-check p2p        every rank pair exchanges every size from
- *                                 0 B to 4 MiB (eager and rendezvous), both
- *                                 directions, each byte checked
+ *   doorbell-mpi-check p2p [MAX]  every rank pair exchanges every size from
+ *                                 0 B to MAX bytes (default and limit 4 MiB;
+ *                                 eager and rendezvous), both directions,
+ *                                 each byte checked
  *   doorbell-mpi-check allreduce  MPI_Allreduce (int sum, double max) of
  *                                 0..1 Mi elements, every element checked
  * Prints "<test> OK <n> checks" on rank 0 and exits 0, or names the first
@@ -19,6 +20,7 @@
 #define CHECK_MAX_BYTES (4u << 20)
 
 static int rank, nranks;
+static size_t max_bytes = CHECK_MAX_BYTES;
 
 static unsigned char pattern(int from, int to, size_t len, size_t i)
 {
@@ -30,9 +32,9 @@ static size_t p2p_sizes(size_t *sizes)
     size_t n = 0;
 
     sizes[n++] = 0;
-    for (size_t s = 1; s <= CHECK_MAX_BYTES; s *= 2) {
+    for (size_t s = 1; s <= max_bytes; s *= 2) {
         sizes[n++] = s;
-        if (s > 2 && s < CHECK_MAX_BYTES)
+        if (s > 2 && s < max_bytes)
             sizes[n++] = s + s / 2 + 1;   /* odd sizes between the powers */
     }
     return n;
@@ -125,9 +127,12 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-    if (argc != 2 || (strcmp(argv[1], "p2p") != 0 && strcmp(argv[1], "allreduce") != 0)) {
+    if (argc == 3 && strcmp(argv[1], "p2p") == 0)
+        max_bytes = strtoull(argv[2], NULL, 0);
+    if (argc < 2 || argc > 3 || (strcmp(argv[1], "p2p") != 0 && strcmp(argv[1], "allreduce") != 0) ||
+        (argc == 3 && strcmp(argv[1], "p2p") != 0) || max_bytes < 1 || max_bytes > CHECK_MAX_BYTES) {
         if (rank == 0)
-            fprintf(stderr, "usage: %s p2p|allreduce\n", argv[0]);
+            fprintf(stderr, "usage: %s p2p [MAX_BYTES <= %u] | allreduce\n", argv[0], CHECK_MAX_BYTES);
         MPI_Finalize();
         return 2;
     }
