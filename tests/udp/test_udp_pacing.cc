@@ -3,6 +3,7 @@
 
 #include "devices/udp/fault_injector.h"
 #include "devices/udp/pacing_gate.h"
+#include "core/clock.h"
 
 using namespace doorbell::test;
 using namespace doorbell::udp;
@@ -19,6 +20,7 @@ struct FakeGate : PacingGate {
         uint64_t ce_bytes    = 0;
         uint64_t rtt_samples = 0;
         uint64_t losses      = 0;
+        uint64_t max_rtt     = 0; ///< ns, the largest sample given
         int      gates       = 0;
         PacingContext ctx;
     };
@@ -37,6 +39,7 @@ struct FakeGate : PacingGate {
         log_.acked_bytes += acked;
         log_.ce_bytes += ce;
         log_.rtt_samples += rtt != 0;
+        log_.max_rtt = std::max(log_.max_rtt, rtt);
     }
     void on_loss(uint64_t) override { ++log_.losses; }
     double rate() const override { return 1e9; }
@@ -124,4 +127,31 @@ TEST(UdpPacing, UnknownPolicyMeansUnpaced)
     ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(),
                                                  target.rkey));
     EXPECT_EQ(DOORBELL_OK, pair.flush(pair.qa));
+}
+
+/* A deferred ACK waits up to rto_min/8 at the receiver. The retransmit timer
+ * must cover that wait, but the pacer must not read it as queueing: the ACK
+ * carries how long the receiver held it and the pacer's sample excludes it.
+ * The receiver holds a deferred ACK at least ack_delay, so whatever the
+ * scheduling, sample <= (whole exchange) - ack_delay. */
+TEST(UdpPacing, RttSampleExcludesTheReceiversAckDelay)
+{
+    register_fake();
+    g_log                     = {};
+    g_log.open                = true;
+    doorbell_iface_params_t p = steady_params(); /* 5 s rto: ack_delay 625 ms */
+    p.rto_min_ns              = 80000000;        /* 80 ms: ack_delay 10 ms */
+    p.cc                      = "test-gate";
+    const uint64_t ack_delay  = p.rto_min_ns / 8;
+    LoopbackPair pair(p, p);
+    Region target(pair.pd, 8, DOORBELL_ACCESS_REMOTE_WRITE);
+    uint64_t v = 7;
+    uint64_t start = doorbell::now_ns();
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(),
+                                                 target.rkey));
+    ASSERT_TRUE(pair.wait([&] { return g_log.rtt_samples > 0; }));
+    uint64_t whole = doorbell::now_ns() - start;
+    EXPECT_EQ(v, *reinterpret_cast<uint64_t *>(target.bytes.data()));
+    ASSERT_GE(whole, ack_delay); /* the ACK was deferred, not asked for */
+    EXPECT_LE(g_log.max_rtt, whole - ack_delay);
 }

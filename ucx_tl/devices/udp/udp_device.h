@@ -121,7 +121,8 @@ struct Responder {
     uint64_t    ack_deadline = 0;
     uint32_t    unacked_pkts = 0;      ///< accepted since the last ACK
     uint64_t    last_seen  = 0;        ///< ns, for eviction when full
-    uint64_t    ts_echo    = 0;
+    uint64_t    ts_echo    = 0;        ///< ts_send of the last packet
+    uint64_t    ts_echo_rx = 0;        ///< ns when that packet arrived
     uint32_t    ce_bytes   = 0;      ///< CE-marked bytes since the last ACK
     uint8_t    *am_buf     = nullptr; ///< AM being reassembled
     uint32_t    am_length  = 0;      ///< bytes of it so far

@@ -637,11 +637,17 @@ void UdpIface::handle_ack(UdpQp &qp, const WireHeader &h)
         qp.tx_psn      = qp.una;
         qp.recover_ts  = UINT64_MAX; /* once per timeout */
     }
+    /* The retransmit timer must cover the peer's ACK delay (srtt from the
+     * whole round trip); the pacer needs the network's delay, so the time
+     * the peer held its answer comes out of the sample it is given. */
     uint64_t rtt = 0;
     if (h.ts_echo != 0 && h.ts_echo <= now_) {
-        rtt        = now_ - h.ts_echo;
-        qp.srtt_ns = qp.srtt_ns ? (7 * qp.srtt_ns + rtt) / 8 : rtt;
+        uint64_t elapsed = now_ - h.ts_echo;
+        qp.srtt_ns = qp.srtt_ns ? (7 * qp.srtt_ns + elapsed) / 8 : elapsed;
         ++counters.rtt_samples;
+        if (h.msg_offset < elapsed) {
+            rtt = elapsed - h.msg_offset;
+        }
     }
     if (qp.gate && (acked != 0 || rtt != 0 || h.aux != 0)) {
         qp.gate->on_ack(now_, acked, h.aux, rtt);
@@ -740,6 +746,7 @@ void UdpIface::send_control(const Responder &r, Opcode op, NakCode code,
     h.aux        = op == Opcode::kAck ? r.ce_bytes : 0;
     h.ts_send    = now_;
     h.ts_echo    = r.ts_echo;
+    h.msg_offset = uint32_t(std::min<uint64_t>(now_ - r.ts_echo_rx, UINT32_MAX));
     stage(h, nullptr, 0, nullptr, 0, r.peer);
     if (op == Opcode::kNak) {
         ++counters.naks;
@@ -837,6 +844,7 @@ void UdpIface::handle_request(const WireHeader &h, uint8_t *buf,
     }
     Responder &r = it->second;
     r.ts_echo    = h.ts_send;
+    r.ts_echo_rx = now_;
     r.last_seen  = now_;
     if (ce) {
         r.ce_bytes += h.length + uint32_t(sizeof(WireHeader));
