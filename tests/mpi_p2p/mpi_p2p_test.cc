@@ -47,3 +47,25 @@ INSTANTIATE_TEST_SUITE_P(Doorbell, MpiP2p, ::testing::Values(2, 4),
                          [](const auto &info) { return std::to_string(info.param) + "ranks"; });
 
 }  // namespace
+
+// The tune file also selects the coll component: MPI_Allreduce runs in it, on
+// a UCP context over the doorbell transport, and the results are checked.
+class TuneAllreduce : public ::testing::TestWithParam<int> {};
+
+TEST_P(TuneAllreduce, CollComponentRunsOnDoorbell) {
+  const int ranks = GetParam();
+  Child c = run({"timeout", "-k", "10", "180", "mpirun", "--allow-run-as-root",
+                 "--oversubscribe", "-np", std::to_string(ranks), "--tune",
+                 DOORBELL_TUNE_FILE, "-x", "UCX_NET_DEVICES=lo", "--mca",
+                 "mpi_yield_when_idle", "1", "--mca", "coll_doorbell_verbose", "3",
+                 DOORBELL_MPI_CHECK, "allreduce"});
+  ASSERT_EQ(c.status, 0) << c.output;
+  EXPECT_TRUE(contains(c.output, "allreduce OK")) << c.output;
+  EXPECT_TRUE(contains(c.output, "on " + std::to_string(ranks) + " ranks")) << c.output;
+  EXPECT_TRUE(contains(c.output, "UCP context up on transports \"doorbell\"")) << c.output;
+  EXPECT_TRUE(contains(c.output, "mca_coll_doorbell_allreduce()")) << c.output;
+  EXPECT_FALSE(contains(c.output, "running fallback")) << c.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(Doorbell, TuneAllreduce, ::testing::Values(3, 4),
+                         [](const auto &info) { return std::to_string(info.param) + "ranks"; });
