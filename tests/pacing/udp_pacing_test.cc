@@ -126,3 +126,56 @@ TEST(UdpPacerGate, IbrcGateSeesTheTraffic)
     EXPECT_GT(g_record.min_rate, 0);
     EXPECT_LE(g_record.max_rate, 10e9);
 }
+
+TEST(UdpPacerGate, BadRatesOrTargetFailAtOpen)
+{
+    doorbell_pd_t *pd = nullptr;
+    ASSERT_EQ(DOORBELL_OK, doorbell_pd_create(&pd));
+    doorbell_iface_t *i = nullptr;
+    auto p        = paced("ibrc");
+    p.cc_min_rate = 2e6;
+    p.cc_max_rate = 1e6;
+    EXPECT_EQ(DOORBELL_ERR_INVALID_PARAM, doorbell_iface_open(pd, &p, &i));
+    EXPECT_NE(std::string(doorbell_last_error()).find("pacing rates"), std::string::npos);
+    p                    = paced("ibrc");
+    p.cc_target_delay_ns = 2000000000ull;
+    EXPECT_EQ(DOORBELL_ERR_INVALID_PARAM, doorbell_iface_open(pd, &p, &i));
+    EXPECT_NE(std::string(doorbell_last_error()).find("target delay"), std::string::npos);
+    doorbell_pd_destroy(pd);
+}
+
+TEST(UdpPacerGate, RateBoundsAndTargetReachTheController)
+{
+    PacingFactory ibrc = find_pacing_policy("ibrc");
+    ASSERT_TRUE(ibrc);
+    g_record = Record{};
+    PacingContext seen;
+    register_pacing_policy("ibrc-bounded", [ibrc, &seen](const PacingContext &ctx) {
+        seen            = ctx;
+        PacingContext c = ctx;
+        c.policy        = "ibrc";
+        return std::unique_ptr<PacingGate>(new RecordingGate(ibrc(c), &g_record));
+    });
+    auto p               = paced("ibrc-bounded");
+    p.cc_target_delay_ns = 300000;
+    p.cc_min_rate        = 1e6;
+    p.cc_max_rate        = 40e6;
+    {
+        LoopbackPair pair(p, p);
+        const size_t len = 1 << 20;
+        Region target(pair.pd, len, DOORBELL_ACCESS_REMOTE_WRITE);
+        auto data = pattern(len, 12);
+        iovec iov{data.data(), len};
+        Completion c;
+        ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_put_zcopy(pair.qa, &iov, 1,
+                                                             target.addr(),
+                                                             target.rkey, &c));
+        ASSERT_TRUE(pair.wait([&] { return c.count == 1; }));
+        EXPECT_EQ(0, std::memcmp(target.bytes.data(), data.data(), len));
+    }
+    EXPECT_EQ(300000u, seen.target_delay_ns);
+    EXPECT_EQ(1e6, seen.min_rate);
+    EXPECT_EQ(40e6, seen.max_rate);
+    EXPECT_GE(g_record.min_rate, 1e6);
+    EXPECT_LE(g_record.max_rate, 40e6);
+}

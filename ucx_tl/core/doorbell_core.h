@@ -113,6 +113,9 @@ typedef struct doorbell_iface_params {
     uint32_t    retry_count;     /* retransmits before DOORBELL_ERR_TIMED_OUT */
     const char *cc;              /* pacing policy: "ibrc", "dcqcn", "timely", "none" */
     double      ibrc_gain;       /* 0 = derived from the measured RTT */
+    uint64_t    cc_target_delay_ns; /* queueing-delay target; 0 = automatic */
+    double      cc_min_rate;     /* pacing floor, bytes/s; 0 = line rate / 2048 */
+    double      cc_max_rate;     /* pacing ceiling, bytes/s; 0 = line rate */
 } doorbell_iface_params_t;
 
 /* Defaults for every field (device left NULL). */

@@ -71,6 +71,9 @@ typedef struct uct_doorbell_iface_config {
     unsigned              retry_count;   /* Retransmits before a timeout */
     uct_doorbell_cc_t     cc;            /* Pacing policy */
     char                  *ibrc_gain;    /* "auto" or a positive number */
+    double                 cc_target_delay; /* seconds, 0 = automatic */
+    double                 cc_min_rate;  /* bytes/s or UCS_CONFIG_BW_AUTO */
+    double                 cc_max_rate;  /* bytes/s or UCS_CONFIG_BW_AUTO */
     int                   stats;         /* Dump counters at close */
     double                async_interval;/* Background progress period, s */
 } uct_doorbell_iface_config_t;

@@ -109,6 +109,25 @@ static ucs_config_field_t uct_doorbell_iface_config_table[] = {
      ucs_offsetof(uct_doorbell_iface_config_t, ibrc_gain),
      UCS_CONFIG_TYPE_STRING},
 
+    {"CC_TARGET_DELAY", "0",
+     "Queueing delay the pacing loop steers toward (ibrc, timely). 0 derives it\n"
+     "from the MTU and the device's line rate; raise it on paths whose RTT\n"
+     "jitters more than that (software paths on busy hosts).",
+     ucs_offsetof(uct_doorbell_iface_config_t, cc_target_delay),
+     UCS_CONFIG_TYPE_TIME},
+
+    {"CC_MIN_RATE", "auto",
+     "Floor of the pacing rate of each queue pair, so that a quiet or noisy\n"
+     "path is never starved (e.g. 10Mbps). auto: the line rate / 2048.",
+     ucs_offsetof(uct_doorbell_iface_config_t, cc_min_rate),
+     UCS_CONFIG_TYPE_BW},
+
+    {"CC_MAX_RATE", "auto",
+     "Ceiling of the pacing rate of each queue pair (e.g. 200Mbps). auto: the\n"
+     "device's line rate.",
+     ucs_offsetof(uct_doorbell_iface_config_t, cc_max_rate),
+     UCS_CONFIG_TYPE_BW},
+
     {"ASYNC_INTERVAL", "10ms",
      "Period of background progress from the worker's async thread: it\n"
      "acknowledges, retransmits and moves queued packets while the application\n"
@@ -604,6 +623,11 @@ uct_doorbell_iface_params_from_config(const uct_doorbell_iface_config_t *config,
         }
     }
 
+    p->cc_target_delay_ns = (uint64_t)(config->cc_target_delay * 1e9);
+    p->cc_min_rate = UCS_CONFIG_BW_IS_AUTO(config->cc_min_rate) ?
+                     0 : config->cc_min_rate;
+    p->cc_max_rate = UCS_CONFIG_BW_IS_AUTO(config->cc_max_rate) ?
+                     0 : config->cc_max_rate;
     return UCS_OK;
 }
 

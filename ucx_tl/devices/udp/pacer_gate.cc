@@ -48,6 +48,9 @@ bool pacing_config_for(const PacingContext &ctx, pacing::Config *config_p,
     c.gain          = ctx.gain;
     c.line_rate_Bps = ctx.line_rate;
     c.mtu_bytes     = ctx.mtu;
+    c.target_delay_ns = ctx.target_delay_ns;
+    c.min_rate_Bps  = ctx.min_rate;
+    c.max_rate_Bps  = ctx.max_rate;
     pacing::Config resolved;
     if (!pacing::resolve_config(c, &resolved, error_p)) {
         *error_p = ctx.device + ": pacing " + ctx.policy + ": " + *error_p;

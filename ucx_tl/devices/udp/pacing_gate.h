@@ -42,6 +42,9 @@ struct PacingContext {
     double      gain;        ///< doorbell_iface_params_t::ibrc_gain (0: derive)
     double      line_rate;   ///< bytes/s estimate of the device
     uint32_t    mtu;         ///< payload bytes per packet
+    uint64_t    target_delay_ns = 0; ///< queueing-delay target; 0 = automatic
+    double      min_rate  = 0;   ///< floor, bytes/s; 0 = policy default
+    double      max_rate  = 0;   ///< ceiling, bytes/s; 0 = line_rate
 };
 
 /// Creates the gate of a new QP, or nullptr for "unlimited".

@@ -262,6 +262,21 @@ doorbell_status_t UdpIface::init(const sockaddr_in &addr, uint32_t if_mtu)
                              "%s: IBRC gain %g must be 0 (derived) or positive",
                              name.c_str(), params.ibrc_gain);
         }
+        if (!std::isfinite(params.cc_min_rate) || params.cc_min_rate < 0 ||
+            !std::isfinite(params.cc_max_rate) || params.cc_max_rate < 0 ||
+            (params.cc_max_rate > 0 && params.cc_min_rate > params.cc_max_rate)) {
+            return set_error(DOORBELL_ERR_INVALID_PARAM,
+                             "%s: pacing rates min %g max %g B/s: need "
+                             "0 <= min <= max (0: automatic)",
+                             name.c_str(), params.cc_min_rate,
+                             params.cc_max_rate);
+        }
+        if (params.cc_target_delay_ns > 1000000000ull) {
+            return set_error(DOORBELL_ERR_INVALID_PARAM,
+                             "%s: pacing target delay %llu ns exceeds 1 s",
+                             name.c_str(),
+                             (unsigned long long)params.cc_target_delay_ns);
+        }
     }
     return DOORBELL_OK;
 }
@@ -321,7 +336,10 @@ doorbell_status_t UdpIface::create_qp(const void *device_addr,
     auto qp = std::make_unique<UdpQp>(*this, qpn, peer);
     if (pacing_) {
         qp->gate = pacing_(PacingContext{name, params.cc, params.ibrc_gain,
-                                         line_rate_, mtu_});
+                                         line_rate_, mtu_,
+                                         params.cc_target_delay_ns,
+                                         params.cc_min_rate,
+                                         params.cc_max_rate});
     }
     *qp_p = qp.get();
     qp_by_num_[qpn] = qp.get();
