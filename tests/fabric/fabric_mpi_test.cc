@@ -19,9 +19,12 @@ struct Stack {
   const char *mpirun_args;  ///< selects the stack; "" for doorbell (tune file)
 };
 
+// Stock ob1/tcp as the reference stack, and doorbell. Stock pml ucx over UCX
+// tcp is left to scripts/run.sh's comparison: across these namespaces its
+// allreduce hung intermittently (a 1.8 s run, then a 90 s time-out) with
+// ranks sharing two busy cores.
 const Stack kStacks[] = {
     {"ob1_tcp", "--mca pml ob1 --mca btl self,tcp"},
-    {"ucx_tcp", "--mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any --mca osc ^ucx -x UCX_TLS=tcp,self"},
     {"doorbell", ""},
 };
 
