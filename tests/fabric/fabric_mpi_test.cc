@@ -83,8 +83,12 @@ TEST_P(FabricMpi, FourHostsAcrossTheSpine) {
   // p2p up to 1 MiB: eager and rendezvous on every stack, and bounded time on
   // a 200 Mb/s spine (sizes up to 4 MiB are the MPI tests' on one host).
   std::string args = std::string(what) == "p2p" ? "p2p 1048576" : what;
-  auto r = f.mpirun("-np 4 " + select + " " + DOORBELL_MPI_CHECK + " " + args, 90);
-  ASSERT_NE(r.rc, 124) << "mpirun did not finish within 90 s (a hang)\n" << r.out;
+  // A hang detector, not a speed check: doorbell's paced p2p takes 20-40 s
+  // here (IBRC near its floor on this fabric, docs/fabric.md) and more when
+  // other tests load the two cores; ob1 takes about 2 s.
+  constexpr int kHangSeconds = 240;
+  auto r = f.mpirun("-np 4 " + select + " " + DOORBELL_MPI_CHECK + " " + args, kHangSeconds);
+  ASSERT_NE(r.rc, 124) << "mpirun did not finish within " << kHangSeconds << " s (a hang)\n" << r.out;
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find(std::string(what) + " OK"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("on 4 ranks"), std::string::npos) << r.out;
