@@ -6,6 +6,7 @@
 #pragma once
 
 #include "core/doorbell_core.h"
+#include "../common/core_callbacks.h"
 
 #include <gtest/gtest.h>
 
@@ -16,34 +17,6 @@
 #include <vector>
 
 namespace doorbell::test {
-
-/// A completion cookie.
-struct Completion {
-    int               count  = 0;
-    doorbell_status_t status = DOORBELL_OK;
-};
-
-inline void on_completion(void *cookie, doorbell_status_t status)
-{
-    auto *c = static_cast<Completion *>(cookie);
-    ++c->count;
-    c->status = status;
-}
-
-struct QpError {
-    int               count  = 0;
-    doorbell_status_t status = DOORBELL_OK;
-    std::string       message;
-};
-
-inline void on_qp_error(void *arg, doorbell_qp_t *, doorbell_status_t status,
-                        const char *message)
-{
-    auto *e = static_cast<QpError *>(arg);
-    ++e->count;
-    e->status  = status;
-    e->message = message;
-}
 
 inline doorbell_iface_params_t lo_params()
 {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "core/doorbell_core.h"
+#include "../common/core_callbacks.h"
 #include "devices/verbs/verbs_device.h"
 #include "fake_verbs.h"
 
@@ -18,33 +19,6 @@
 #include <vector>
 
 namespace doorbell::test {
-
-struct Completion {
-    int               count  = 0;
-    doorbell_status_t status = DOORBELL_OK;
-};
-
-inline void on_completion(void *cookie, doorbell_status_t status)
-{
-    auto *c = static_cast<Completion *>(cookie);
-    ++c->count;
-    c->status = status;
-}
-
-struct QpError {
-    int               count  = 0;
-    doorbell_status_t status = DOORBELL_OK;
-    std::string       message;
-};
-
-inline void on_qp_error(void *arg, doorbell_qp_t *, doorbell_status_t status,
-                        const char *message)
-{
-    auto *e = static_cast<QpError *>(arg);
-    ++e->count;
-    e->status  = status;
-    e->message = message;
-}
 
 struct Am {
     uint8_t              id;
