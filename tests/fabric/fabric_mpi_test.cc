@@ -69,13 +69,6 @@ class FabricMpi : public ::testing::TestWithParam<Case> {
       if (!std::filesystem::exists(kTransport))
         GTEST_SKIP() << "doorbell transport not built: " << kTransport << " is absent";
       if (!std::filesystem::exists(kTune)) GTEST_SKIP() << "doorbell tune file not installed: " << kTune;
-      // Open bug: across this lossy 200 Mb/s fabric the doorbell run stalls
-      // in about one run of three (mpirun past 240 s; 20-40 s otherwise).
-      // Until it is found, run it on request rather than turn CI red by chance.
-      const char *on = getenv("DOORBELL_TEST_FABRIC_DOORBELL");
-      if (on == nullptr || std::string(on) != "1")
-        GTEST_SKIP() << "doorbell across the emulated fabric stalls intermittently (open bug, "
-                        "docs/fabric.md); set DOORBELL_TEST_FABRIC_DOORBELL=1 to run it";
     }
   }
 };
@@ -91,10 +84,9 @@ TEST_P(FabricMpi, FourHostsAcrossTheSpine) {
   // p2p up to 1 MiB: eager and rendezvous on every stack, and bounded time on
   // a 200 Mb/s spine (sizes up to 4 MiB are the MPI tests' on one host).
   std::string args = std::string(what) == "p2p" ? "p2p 1048576" : what;
-  // A hang detector, not a speed check: doorbell's paced p2p takes 20-40 s
-  // here (IBRC near its floor on this fabric, docs/fabric.md) and more when
-  // other tests load the two cores; ob1 takes about 2 s.
-  constexpr int kHangSeconds = 240;
+  // A hang detector, not a speed check: each stack takes 2-5 s here, more
+  // when other tests load the two cores.
+  constexpr int kHangSeconds = 180;
   auto r = f.mpirun("-np 4 " + select + " " + DOORBELL_MPI_CHECK + " " + args, kHangSeconds);
   ASSERT_NE(r.rc, 124) << "mpirun did not finish within " << kHangSeconds << " s (a hang)\n" << r.out;
   ASSERT_EQ(r.rc, 0) << r.out;

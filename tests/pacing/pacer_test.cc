@@ -86,6 +86,23 @@ TEST(PacerConfig, ResolvesAutoValues) {
   EXPECT_EQ(r.init_rate_Bps, 50e9);
 }
 
+// A device whose path adds scheduling noise sets a floor under the automatic
+// target; a target the user gave is kept as given.
+TEST(PacerConfig, AutoTargetRespectsTheDevicesFloor) {
+  Config c = base_config(Policy::kIbrc), r;
+  std::string err;
+  c.target_floor_ns = 500000;
+  ASSERT_TRUE(resolve_config(c, &r, &err)) << err;
+  EXPECT_EQ(r.target_delay_ns, 500000u);
+  c.target_floor_ns = 1; // below the segment-time target: no effect
+  ASSERT_TRUE(resolve_config(c, &r, &err)) << err;
+  EXPECT_EQ(r.target_delay_ns, uint64_t(kIbrcTargetSegments * 4096 / 50e9 * 1e9));
+  c.target_floor_ns = 500000;
+  c.target_delay_ns = 2000;
+  ASSERT_TRUE(resolve_config(c, &r, &err)) << err;
+  EXPECT_EQ(r.target_delay_ns, 2000u);
+}
+
 TEST(TokenBucket, PacesAtTheRate) {
   // 1 GB/s, 4 KiB segments: one per 4096 ns once the burst is spent.
   TokenBucket b(1e9, 8192);

@@ -203,7 +203,8 @@ TEST(UdpDoorbell, CountersDumpAtClose)
     for (const char *name : {"signaled", "cq_polls", "rx_packets", "tx_bytes",
                              "rx_bytes", "retransmits", "rx_dropped",
                              "rx_duplicates", "naks", "ce_marks", "rtt_samples",
-                             "remote_access_errors"}) {
+                             "remote_access_errors", "timeouts",
+                             "paced_waits", "busy_naks", "tail_probes"}) {
         EXPECT_NE(out.find(std::string("lo ") + name + " "), std::string::npos)
             << name;
     }

@@ -21,6 +21,7 @@ struct FakeGate : PacingGate {
         uint64_t rtt_samples = 0;
         uint64_t losses      = 0;
         uint64_t max_rtt     = 0; ///< ns, the largest sample given
+        uint64_t max_send    = 0; ///< bytes, the largest single charge
         int      gates       = 0;
         PacingContext ctx;
     };
@@ -33,6 +34,7 @@ struct FakeGate : PacingGate {
     {
         ++log_.sends;
         log_.send_bytes += bytes;
+        log_.max_send = std::max<uint64_t>(log_.max_send, bytes);
     }
     void on_ack(uint64_t, uint64_t acked, uint64_t ce, uint64_t rtt) override
     {
@@ -113,6 +115,43 @@ TEST(UdpPacing, GateHearsCeAndLoss)
     EXPECT_EQ(data, target.bytes);
     EXPECT_GT(g_log.ce_bytes, 0u);
     EXPECT_GT(g_log.losses, 0u);
+}
+
+/* Reads are paced by the requester (receiver-driven): a READ_REQ is charged
+ * the data it asks for, pieces are short bursts, and the data that comes back
+ * is the feedback (bytes, marks, and an RTT from the first response). */
+TEST(UdpPacing, ReadsAreChargedToTheRequesterInShortPieces)
+{
+    register_fake();
+    g_log                     = {};
+    g_log.open                = true;
+    doorbell_iface_params_t p = lo_params();
+    p.cc                      = "test-gate";
+    LoopbackPair pair(p, p);
+    FaultConfig marks{.ce = 1.0, .seed = 9};
+    set_fault_injection(pair.a, &marks); /* the read data arrives marked */
+    const size_t len = size_t(1) << 20;
+    auto data        = pattern(len, 4);
+    Region source(pair.pd, len, DOORBELL_ACCESS_REMOTE_READ);
+    std::copy(data.begin(), data.end(), source.bytes.begin());
+    std::vector<uint8_t> dest(len);
+    iovec iov{dest.data(), len};
+    Completion c;
+    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_get_zcopy(pair.qa, &iov, 1,
+                                                         source.addr(),
+                                                         source.rkey, &c));
+    ASSERT_TRUE(pair.wait([&] { return c.count == 1; }));
+    EXPECT_EQ(DOORBELL_OK, c.status);
+    EXPECT_EQ(data, dest);
+    const uint64_t mtu   = g_log.ctx.mtu;
+    const uint64_t piece = 16 * mtu;
+    EXPECT_GE(g_log.send_bytes, len); /* every byte read was charged */
+    EXPECT_GE(g_log.sends, len / piece);
+    /* no request bigger than a piece and its response headers */
+    EXPECT_LE(g_log.max_send, piece + (piece / mtu + 2) * 64);
+    EXPECT_GE(g_log.acked_bytes, len);
+    EXPECT_GE(g_log.ce_bytes, len);
+    EXPECT_GT(g_log.rtt_samples, 0u);
 }
 
 TEST(UdpPacing, UnknownPolicyMeansUnpaced)

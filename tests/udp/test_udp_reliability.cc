@@ -349,6 +349,37 @@ TEST(UdpTimeout, ReadFromVanishedPeerTimesOut)
  * one packet, not the window: a spurious timeout must not turn into a flood
  * of duplicates, and once the peer runs again the transfer ends with every
  * resend accounted for as one duplicate. */
+/* The last packet of a burst is lost: nothing after it shows the gap. A
+ * tail-loss probe (a few round trips later) asks the peer, whose NAK brings
+ * the resend; the 5 s retransmit timeout never fires. */
+TEST(UdpTimeout, TailLossIsFoundByAProbeNotTheTimeout)
+{
+    LoopbackPair pair(steady_params(), steady_params());
+    Region target(pair.pd, 4096, DOORBELL_ACCESS_REMOTE_WRITE);
+    uint64_t v = 1;
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(),
+                                                 target.rkey));
+    ASSERT_EQ(DOORBELL_OK, pair.flush(pair.qa)); /* an RTT sample */
+
+    auto data = pattern(100, 3);
+    iovec iov{data.data(), data.size()};
+    FaultConfig lose_all{.tx_drop = 1.0, .seed = 1};
+    set_fault_injection(pair.a, &lose_all);
+    Completion c;
+    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_put_zcopy(pair.qa, &iov, 1,
+                                                         target.addr(),
+                                                         target.rkey, &c));
+    set_fault_injection(pair.a, nullptr); /* the put went out and was lost */
+    ASSERT_TRUE(pair.wait([&] { return c.count == 1; }));
+    EXPECT_EQ(DOORBELL_OK, c.status);
+    EXPECT_EQ(0, std::memcmp(target.bytes.data(), data.data(), data.size()));
+    auto a = pair.counters(pair.a);
+    EXPECT_GE(a.tail_probes, 1u);
+    EXPECT_EQ(0u, a.timeouts);
+    EXPECT_EQ(1u, a.retransmits);
+    EXPECT_GE(pair.counters(pair.b).naks, 1u);
+}
+
 TEST(UdpTimeout, DescheduledPeerGetsOneResendPerTimeoutNotAFlood)
 {
     doorbell_iface_params_t p = lo_params();

@@ -207,6 +207,10 @@ typedef struct doorbell_counters {
     uint64_t ce_marks;           /* packets received with CE */
     uint64_t rtt_samples;
     uint64_t remote_access_errors;
+    uint64_t timeouts;           /* retransmit timer expiries */
+    uint64_t paced_waits;        /* sends held back by the pacer */
+    uint64_t busy_naks;          /* receiver-busy NAKs received (AM held back) */
+    uint64_t tail_probes;        /* tail-loss probes sent (ACK requests) */
 } doorbell_counters_t;
 void doorbell_iface_get_counters(const doorbell_iface_t *iface,
                                  doorbell_counters_t *counters);

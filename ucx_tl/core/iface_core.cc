@@ -247,6 +247,10 @@ void IfaceCore::dump_counters() const
         {"ce_marks", c.ce_marks},
         {"rtt_samples", c.rtt_samples},
         {"remote_access_errors", c.remote_access_errors},
+        {"timeouts", c.timeouts},
+        {"paced_waits", c.paced_waits},
+        {"busy_naks", c.busy_naks},
+        {"tail_probes", c.tail_probes},
     };
     for (const auto &[counter, value] : rows) {
         fprintf(stderr, "%s %s %llu\n", name.c_str(), counter,

@@ -109,7 +109,8 @@ bool resolve_config(const Config &in, Config *out_p, std::string *error_p) {
     return fail(error_p, err.str());
   }
   if (c.target_delay_ns == 0)
-    c.target_delay_ns = std::max<uint64_t>(1, ibrc_auto_target_ns(c.mtu_bytes, c.line_rate_Bps));
+    c.target_delay_ns = std::max<uint64_t>({1, c.target_floor_ns,
+                                            ibrc_auto_target_ns(c.mtu_bytes, c.line_rate_Bps)});
   if (c.burst_bytes == 0)
     c.burst_bytes = 2 * c.mtu_bytes;
   *out_p = c;

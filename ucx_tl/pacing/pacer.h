@@ -26,6 +26,8 @@ struct Config {
   double gain = 0;                  ///< IBRC integral gain, 1/s; 0 = derived from base RTT
   double line_rate_Bps = 50e9;      ///< link rate, bytes/s (400 Gb/s)
   uint64_t target_delay_ns = 0;     ///< queueing-delay target, ns; 0 = auto
+  uint64_t target_floor_ns = 0;     ///< auto target never below this, ns: the
+                                    ///< delay noise of the path's endpoints
   double min_rate_Bps = 0;          ///< floor, bytes/s; 0 = line rate / 2048
   double max_rate_Bps = 0;          ///< ceiling, bytes/s; 0 = line rate
   double init_rate_Bps = 0;         ///< first rate, bytes/s; 0 = policy default

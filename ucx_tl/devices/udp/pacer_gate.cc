@@ -32,6 +32,7 @@ public:
     }
     void on_loss(uint64_t now_ns) override { pacer_->on_loss(now_ns); }
     double rate() const override { return pacer_->rate(); }
+    uint64_t base_rtt_ns() const override { return pacer_->base_rtt_ns(); }
 
 private:
     std::unique_ptr<pacing::Pacer> pacer_;
@@ -49,6 +50,7 @@ bool pacing_config_for(const PacingContext &ctx, pacing::Config *config_p,
     c.line_rate_Bps = ctx.line_rate;
     c.mtu_bytes     = ctx.mtu;
     c.target_delay_ns = ctx.target_delay_ns;
+    c.target_floor_ns = ctx.target_floor_ns;
     c.min_rate_Bps  = ctx.min_rate;
     c.max_rate_Bps  = ctx.max_rate;
     pacing::Config resolved;

@@ -33,6 +33,8 @@ public:
     virtual void on_loss(uint64_t now_ns) = 0;
     /// Current rate, bytes/s (for counters and tests).
     virtual double rate() const = 0;
+    /// Base (minimum) RTT the controller measured, ns; 0 if it keeps none.
+    virtual uint64_t base_rtt_ns() const { return 0; }
 };
 
 /// What a gate is created for.
@@ -43,6 +45,9 @@ struct PacingContext {
     double      line_rate;   ///< bytes/s estimate of the device
     uint32_t    mtu;         ///< payload bytes per packet
     uint64_t    target_delay_ns = 0; ///< queueing-delay target; 0 = automatic
+    /// the automatic target's floor, ns: delay the path adds without any
+    /// queue (a kernel stack's scheduling noise)
+    uint64_t    target_floor_ns = 0;
     double      min_rate  = 0;   ///< floor, bytes/s; 0 = policy default
     double      max_rate  = 0;   ///< ceiling, bytes/s; 0 = line_rate
 };

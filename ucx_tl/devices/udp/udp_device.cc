@@ -211,6 +211,10 @@ doorbell_status_t UdpIface::init(const sockaddr_in &addr, uint32_t if_mtu)
         return set_error(DOORBELL_ERR_IO, "%s: setsockopt(IP_TOS) failed: %s",
                          name.c_str(), strerror(errno));
     }
+    /* the kernel's arrival time of every datagram (SCM_TIMESTAMPNS): RTT
+     * samples then exclude the time a datagram waited for this process;
+     * without it samples fall back to the time of processing */
+    setsockopt(fd_, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof(on));
     /* large socket buffers: the window below follows what the kernel grants
      * (FORCE works with CAP_NET_ADMIN, else rmem_max caps the request) */
     int want = 16 << 20;
@@ -289,6 +293,9 @@ UdpIface::~UdpIface()
         flush_tx();
     }
     for (auto &qp : owned_) {
+        if (stats) {
+            dump_qp(*qp);
+        }
         qp->cancel_all();
     }
     owned_.clear();
@@ -335,11 +342,17 @@ doorbell_status_t UdpIface::create_qp(const void *device_addr,
     } while (qpn == 0 || qp_by_num_.count(qpn) != 0);
     auto qp = std::make_unique<UdpQp>(*this, qpn, peer);
     if (pacing_) {
-        qp->gate = pacing_(PacingContext{name, params.cc, params.ibrc_gain,
-                                         line_rate_, mtu_,
-                                         params.cc_target_delay_ns,
-                                         params.cc_min_rate,
-                                         params.cc_max_rate});
+        PacingContext ctx;
+        ctx.device          = name;
+        ctx.policy          = params.cc;
+        ctx.gain            = params.ibrc_gain;
+        ctx.line_rate       = line_rate_;
+        ctx.mtu             = mtu_;
+        ctx.target_delay_ns = params.cc_target_delay_ns;
+        ctx.target_floor_ns = kHostPathDelayNs;
+        ctx.min_rate        = params.cc_min_rate;
+        ctx.max_rate        = params.cc_max_rate;
+        qp->gate            = pacing_(ctx);
     }
     *qp_p = qp.get();
     qp_by_num_[qpn] = qp.get();
@@ -348,8 +361,30 @@ doorbell_status_t UdpIface::create_qp(const void *device_addr,
     return DOORBELL_OK;
 }
 
+/// One line per QP with the iface's stats: where its pacer stood and how
+/// often it waited, timed out or was told the receiver is busy.
+void UdpIface::dump_qp(const UdpQp &qp) const
+{
+    char ip[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &qp.peer.sin_addr, ip, sizeof(ip));
+    fprintf(stderr,
+            "%s qp 0x%x peer %s:%u rate_MBps %.3f min_rate_MBps %.3f "
+            "base_rtt_us %.1f srtt_us %.1f paced_waits %llu timeouts %llu "
+            "busy_naks %llu tail_probes %llu\n",
+            name.c_str(), qp.qpn, ip, ntohs(qp.peer.sin_port),
+            qp.gate ? qp.gate->rate() / 1e6 : 0.0, qp.min_rate / 1e6,
+            qp.gate ? qp.gate->base_rtt_ns() / 1e3 : 0.0, qp.srtt_ns / 1e3,
+            static_cast<unsigned long long>(qp.paced_waits),
+            static_cast<unsigned long long>(qp.timeouts),
+            static_cast<unsigned long long>(qp.busy_naks),
+            static_cast<unsigned long long>(qp.tail_probes));
+}
+
 void UdpIface::destroy_qp(UdpQp &qp)
 {
+    if (stats) {
+        dump_qp(qp);
+    }
     qp.cancel_all();
     qp_by_num_.erase(qp.qpn);
     qps.erase(std::find(qps.begin(), qps.end(), &qp));

@@ -40,6 +40,15 @@ static constexpr size_t   kMaxShort  = 1024; ///< put_short / am_short bytes
 static constexpr size_t   kMaxZcopy  = size_t(1) << 30; ///< put/get bytes
 static constexpr size_t   kMaxResponders = 65536; ///< peer QPs per iface
 static constexpr uint32_t kAckEvery = 32; ///< packets per ACK without ACK_REQ
+static constexpr uint32_t kReadPieceSegments = 16; ///< paced read piece, chunks
+/// Floor of the pacer's automatic queueing-delay target, ns. The path of a
+/// software NIC runs through kernel stacks (and, on an emulated fabric,
+/// forwarding namespaces) whose scheduling adds tens to hundreds of us
+/// without any queue; a target below that noise would read it as congestion
+/// and hold every flow at its floor. ECN marks still cut at once.
+static constexpr uint64_t kHostPathDelayNs = 500000;
+/// Shortest tail-loss probe timeout, ns (a probe is one header-only packet).
+static constexpr uint64_t kTlpMinNs = 1000000;
 static_assert(kBufSize >= kMaxDatagram + 512, "datagram fits a buffer");
 
 /// One packet a requester sent (or will send) and the peer has not ACKed.
@@ -106,6 +115,13 @@ struct UdpQp : public QpCore {
     bool                     probe_due      = false; ///< ask the peer to ACK
     uint32_t                 probed_psn     = 0;     ///< next_psn when last asked
     std::unique_ptr<PacingGate> gate;
+    /* per-QP counters, printed at destroy with the iface's stats */
+    uint64_t                 paced_waits    = 0;
+    uint64_t                 timeouts       = 0;
+    uint64_t                 busy_naks      = 0;
+    uint64_t                 tail_probes    = 0;
+    uint64_t                 tlp_at_ns      = 0; ///< tail-loss probe due; 0: none
+    double                   min_rate       = 0; ///< lowest pacer rate seen, B/s
 };
 
 /// Per peer QP state of the responder.
@@ -183,11 +199,15 @@ private:
     void handle_datagram(uint8_t *buf, size_t len, const sockaddr_in &from,
                          bool ce, size_t slot);
     void handle_response(const WireHeader &h, const uint8_t *payload,
-                         const sockaddr_in &from);
+                         const sockaddr_in &from, bool ce);
     void handle_ack(UdpQp &qp, const WireHeader &h);
     void handle_nak(UdpQp &qp, const WireHeader &h);
     void handle_read_resp(UdpQp &qp, const WireHeader &h,
-                          const uint8_t *payload);
+                          const uint8_t *payload, bool ce);
+    uint64_t kernel_rx_time(const cmsghdr *c, int64_t rt_to_mono) const;
+    uint64_t path_rtt(uint64_t ts_echo, uint32_t hold_ns) const;
+    uint32_t read_charge(uint32_t len) const;
+    uint32_t read_piece_max(const UdpQp &qp) const;
     void handle_request(const WireHeader &h, uint8_t *buf,
                         const sockaddr_in &from, bool ce, size_t slot);
     bool handle_send(Responder &r, const WireHeader &h, uint8_t *buf,
@@ -200,8 +220,17 @@ private:
     void give_buffer(uint8_t *buf);
     void ack_psn(UdpQp &qp, uint32_t psn, uint64_t now);
     void send_ack(Responder &r);
-    void send_probe(UdpQp &qp);
+    void send_probe(UdpQp &qp, uint32_t psn);
+    uint64_t tlp_timeout(const UdpQp &qp) const;
     void flush_deferred_acks(bool all);
+    static void note_rate(UdpQp &qp)
+    {
+        double r = qp.gate->rate();
+        if (qp.min_rate == 0 || r < qp.min_rate) {
+            qp.min_rate = r;
+        }
+    }
+    void dump_qp(const UdpQp &qp) const;
 
     int         fd_       = -1;
     int         epoll_fd_ = -1;
@@ -210,6 +239,7 @@ private:
     uint32_t    mtu_      = 0;   ///< payload bytes per packet
     uint64_t    window_   = 0;   ///< unacknowledged bytes per QP
     uint64_t    now_      = 0;   ///< clock of the current progress call
+    uint64_t    rx_ts_    = 0;   ///< kernel arrival of the datagram in hand
     uint32_t    next_qpn_ = 0;
     unsigned    depth_    = 0;   ///< nesting of progress (deferred frees)
     std::unordered_map<uint32_t, UdpQp *> qp_by_num_;

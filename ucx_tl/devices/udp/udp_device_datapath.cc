@@ -67,6 +67,17 @@ bool same_peer(const sockaddr_in &a, const sockaddr_in &b)
     return a.sin_addr.s_addr == b.sin_addr.s_addr && a.sin_port == b.sin_port;
 }
 
+/// CLOCK_REALTIME - CLOCK_MONOTONIC now, ns: the kernel stamps arrivals on
+/// the realtime scale, the wire and the timers use the monotonic one.
+int64_t realtime_minus_monotonic_ns()
+{
+    timespec rt, mono;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    clock_gettime(CLOCK_MONOTONIC, &mono);
+    return (int64_t(rt.tv_sec) - int64_t(mono.tv_sec)) * 1000000000ll +
+           (int64_t(rt.tv_nsec) - int64_t(mono.tv_nsec));
+}
+
 } // namespace
 
 /* ------------------------------------------------------------- transmit */
@@ -156,8 +167,11 @@ bool UdpIface::cut_packet(UdpQp &qp)
         }
         case DOORBELL_OP_GET: {
             /* pieces of at most half a window: responses must fit the
-             * receive buffer, or a large read would lose data forever */
-            uint32_t piece_max = uint32_t(std::max<uint64_t>(window_ / 2, mtu_));
+             * receive buffer, or a large read would lose data forever. A
+             * paced QP also bounds the burst: the responder sends a piece
+             * back to back, so a piece is what a switch buffer must absorb
+             * at once; the pacer spaces the pieces (read_piece_max). */
+            uint32_t piece_max = read_piece_max(qp);
             pkt.opcode = Opcode::kReadReq;
             pkt.length = std::min(piece_max, total - qp.cursor_offset);
             if (qp.read_bytes > 0 && qp.read_bytes + pkt.length > window_) {
@@ -270,11 +284,19 @@ void UdpIface::send_packet(UdpQp &qp, const TxPacket &pkt)
         qp.max_sent = pkt.psn + 1;
     }
     if (qp.gate) {
-        qp.gate->on_send(now_, h.length + uint32_t(sizeof(WireHeader)));
+        /* a read request is charged what it asks for: the responses come
+         * back on this path's behalf (receiver-driven reads) */
+        uint32_t charge = h.length + uint32_t(sizeof(WireHeader));
+        if (pkt.opcode == Opcode::kReadReq) {
+            charge += read_charge(pkt.length - std::min(h.msg_offset,
+                                                        pkt.length));
+        }
+        qp.gate->on_send(now_, charge);
     }
     if (qp.deadline_ns == 0) {
         qp.deadline_ns = now_ + qp.rto_ns;
     }
+    qp.tlp_at_ns = now_ + tlp_timeout(qp);
 }
 
 void UdpIface::transmit(UdpQp &qp)
@@ -290,31 +312,48 @@ void UdpIface::transmit(UdpQp &qp)
             continue; /* a NOP: nothing to send */
         }
         const TxPacket &pkt = qp.unacked[qp.tx_psn - qp.una];
-        if (qp.gate &&
-            qp.gate->next_send_ns(now_, pkt.length + sizeof(WireHeader)) >
-                now_) {
+        uint32_t bytes = pkt.opcode == Opcode::kReadReq
+                             ? uint32_t(sizeof(WireHeader)) + read_charge(pkt.length)
+                             : pkt.length + uint32_t(sizeof(WireHeader));
+        if (qp.gate && qp.gate->next_send_ns(now_, bytes) > now_) {
+            ++counters.paced_waits;
+            ++qp.paced_waits;
             break; /* paced: progress sends it later */
         }
         send_packet(qp, pkt);
         ++qp.tx_psn;
     }
-    if (qp.probe_due) {
+    /* a flush asks for the ACK once everything before it has left: a
+     * probe ahead of packets the pacer still holds would read as a gap */
+    if (qp.probe_due && qp.tx_psn == qp.next_psn) {
         qp.probe_due = false;
         if (qp.probed_psn != qp.next_psn && !qp.unacked.empty()) {
-            send_probe(qp);
+            send_probe(qp, qp.next_psn);
+            qp.probed_psn = qp.next_psn;
         }
     }
     retire(qp); /* NOPs and fences complete without packets */
 }
 
-void UdpIface::send_probe(UdpQp &qp)
+/// Asks the peer to answer now for everything below psn: an ACK, or a NAK
+/// naming the first packet it lacks.
+void UdpIface::send_probe(UdpQp &qp, uint32_t psn)
 {
     WireHeader h = make_header(Opcode::kAckReq);
     h.src_qp     = qp.qpn;
-    h.psn        = qp.next_psn;
+    h.psn        = psn;
     h.ts_send    = now_;
     stage(h, nullptr, 0, nullptr, 0, qp.peer);
-    qp.probed_psn = qp.next_psn;
+}
+
+/// The tail-loss probe's timeout: two round trips, at least kTlpMinNs, at
+/// most the retransmit timeout.
+uint64_t UdpIface::tlp_timeout(const UdpQp &qp) const
+{
+    if (qp.srtt_ns == 0) {
+        return qp.rto_ns;
+    }
+    return std::clamp<uint64_t>(2 * qp.srtt_ns, kTlpMinNs, qp.rto_ns);
 }
 
 void UdpIface::stage(const WireHeader &hdr, const void *a, size_t alen,
@@ -401,11 +440,28 @@ void UdpIface::retire(UdpQp &qp)
 
 void UdpIface::check_timer(UdpQp &qp)
 {
-    if (qp.deadline_ns == 0 || now_ < qp.deadline_ns || qp.in_error()) {
+    if (qp.deadline_ns == 0 || qp.in_error()) {
         return;
     }
     if (qp.unacked.empty() && qp.reads.empty()) {
         qp.deadline_ns = 0;
+        return;
+    }
+    if (qp.tlp_at_ns != 0 && now_ >= qp.tlp_at_ns && now_ < qp.deadline_ns) {
+        /* Tail-loss probe: nothing came back for two round trips. The
+         * packets at the end of a burst have no successor whose arrival
+         * shows the gap, so without a probe only the (long, backed-off)
+         * retransmit timeout would find it; the probe's answer (a NAK for
+         * the gap, or an ACK) costs one small packet, not a resend. */
+        qp.tlp_at_ns = 0;
+        if (!qp.unacked.empty() && psn_diff(qp.max_sent, qp.una) > 0) {
+            ++qp.tail_probes;
+            ++counters.tail_probes;
+            send_probe(qp, qp.max_sent);
+        }
+        return;
+    }
+    if (now_ < qp.deadline_ns) {
         return;
     }
     if (qp.retries >= params.retry_count) {
@@ -417,10 +473,13 @@ void UdpIface::check_timer(UdpQp &qp)
         return;
     }
     ++qp.retries;
+    ++qp.timeouts;
+    ++counters.timeouts;
     qp.rto_ns      = std::min(qp.rto_ns * 2, params.rto_max_ns);
     qp.deadline_ns = now_ + qp.rto_ns;
     if (qp.gate) {
         qp.gate->on_loss(now_);
+        note_rate(qp);
     }
     /* A timeout is as often a descheduled peer (or a descheduled us) as a
      * loss: resending the whole window then would only flood the peer's
@@ -455,6 +514,49 @@ void UdpIface::check_timer(UdpQp &qp)
 
 /* -------------------------------------------------------------- receive */
 
+/// The kernel's arrival time of a datagram (SCM_TIMESTAMPNS) on the
+/// monotonic scale, at most now_: the time it waited in the socket for this
+/// process to run is no part of the path.
+uint64_t UdpIface::kernel_rx_time(const cmsghdr *c, int64_t rt_to_mono) const
+{
+    timespec ts;
+    std::memcpy(&ts, CMSG_DATA(c), sizeof(ts));
+    int64_t mono = int64_t(ts.tv_sec) * 1000000000ll + ts.tv_nsec - rt_to_mono;
+    if (mono <= 0 || uint64_t(mono) > now_) {
+        return now_;
+    }
+    return uint64_t(mono);
+}
+
+/// The path's round trip for an answer to a packet sent at ts_echo, which the
+/// peer held hold_ns before answering: from the kernel's arrival time, so
+/// that neither side's scheduling delay reads as queueing. 0: no sample.
+uint64_t UdpIface::path_rtt(uint64_t ts_echo, uint32_t hold_ns) const
+{
+    if (ts_echo == 0 || ts_echo > rx_ts_) {
+        return 0;
+    }
+    uint64_t elapsed = rx_ts_ - ts_echo;
+    return hold_ns < elapsed ? elapsed - hold_ns : 0;
+}
+
+/// Bytes a read of len bytes brings back: its data and a header per chunk.
+uint32_t UdpIface::read_charge(uint32_t len) const
+{
+    return len + (len + mtu_ - 1) / mtu_ * uint32_t(sizeof(WireHeader));
+}
+
+/// Largest read piece: half a window; on a paced QP also kReadPieceSegments
+/// chunks, the burst the responder sends back to back.
+uint32_t UdpIface::read_piece_max(const UdpQp &qp) const
+{
+    uint64_t max = std::max<uint64_t>(window_ / 2, mtu_);
+    if (qp.gate) {
+        max = std::min<uint64_t>(max, uint64_t(kReadPieceSegments) * mtu_);
+    }
+    return uint32_t(max);
+}
+
 unsigned UdpIface::progress()
 {
     ++depth_;
@@ -487,6 +589,8 @@ unsigned UdpIface::progress()
 unsigned UdpIface::receive()
 {
     unsigned total = 0;
+    int64_t  rt_to_mono = 0; /* CLOCK_REALTIME - CLOCK_MONOTONIC, ns */
+    bool     have_offset = false;
     for (unsigned round = 0; round < kRxRounds; ++round) {
         for (unsigned i = 0; i < kRxBatch; ++i) {
             rx_iov_[i]        = {rx_slots_[i], kBufSize};
@@ -506,11 +610,20 @@ unsigned UdpIface::receive()
         for (int i = 0; i < n; ++i) {
             msghdr &m = rx_msgs_[i].msg_hdr;
             bool ce   = false;
+            rx_ts_    = now_;
             for (cmsghdr *c = CMSG_FIRSTHDR(&m); c != nullptr;
                  c          = CMSG_NXTHDR(&m, c)) {
                 if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS &&
                     c->cmsg_len >= CMSG_LEN(1)) {
                     ce = (*CMSG_DATA(c) & 0x3) == 0x3;
+                } else if (c->cmsg_level == SOL_SOCKET &&
+                           c->cmsg_type == SCM_TIMESTAMPNS &&
+                           c->cmsg_len >= CMSG_LEN(sizeof(timespec))) {
+                    if (!have_offset) {
+                        rt_to_mono  = realtime_minus_monotonic_ns();
+                        have_offset = true;
+                    }
+                    rx_ts_ = kernel_rx_time(c, rt_to_mono);
                 }
             }
             if (m.msg_flags & MSG_TRUNC) {
@@ -556,7 +669,7 @@ void UdpIface::handle_datagram(uint8_t *buf, size_t len,
     case Opcode::kAck:
     case Opcode::kNak:
     case Opcode::kReadResp:
-        handle_response(r.header, r.payload, from);
+        handle_response(r.header, r.payload, from, ce);
         break;
     default:
         handle_request(r.header, buf, from, ce, slot);
@@ -565,7 +678,7 @@ void UdpIface::handle_datagram(uint8_t *buf, size_t len,
 }
 
 void UdpIface::handle_response(const WireHeader &h, const uint8_t *payload,
-                               const sockaddr_in &from)
+                               const sockaddr_in &from, bool ce)
 {
     auto it = qp_by_num_.find(h.dst_qp);
     if (it == qp_by_num_.end() || !same_peer(it->second->peer, from) ||
@@ -582,7 +695,7 @@ void UdpIface::handle_response(const WireHeader &h, const uint8_t *payload,
         handle_nak(qp, h);
         break;
     default:
-        handle_read_resp(qp, h, payload);
+        handle_read_resp(qp, h, payload, ce);
         break;
     }
 }
@@ -617,6 +730,7 @@ void UdpIface::ack_psn(UdpQp &qp, uint32_t psn, uint64_t now)
     }
     qp.deadline_ns = (qp.unacked.empty() && qp.reads.empty()) ? 0
                                                                : now + qp.rto_ns;
+    qp.tlp_at_ns   = qp.unacked.empty() ? 0 : now + tlp_timeout(qp);
     retire(qp);
 }
 
@@ -627,7 +741,8 @@ void UdpIface::handle_ack(UdpQp &qp, const WireHeader &h)
         if (psn_diff(p.psn, h.psn) >= 0) {
             break;
         }
-        acked += p.length;
+        acked += p.opcode == Opcode::kReadReq ? 0 : p.length; /* reads: by
+                                                                * their data */
     }
     ack_psn(qp, h.psn, now_);
     if (qp.recovering && h.ts_echo >= qp.recover_ts &&
@@ -645,12 +760,11 @@ void UdpIface::handle_ack(UdpQp &qp, const WireHeader &h)
         uint64_t elapsed = now_ - h.ts_echo;
         qp.srtt_ns = qp.srtt_ns ? (7 * qp.srtt_ns + elapsed) / 8 : elapsed;
         ++counters.rtt_samples;
-        if (h.msg_offset < elapsed) {
-            rtt = elapsed - h.msg_offset;
-        }
+        rtt = path_rtt(h.ts_echo, h.msg_offset);
     }
     if (qp.gate && (acked != 0 || rtt != 0 || h.aux != 0)) {
         qp.gate->on_ack(now_, acked, h.aux, rtt);
+        note_rate(qp);
     }
 }
 
@@ -668,6 +782,7 @@ void UdpIface::handle_nak(UdpQp &qp, const WireHeader &h)
         }
         if (qp.gate) {
             qp.gate->on_loss(now_);
+            note_rate(qp);
         }
         break;
     case NakCode::kReceiverBusy:
@@ -676,6 +791,8 @@ void UdpIface::handle_nak(UdpQp &qp, const WireHeader &h)
         if (psn_diff(qp.tx_psn, h.psn) > 0) {
             qp.tx_psn = h.psn;
         }
+        ++counters.busy_naks;
+        ++qp.busy_naks;
         qp.hold_until_ns = now_ + params.rto_min_ns;
         qp.deadline_ns   = qp.hold_until_ns + qp.rto_ns;
         qp.retries       = 0;
@@ -695,7 +812,7 @@ void UdpIface::handle_nak(UdpQp &qp, const WireHeader &h)
 }
 
 void UdpIface::handle_read_resp(UdpQp &qp, const WireHeader &h,
-                                const uint8_t *payload)
+                                const uint8_t *payload, bool ce)
 {
     /* the responder executes in PSN order: data for a request means
      * everything up to it was accepted */
@@ -719,6 +836,13 @@ void UdpIface::handle_read_resp(UdpQp &qp, const WireHeader &h,
     }
     std::memcpy(piece.dest + h.msg_offset, payload, h.length);
     piece.got[idx] = true;
+    if (qp.gate) {
+        /* the requester paces its reads: the data's marks and delay are
+         * its feedback (the first response of a request carries the RTT) */
+        uint64_t rtt = (h.flags & kFlagFirst) ? path_rtt(h.ts_echo, h.aux) : 0;
+        qp.gate->on_ack(now_, h.length, ce ? h.length : 0, rtt);
+        note_rate(qp);
+    }
     qp.retries     = 0;
     qp.deadline_ns = now_ + qp.rto_ns;
     if (--piece.missing != 0) {
@@ -813,6 +937,9 @@ void UdpIface::send_read_response(const WireHeader &req, const sockaddr_in &to)
         h.msg_offset = off;
         h.length     = std::min(req.aux, req.msg_length - off);
         h.ts_send    = now_;
+        h.flags      = off == req.msg_offset ? kFlagFirst : 0;
+        h.ts_echo    = req.ts_send;
+        h.aux        = uint32_t(std::min<uint64_t>(now_ - rx_ts_, UINT32_MAX));
         stage(h, src + off, h.length, nullptr, 0, to);
     }
 }
@@ -844,7 +971,7 @@ void UdpIface::handle_request(const WireHeader &h, uint8_t *buf,
     }
     Responder &r = it->second;
     r.ts_echo    = h.ts_send;
-    r.ts_echo_rx = now_;
+    r.ts_echo_rx = rx_ts_;
     r.last_seen  = now_;
     if (ce) {
         r.ce_bytes += h.length + uint32_t(sizeof(WireHeader));
@@ -890,7 +1017,9 @@ void UdpIface::handle_request(const WireHeader &h, uint8_t *buf,
         return;
     }
     if (d > 0) {
-        if (!r.nak_sent) {
+        /* a probe asks where we stand: answer even if this gap was NAKed
+         * (that NAK, or the resends it caused, may have been lost too) */
+        if (!r.nak_sent || Opcode(h.opcode) == Opcode::kAckReq) {
             r.nak_sent = true;
             send_control(r, Opcode::kNak, NakCode::kSequence, r.expected);
         }

@@ -39,7 +39,8 @@ enum class Opcode : uint8_t {
 };
 
 enum HeaderFlags : uint8_t {
-    kFlagFirst = 1u << 0, ///< first segment of a message
+    kFlagFirst = 1u << 0, ///< first segment of a message (READ_RESP: first
+                          ///< answer to a request: an RTT sample)
     kFlagLast  = 1u << 1, ///< last segment of a message
     kFlagRetry = 1u << 2, ///< READ_REQ sent again: re-read even if already seen
     kFlagAckReq = 1u << 3, ///< someone waits on this packet: ACK at once
@@ -72,9 +73,11 @@ struct [[gnu::packed]] WireHeader {
                             * answered packet waited for this answer, so the
                             * sender can take a delayed ACK's hold out of its
                             * RTT sample) */
-    uint32_t aux;          /* ACK/NAK: CE-marked bytes; READ_REQ: chunk size */
+    uint32_t aux;          /* ACK/NAK: CE-marked bytes; READ_REQ: chunk size;
+                            * READ_RESP: ns the request waited for it */
     uint64_t ts_send;      /* sender's monotonic clock, ns */
-    uint64_t ts_echo;      /* ACK/NAK: ts_send of the packet answered */
+    uint64_t ts_echo;      /* ACK/NAK/READ_RESP: ts_send of the packet
+                            * answered */
 };
 
 static_assert(sizeof(WireHeader) == 64, "one cache line");
