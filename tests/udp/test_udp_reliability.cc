@@ -380,6 +380,50 @@ TEST(UdpTimeout, TailLossIsFoundByAProbeNotTheTimeout)
     EXPECT_GE(pair.counters(pair.b).naks, 1u);
 }
 
+/* All the data of a read is lost on the way back. Its request was executed,
+ * so no NAK will come: tail-loss probes find out (the probe's ACK shows the
+ * request arrived, the next one asks for the missing data again); the 5 s
+ * retransmit timeout never fires. */
+TEST(UdpTimeout, LostReadDataIsAskedForAgainWithoutATimeout)
+{
+    LoopbackPair pair(steady_params(), steady_params());
+    const size_t len = 200000;
+    auto data        = pattern(len, 6);
+    Region source(pair.pd, len, DOORBELL_ACCESS_REMOTE_READ | DOORBELL_ACCESS_REMOTE_WRITE);
+    std::copy(data.begin(), data.end(), source.bytes.begin());
+    uint64_t v = 1;
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, source.addr(len - 8),
+                                                 source.rkey));
+    ASSERT_EQ(DOORBELL_OK, pair.flush(pair.qa)); /* an RTT sample */
+    std::copy(data.end() - 8, data.end(), source.bytes.end() - 8);
+
+    std::vector<uint8_t> dest(len);
+    iovec iov{dest.data(), len};
+    Completion c;
+    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_get_zcopy(pair.qa, &iov, 1,
+                                                         source.addr(),
+                                                         source.rkey, &c));
+    FaultConfig lose_all{.rx_drop = 1.0, .seed = 2};
+    set_fault_injection(pair.a, &lose_all);
+    /* the responder answers; every response is lost at the requester */
+    const uint64_t b_sent = pair.counters(pair.b).tx_packets;
+    while (pair.counters(pair.b).tx_packets == b_sent) {
+        doorbell_iface_progress(pair.b);
+    }
+    const uint64_t a_rx = pair.counters(pair.a).rx_packets;
+    while (pair.counters(pair.a).rx_packets == a_rx) {
+        doorbell_iface_progress(pair.a);
+    }
+    set_fault_injection(pair.a, nullptr);
+    ASSERT_TRUE(pair.wait([&] { return c.count == 1; }));
+    EXPECT_EQ(DOORBELL_OK, c.status);
+    EXPECT_EQ(data, dest);
+    auto a = pair.counters(pair.a);
+    EXPECT_GE(a.tail_probes, 1u);
+    EXPECT_GE(a.retransmits, 1u); /* the request for the missing data */
+    EXPECT_EQ(0u, a.timeouts);
+}
+
 TEST(UdpTimeout, DescheduledPeerGetsOneResendPerTimeoutNotAFlood)
 {
     doorbell_iface_params_t p = lo_params();

@@ -222,6 +222,7 @@ private:
     void send_ack(Responder &r);
     void send_probe(UdpQp &qp, uint32_t psn);
     uint64_t tlp_timeout(const UdpQp &qp) const;
+    unsigned rerequest_reads(UdpQp &qp);
     void flush_deferred_acks(bool all);
     static void note_rate(UdpQp &qp)
     {

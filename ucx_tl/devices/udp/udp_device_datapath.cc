@@ -459,6 +459,12 @@ void UdpIface::check_timer(UdpQp &qp)
             ++counters.tail_probes;
             send_probe(qp, qp.max_sent);
         }
+        /* read data that stopped short: its request was answered, so no
+         * probe can show the loss; ask for the rest now */
+        if (rerequest_reads(qp) != 0 && qp.gate) {
+            qp.gate->on_loss(now_);
+            note_rate(qp);
+        }
         return;
     }
     if (now_ < qp.deadline_ns) {
@@ -493,6 +499,14 @@ void UdpIface::check_timer(UdpQp &qp)
         send_packet(qp, qp.unacked.front());
     }
     /* read pieces acknowledged but short of data: ask again */
+    rerequest_reads(qp);
+}
+
+/// Asks again, from its first missing chunk, for every read piece whose
+/// request was answered but whose data did not all arrive. Returns how many.
+unsigned UdpIface::rerequest_reads(UdpQp &qp)
+{
+    unsigned count = 0;
     for (const ReadPiece &piece : qp.reads) {
         if (psn_diff(piece.psn, qp.una) >= 0) {
             break; /* the request itself is resent by go-back-N */
@@ -509,7 +523,9 @@ void UdpIface::check_timer(UdpQp &qp)
         h.ts_send     = now_;
         stage(h, nullptr, 0, nullptr, 0, qp.peer);
         ++counters.retransmits;
+        ++count;
     }
+    return count;
 }
 
 /* -------------------------------------------------------------- receive */
@@ -730,7 +746,8 @@ void UdpIface::ack_psn(UdpQp &qp, uint32_t psn, uint64_t now)
     }
     qp.deadline_ns = (qp.unacked.empty() && qp.reads.empty()) ? 0
                                                                : now + qp.rto_ns;
-    qp.tlp_at_ns   = qp.unacked.empty() ? 0 : now + tlp_timeout(qp);
+    qp.tlp_at_ns   = (qp.unacked.empty() && qp.reads.empty())
+                         ? 0 : now + tlp_timeout(qp);
     retire(qp);
 }
 
@@ -836,6 +853,12 @@ void UdpIface::handle_read_resp(UdpQp &qp, const WireHeader &h,
     }
     std::memcpy(piece.dest + h.msg_offset, payload, h.length);
     piece.got[idx] = true;
+    if ((h.flags & kFlagFirst) && h.ts_echo != 0 && h.ts_echo <= now_) {
+        /* a read-only QP gets few ACKs: its timers learn from the data */
+        uint64_t elapsed = now_ - h.ts_echo;
+        qp.srtt_ns = qp.srtt_ns ? (7 * qp.srtt_ns + elapsed) / 8 : elapsed;
+    }
+    qp.tlp_at_ns   = now_ + tlp_timeout(qp);
     if (qp.gate) {
         /* the requester paces its reads: the data's marks and delay are
          * its feedback (the first response of a request carries the RTT) */
