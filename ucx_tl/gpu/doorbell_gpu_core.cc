@@ -202,7 +202,7 @@ bool mlx5_map(Mlx5Queue *m, void *host, size_t bytes, int io, void **device_p,
  * their control words in producer memory. On failure *why says what the
  * producers cannot reach.
  */
-doorbell_status_t mlx5_queue_create(doorbell_gpu_engine_t *engine, CoreEngine *ce,
+doorbell_status_t mlx5_queue_create(doorbell_gpu_engine_t *engine,
                                     const doorbell_qp_mlx5_t &x,
                                     const doorbell_gpu_queue_params_t &params,
                                     doorbell_gpu_queue_t **queue_p, Mlx5Queue **mlx5_p,
@@ -293,7 +293,6 @@ doorbell_status_t mlx5_queue_create(doorbell_gpu_engine_t *engine, CoreEngine *c
         }
         return st;
     }
-    (void)ce;
     *mlx5_p = m;
     return DOORBELL_OK;
 }
@@ -379,7 +378,7 @@ doorbell_status_t try_mlx5(doorbell_gpu_engine_t *engine, CoreEngine *ce, doorbe
         return call.status;
     }
     Mlx5Queue *m = nullptr;
-    doorbell_status_t st = mlx5_queue_create(engine, ce, call.out, qpar, queue_p, &m, why);
+    doorbell_status_t st = mlx5_queue_create(engine, call.out, qpar, queue_p, &m, why);
     if (st != DOORBELL_OK) {
         return st;
     }
