@@ -11,6 +11,7 @@
  */
 #include "doorbell_gpu_core.h"
 #include "doorbell_gpu_producer.h"
+#include "host_group.h"
 #include "verbs_pair.h"
 
 #include <gtest/gtest.h>
@@ -304,6 +305,62 @@ TEST_F(gpu_ibgda, producer_threads_and_a_nic_thread_exactly_once)
     }
     EXPECT_EQ(2u * kThreads * kIters, pair.fabric.mlx5_qp(exported.qpn).wqes_executed);
     EXPECT_EQ(0u, pair.fabric.mlx5_qp(exported.qpn).bad_wqes);
+    doorbell_gpu_core_queue_destroy(queue);
+}
+
+TEST_F(gpu_ibgda, a_group_reserves_once_rings_once_and_only_its_last_wqe_asks_a_cqe)
+{
+    doorbell_qp_t *q = direct_qp();
+    doorbell_gpu_queue_t *queue;
+    doorbell_gpu_queue_params_t p = params();
+    ASSERT_EQ(DOORBELL_OK, doorbell_gpu_queue_create_for_qp(engine, q, &p, &queue));
+    doorbell_gpu_ring_t r = doorbell_gpu_queue_host_ring(queue);
+    /* four threads as one warp: 2, 0, 1 and 1 WQEs (the last two with a
+     * signal): 2 + 0 + 2 + 2 = 6 WQEBBs */
+    constexpr uint32_t kMembers = 4;
+    const uint32_t counts[kMembers] = {2, 0, 1, 1};
+    doorbell_gpu_test::HostGroupShared shared(kMembers);
+    uint64_t ends[kMembers] = {}, group_ends[kMembers] = {};
+    doorbell_status_t sts[kMembers];
+    std::vector<std::thread> members;
+    for (uint32_t m = 0; m < kMembers; ++m) {
+        members.emplace_back([&, m] {
+            doorbell_gpu_test::HostGroup g(shared, m);
+            doorbell_wqe_t w[2] = {put(64 * m, 8), put(64 * m + 8, 8)};
+            if (m >= 2) {
+                w[0] = doorbell_gpu_make_put_signal(src.data() + 64 * m, 8, base + 64 * m, rkey,
+                                                    base + 4096 + 8 * m, rkey,
+                                                    DOORBELL_SIGNAL_ADD, m);
+            }
+            sts[m] = doorbell_gpu_producer_group_post(g, r, w, counts[m], &ends[m],
+                                                      &group_ends[m]);
+        });
+    }
+    for (auto &t : members) {
+        t.join();
+    }
+    for (uint32_t m = 0; m < kMembers; ++m) {
+        EXPECT_EQ(DOORBELL_OK, sts[m]) << m;
+        EXPECT_EQ(6u, group_ends[m]) << m;
+    }
+    EXPECT_EQ(2u, ends[0]);
+    EXPECT_EQ(2u, ends[1]); /* nothing of its own: its offset */
+    EXPECT_EQ(4u, ends[2]);
+    EXPECT_EQ(6u, ends[3]);
+    EXPECT_EQ(6u, qp_of(queue).ctl->reserve) << "one reservation of 6";
+    EXPECT_EQ(6u, be32_at(&exported.dbrec[1])) << "one doorbell for the group";
+    const uint8_t *sq = static_cast<const uint8_t *>(exported.sq_buf);
+    for (uint32_t k = 0; k < 6; ++k) {
+        EXPECT_EQ(k == 5 ? 0x08 : 0x00, sq[64 * k + 11]) << "CQE only for WQEBB 5, not " << k;
+    }
+    EXPECT_EQ(6u, pair.fabric.mlx5_process());
+    EXPECT_EQ(DOORBELL_OK, doorbell_gpu_producer_wait(r, group_ends[0]));
+    for (uint32_t m = 2; m < kMembers; ++m) {
+        uint64_t word;
+        std::memcpy(&word, target.data() + 4096 + 8 * m, 8);
+        EXPECT_EQ(uint64_t(m), be64toh(word));
+    }
+    EXPECT_EQ(0, std::memcmp(target.data(), src.data(), 16));
     doorbell_gpu_core_queue_destroy(queue);
 }
 
