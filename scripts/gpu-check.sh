@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # GPU check: builds the GPU targets, runs every test labelled gpu (plus the
-# ring protocol's unit tests), then the put rate/latency benchmark -- GPU-
-# initiated vs CPU-proxy vs CPU-posted in one run -- and the MPI sample, and
-# prints one table. Meant for a machine with an NVIDIA GPU (sm_80/sm_90) and
+# ring protocol's unit tests and the IBGDA tests against the fake verbs
+# provider, whose kernel variant maps the fake's mlx5 queues into the GPU),
+# then the put rate/latency benchmark -- GPU-initiated vs CPU-proxy vs
+# CPU-posted in one run -- and the MPI sample, and prints one table. Meant for a machine with an NVIDIA GPU (sm_80/sm_90) and
 # CUDA at /usr/local/cuda; about 2-4 minutes including the build.
 #   scripts/gpu-check.sh              build into build-gpu/, run, print
 #   DOORBELL_BUILD_DIR=dir            another build folder
@@ -26,7 +27,8 @@ log "configure + build ($build)"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 grep -q '^DOORBELL_HAVE_MLX5DV:INTERNAL=ON' "$build/CMakeCache.txt" && log "mlx5dv: found at build time" || log "mlx5dv: not found at build time"
 targets=(gpu_ring_test gpu_engine_test gpu_mlx5_test gpu_udp_test gpu_kernel_test
-         gpu_udp_kernel_test doorbell-gpu-bench doorbell-gpu-sample)
+         gpu_udp_kernel_test gpu_ibgda_test gpu_ibgda_kernel_test
+         doorbell-gpu-bench doorbell-gpu-sample)
 have=()
 for t in "${targets[@]}"; do
   ninja -C "$build" -t query "$t" >/dev/null 2>&1 && have+=("$t") || log "not configured here: $t (CUDA, MPI or the core missing)"
@@ -52,6 +54,7 @@ set -e
 echo
 echo "================ doorbell GPU check ($(date -u +%Y-%m-%dT%H:%MZ), $(( $(date +%s) - start )) s) ================"
 echo "GPU:     $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -n1 || echo none)"
+echo "RDMA:    $( (ibv_devinfo -l 2>/dev/null | sed -n '2,$p' | tr -s ' \n' ' ') || true) (IBGDA on a NIC needs an mlx5 device and a peer; not part of this check)"
 echo "tests:   $(grep -E 'tests passed' "$build/gpu-check-ctest.log" || echo 'ctest did not run'); skipped: $skipped"
 echo
 echo "$bench_out"

@@ -136,6 +136,7 @@ TEST(gpu_mlx5, put_signal_is_a_write_then_the_signal)
                                                       0x0102030405060708ull);
     ASSERT_EQ(2u, doorbell_mlx5_translate(set, 10, 3, 0x55, 0, 0, false, out));
     EXPECT_EQ((11u << 8) | 0x08u, be32_at(s));
+    EXPECT_EQ((3u << 8) | 3u, be32_at(s + 4)) << "ctrl, raddr, 12 inline bytes: ds 3";
     EXPECT_EQ(0x80000008u, be32_at(s + 32));
     uint64_t v;
     std::memcpy(&v, s + 36, 8);

@@ -3,13 +3,19 @@
 #include "core/clock.h"
 
 #include <arpa/inet.h>
+#include <endian.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
+
+#ifdef DOORBELL_VERBS_MLX5DV
+#include <infiniband/mlx5dv.h>
+#endif
 
 namespace doorbell::verbs::fake {
 
@@ -34,12 +40,54 @@ struct FakeChannel {
     std::deque<ibv_cq *>    events;
 };
 
+/// Page-aligned zeroed host memory (the mlx5 provider's buffers).
+struct Pages {
+    uint8_t *p = nullptr;
+    explicit Pages(size_t bytes)
+        : p(static_cast<uint8_t *>(std::aligned_alloc(4096, (bytes + 4095) & ~size_t(4095))))
+    {
+        std::memset(p, 0, (bytes + 4095) & ~size_t(4095));
+    }
+    ~Pages() { std::free(p); }
+    Pages(const Pages &) = delete;
+    Pages &operator=(const Pages &) = delete;
+};
+
+/// An exported CQ: mlx5 CQEs of 64 bytes in host memory.
+struct Mlx5Cq {
+    Pages    buf;
+    Pages    db{64};
+    uint32_t cnt;
+    uint32_t pi = 0;     ///< CQEs written
+    explicit Mlx5Cq(uint32_t n) : buf(size_t(n) * 64), cnt(n)
+    {
+        for (uint32_t i = 0; i < n; ++i) {
+            buf.p[i * 64 + 63] = 0xf0; /* MLX5_CQE_INVALID, owner 0 */
+        }
+    }
+};
+
+/// An exported send queue: 64-byte WQE blocks, doorbell record, UAR page.
+struct Mlx5Sq {
+    Pages    buf;
+    Pages    db{64};
+    Pages    uar{4096};
+    uint32_t cnt;
+    uint16_t ci = 0;      ///< next WQE index to execute
+    uint64_t executed = 0;
+    uint32_t bad = 0;
+    explicit Mlx5Sq(uint32_t n) : buf(size_t(n) * 64), cnt(n) {}
+    volatile uint64_t *reg() { return reinterpret_cast<volatile uint64_t *>(uar.p + 0x800); }
+};
+
 struct FakeCq {
     ibv_cq_ex         cq; /* first: ibv_cq_ex_to_cq casts */
     FakeHca          *hca;
     std::deque<Entry> entries;
     Entry             cur{};
     bool              armed = false;
+    uint32_t          cqn   = 0;
+    std::unique_ptr<Mlx5Cq> mlx5;  ///< set by mlx5dv_init_obj
 };
 
 struct FakeMr {
@@ -71,6 +119,7 @@ struct Send {
     std::vector<uint8_t> inline_data;
     uint64_t             remote_addr;
     uint32_t             rkey;
+    uint64_t             compare_add = 0;
     uint32_t             imm;
     ibv_ah_attr          ah;
     uint32_t             remote_qpn;
@@ -88,6 +137,7 @@ struct FakeQp {
     std::deque<Recv>  rq;
     std::deque<Send>  sq;
     uint32_t          rate_kbps = 0;
+    std::unique_ptr<Mlx5Sq> mlx5;  ///< set by mlx5dv_init_obj
 };
 
 /* A verbs_context (abi_compat = extended), so that the inline calls of
@@ -128,9 +178,77 @@ uint64_t ticks_now(const FakeHca &h, uint64_t plus_ns)
     return (now_ns() + plus_ns) * h.config.clock_khz / 1000000u;
 }
 
+uint8_t syndrome_of(ibv_wc_status st)
+{
+    switch (st) {
+    case IBV_WC_LOC_LEN_ERR: return 0x01;
+    case IBV_WC_LOC_QP_OP_ERR: return 0x02;
+    case IBV_WC_LOC_PROT_ERR: return 0x04;
+    case IBV_WC_WR_FLUSH_ERR: return 0x05;
+    case IBV_WC_MW_BIND_ERR: return 0x06;
+    case IBV_WC_BAD_RESP_ERR: return 0x10;
+    case IBV_WC_LOC_ACCESS_ERR: return 0x11;
+    case IBV_WC_REM_INV_REQ_ERR: return 0x12;
+    case IBV_WC_REM_ACCESS_ERR: return 0x13;
+    case IBV_WC_REM_OP_ERR: return 0x14;
+    case IBV_WC_RETRY_EXC_ERR: return 0x15;
+    case IBV_WC_RNR_RETRY_EXC_ERR: return 0x16;
+    case IBV_WC_REM_ABORT_ERR: return 0x22;
+    default: return 0xff;
+    }
+}
+
+void put_be(uint8_t *p, uint64_t v, unsigned bytes)
+{
+    for (unsigned k = 0; k < bytes; ++k) {
+        p[k] = uint8_t(v >> (8 * (bytes - 1 - k)));
+    }
+}
+
+uint64_t get_be(const uint8_t *p, unsigned bytes)
+{
+    uint64_t v = 0;
+    for (unsigned k = 0; k < bytes; ++k) {
+        v = (v << 8) | p[k];
+    }
+    return v;
+}
+
+/// The NIC writes a 64-byte CQE (mlx5_cqe64 / mlx5_err_cqe layout):
+/// wqe_counter at 60, syndrome at 55, op_own last, with the owner bit of
+/// this pass over the ring.
+void write_mlx5_cqe(FakeCq *c, const Entry &e, uint32_t qpn)
+{
+    Mlx5Cq &m = *c->mlx5;
+    uint32_t ci = be32toh(__atomic_load_n(reinterpret_cast<uint32_t *>(m.db.p),
+                                          __ATOMIC_ACQUIRE)) & 0xffffff;
+    if (((m.pi - ci) & 0xffffff) >= m.cnt) {
+        ++g_fabric->mlx5_cq_overruns; /* a real CQ would raise an error event */
+        return;
+    }
+    uint8_t *cqe  = m.buf.p + size_t(m.pi & (m.cnt - 1)) * 64;
+    uint8_t owner = uint8_t((m.pi / m.cnt) & 1);
+    std::memset(cqe, 0, 63);
+    uint8_t opcode = e.status == IBV_WC_SUCCESS ? 0x0 /* MLX5_CQE_REQ */
+                                                : 0xd /* MLX5_CQE_REQ_ERR */;
+    if (e.status != IBV_WC_SUCCESS) {
+        cqe[54] = 0x42; /* vendor syndrome: any */
+        cqe[55] = syndrome_of(e.status);
+    }
+    put_be(cqe + 44, e.byte_len, 4);
+    put_be(cqe + 56, qpn, 4);
+    put_be(cqe + 60, e.wr_id & 0xffff, 2);
+    __atomic_store_n(cqe + 63, uint8_t((opcode << 4) | owner), __ATOMIC_RELEASE);
+    ++m.pi;
+}
+
 void push(ibv_cq *cq, Entry e)
 {
     FakeCq *c = fcq(cq);
+    if (c->mlx5) {
+        write_mlx5_cqe(c, e, e.qp_num);
+        return;
+    }
     e.ts      = ticks_now(*c->hca, g_fabric->completion_delay_ns);
     c->entries.push_back(e);
     if (c->armed && c->cq.channel != nullptr) {
@@ -232,6 +350,7 @@ ibv_wc_opcode wc_opcode(ibv_wr_opcode op)
     case IBV_WR_RDMA_WRITE:
     case IBV_WR_RDMA_WRITE_WITH_IMM: return IBV_WC_RDMA_WRITE;
     case IBV_WR_RDMA_READ: return IBV_WC_RDMA_READ;
+    case IBV_WR_ATOMIC_FETCH_AND_ADD: return IBV_WC_FETCH_ADD;
     default: return IBV_WC_SEND;
     }
 }
@@ -325,6 +444,26 @@ bool execute(FakeQp *q)
                     src += g.length;
                 }
             }
+            break;
+        }
+        case IBV_WR_ATOMIC_FETCH_AND_ADD: {
+            /* ConnectX executes atomics on a big-endian word and returns
+             * the old value big-endian */
+            if (s.sges.size() != 1 || s.sges[0].length != 8 ||
+                !local_ok(h, s, IBV_ACCESS_LOCAL_WRITE)) {
+                st = IBV_WC_LOC_PROT_ERR;
+            } else if (s.remote_addr % 8 != 0) {
+                st = IBV_WC_REM_INV_REQ_ERR;
+            } else if (find_mr(d, s.rkey, s.remote_addr, 8,
+                               IBV_ACCESS_REMOTE_ATOMIC) == nullptr) {
+                st = IBV_WC_REM_ACCESS_ERR;
+            } else {
+                auto *word = reinterpret_cast<uint8_t *>(uintptr_t(s.remote_addr));
+                uint64_t old = get_be(word, 8);
+                put_be(word, old + s.compare_add, 8);
+                put_be(reinterpret_cast<uint8_t *>(uintptr_t(s.sges[0].addr)), old, 8);
+            }
+            len = 8;
             break;
         }
         case IBV_WR_SEND:
@@ -436,16 +575,26 @@ int op_post_send(ibv_qp *qp, ibv_send_wr *wr, ibv_send_wr **bad)
                 return EINVAL;
             }
             s.inline_data = gather_sges(s); /* inline: copied at post time */
+            p.inline_data = s.inline_data;
         }
         if (q->qp.qp_type == IBV_QPT_UD) {
             s.ah         = reinterpret_cast<FakeAh *>(wr->wr.ud.ah)->attr;
             s.remote_qpn = wr->wr.ud.remote_qpn;
             s.qkey       = wr->wr.ud.remote_qkey;
+        } else if (wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD ||
+                   wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP) {
+            s.remote_addr = wr->wr.atomic.remote_addr;
+            s.rkey        = wr->wr.atomic.rkey;
+            s.compare_add = wr->wr.atomic.compare_add;
+            p.remote_addr = s.remote_addr;
+            p.rkey        = s.rkey;
+            p.compare_add = s.compare_add;
         } else {
             s.remote_addr = wr->wr.rdma.remote_addr;
             s.rkey        = wr->wr.rdma.rkey;
             s.imm         = wr->imm_data;
             p.remote_addr = s.remote_addr;
+            p.rkey        = s.rkey;
         }
         if (q->qp.state == IBV_QPS_ERR) {
             Entry e{s.wr_id, IBV_WC_WR_FLUSH_ERR, wc_opcode(s.opcode)};
@@ -600,6 +749,7 @@ int query_device_ex(ibv_context *c, const ibv_query_device_ex_input *,
     a->orig_attr.max_qp_rd_atom = 16;
     a->orig_attr.max_qp_init_rd_atom = 16;
     a->orig_attr.max_cqe        = 4194303;
+    a->orig_attr.atomic_cap     = cfg.atomics ? IBV_ATOMIC_HCA : IBV_ATOMIC_NONE;
     if (cfg.timestamps) {
         a->completion_timestamp_mask = (uint64_t(1) << 63) - 1;
         a->hca_core_clock            = cfg.clock_khz;
@@ -757,6 +907,8 @@ ibv_cq_ex *create_cq_ex(ibv_context *c, ibv_cq_init_attr_ex *attr)
     cq.read_src_qp   = cq_src_qp;
     cq.read_wc_flags = cq_flags;
     cq.read_completion_ts = cq_ts;
+    static uint32_t cqn = 0x80;
+    f->cqn = ++cqn;
     h->cqs.push_back(f);
     return &cq;
 }
@@ -858,7 +1010,178 @@ int destroy_ah(ibv_ah *ah)
     return 0;
 }
 
+#ifdef DOORBELL_VERBS_MLX5DV
+bool mlx5_is_supported(ibv_device *dev)
+{
+    for (auto &h : g_fabric->hcas) {
+        if (&h->dev == dev) {
+            return h->config.mlx5;
+        }
+    }
+    return false;
+}
+
+uint32_t pow2_at_least(uint32_t v)
+{
+    uint32_t p = 1;
+    while (p < v) {
+        p <<= 1;
+    }
+    return p;
+}
+
+/// What mlx5dv_init_obj gives for a QP and its CQ: the provider's buffers.
+int mlx5_init_obj(mlx5dv_obj *obj, uint64_t type)
+{
+    if (type & MLX5DV_OBJ_QP) {
+        FakeQp *q = fq(obj->qp.in);
+        if (!q->hca->config.mlx5 || q->qp.qp_type != IBV_QPT_RC) {
+            return EOPNOTSUPP;
+        }
+        if (!q->mlx5) {
+            q->mlx5 = std::make_unique<Mlx5Sq>(pow2_at_least(q->cap.max_send_wr));
+        }
+        mlx5dv_qp &o  = *obj->qp.out;
+        o             = {};
+        o.dbrec       = reinterpret_cast<__be32 *>(q->mlx5->db.p);
+        o.sq.buf      = q->mlx5->buf.p;
+        o.sq.wqe_cnt  = q->mlx5->cnt;
+        o.sq.stride   = 64;
+        o.bf.reg      = q->mlx5->uar.p + 0x800;
+        o.bf.size     = 256;
+    }
+    if (type & MLX5DV_OBJ_CQ) {
+        FakeCq *c = fcq(obj->cq.in);
+        if (!c->hca->config.mlx5) {
+            return EOPNOTSUPP;
+        }
+        if (!c->mlx5) {
+            c->mlx5 = std::make_unique<Mlx5Cq>(pow2_at_least(uint32_t(c->cq.cqe)));
+        }
+        mlx5dv_cq &o = *obj->cq.out;
+        o            = {};
+        o.buf        = c->mlx5->buf.p;
+        o.dbrec      = reinterpret_cast<__be32 *>(c->mlx5->db.p);
+        o.cqe_cnt    = c->mlx5->cnt;
+        o.cqe_size   = 64;
+        o.cqn        = c->cqn;
+    }
+    return 0;
+}
+#endif
+
+/// The fake NIC on one exported send queue: every WQE between its consumer
+/// index and the doorbell record becomes a Send (wr_id = the WQE index,
+/// which the CQE reports as wqe_counter).
+unsigned mlx5_consume(FakeQp *q)
+{
+    Mlx5Sq &m   = *q->mlx5;
+    /* the record is written by another agent (a thread in the tests) */
+    uint32_t rec = __atomic_load_n(reinterpret_cast<uint32_t *>(m.db.p + 4),
+                                   __ATOMIC_ACQUIRE);
+    uint16_t pi  = uint16_t(be32toh(rec));
+    unsigned n = 0;
+    while (m.ci != pi) {
+        const uint8_t *w = m.buf.p + size_t(m.ci & (m.cnt - 1)) * 64;
+        uint32_t op_idx  = uint32_t(get_be(w, 4));
+        uint32_t qpn_ds  = uint32_t(get_be(w + 4, 4));
+        uint8_t  opcode  = uint8_t(op_idx);
+        uint8_t  ds      = uint8_t(qpn_ds & 0x3f);
+        Send s{};
+        s.wr_id = m.ci;
+        s.flags = (w[11] & 0x08) ? IBV_SEND_SIGNALED : 0;
+        bool ok = (op_idx >> 8) == m.ci && (qpn_ds >> 8) == q->qp.qp_num &&
+                  ds >= 1 && ds <= 4;
+        if (ok) {
+            switch (opcode) {
+            case 0x00: /* NOP: a zero-length write */
+                s.opcode = IBV_WR_RDMA_WRITE;
+                break;
+            case 0x08: /* RDMA WRITE */
+            case 0x10: /* RDMA READ */
+                s.opcode      = opcode == 0x08 ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
+                s.remote_addr = get_be(w + 16, 8);
+                s.rkey        = uint32_t(get_be(w + 24, 4));
+                if (get_be(w + 32, 4) & 0x80000000u) {
+                    uint32_t len = uint32_t(get_be(w + 32, 4)) & 0x3ff;
+                    ok = opcode == 0x08 && 36 + len <= 64 && ds == 2 + (4 + len + 15) / 16;
+                    if (ok) {
+                        s.flags |= IBV_SEND_INLINE;
+                        s.inline_data.assign(w + 36, w + 36 + len);
+                    }
+                } else {
+                    ok = ds == 3;
+                    s.sges.push_back({get_be(w + 40, 8), uint32_t(get_be(w + 32, 4)),
+                                      uint32_t(get_be(w + 36, 4))});
+                }
+                break;
+            case 0x12: /* ATOMIC fetch-add */
+                s.opcode      = IBV_WR_ATOMIC_FETCH_AND_ADD;
+                s.remote_addr = get_be(w + 16, 8);
+                s.rkey        = uint32_t(get_be(w + 24, 4));
+                s.compare_add = get_be(w + 32, 8);
+                s.sges.push_back({get_be(w + 56, 8), uint32_t(get_be(w + 48, 4)),
+                                  uint32_t(get_be(w + 52, 4))});
+                ok = ds == 4;
+                break;
+            default:
+                ok = false;
+                break;
+            }
+        }
+        ++m.ci;
+        ++n;
+        if (!ok) {
+            ++m.bad;
+            Entry e{s.wr_id, IBV_WC_LOC_QP_OP_ERR, IBV_WC_SEND};
+            e.qp_num = q->qp.qp_num;
+            push(q->qp.send_cq, e);
+            flush_qp(q);
+            continue;
+        }
+        if (q->qp.state == IBV_QPS_ERR) {
+            Entry e{s.wr_id, IBV_WC_WR_FLUSH_ERR, wc_opcode(s.opcode)};
+            e.qp_num = q->qp.qp_num;
+            push(q->qp.send_cq, e);
+            continue;
+        }
+        q->sq.push_back(std::move(s));
+        ++m.executed;
+    }
+    return n;
+}
+
 } // namespace
+
+unsigned Fabric::mlx5_process()
+{
+    unsigned n = 0;
+    for (auto &h : hcas) {
+        for (auto &[num, q] : h->qps) {
+            if (q->mlx5) {
+                n += mlx5_consume(q);
+            }
+        }
+    }
+    run();
+    return n;
+}
+
+Fabric::Mlx5QpView Fabric::mlx5_qp(uint32_t qpn) const
+{
+    Mlx5QpView v;
+    for (auto &h : hcas) {
+        auto it = h->qps.find(qpn);
+        if (it != h->qps.end() && it->second->mlx5) {
+            Mlx5Sq &m       = *it->second->mlx5;
+            v.wqes_executed = m.executed;
+            v.last_uar      = __atomic_load_n(m.reg(), __ATOMIC_ACQUIRE);
+            v.consumer      = m.ci;
+            v.bad_wqes      = m.bad;
+        }
+    }
+    return v;
+}
 
 Fabric::Fabric()
 {
@@ -886,7 +1209,15 @@ Fabric::Fabric()
                         modify_qp_rate_limit,
                         create_ah,
                         destroy_ah,
-                        "/nonexistent"};
+                        "/nonexistent",
+#ifdef DOORBELL_VERBS_MLX5DV
+                        mlx5_is_supported,
+                        mlx5_init_obj,
+#else
+                        nullptr,
+                        nullptr,
+#endif
+                        };
     list.push_back(nullptr);
     g_fabric = this;
 }

@@ -40,6 +40,8 @@ struct HcaConfig {
     bool        timestamps = true;
     uint64_t    clock_khz  = 156250;  ///< HCA core clock (mlx5: 156.25 MHz)
     bool        hw_pacing  = false;   ///< packet_pacing_caps on RC
+    bool        atomics    = true;    ///< atomic_cap (fetch-add, big-endian)
+    bool        mlx5       = true;    ///< mlx5dv_is_supported / init_obj
 };
 
 struct PostedWr {
@@ -48,6 +50,9 @@ struct PostedWr {
     unsigned              send_flags;
     std::vector<uint32_t> sge_lengths;
     uint64_t              remote_addr;
+    uint32_t              rkey        = 0;
+    uint64_t              compare_add = 0; ///< atomics: the operand
+    std::vector<uint8_t>  inline_data;     ///< inline WRs: the bytes
 };
 
 struct FakeHca;
@@ -79,6 +84,25 @@ public:
     uint32_t last_rate_kbps = 0;
     /// Root for hw_counters (tests write files under it).
     std::string sysfs_root;
+
+    /* mlx5 emulation: a QP or CQ handed to mlx5dv_init_obj gets host-memory
+     * SQ / CQ buffers, doorbell records and a UAR page, as the mlx5 provider
+     * gives. Whoever drives an exported send queue writes WQEs and rings;
+     * mlx5_process() is the NIC: it reads each exported SQ up to its
+     * doorbell record, executes the WQEs (the same RC semantics and key
+     * checks as posted WRs) and writes mlx5 CQEs (error CQEs with the
+     * syndrome) into the QP's exported send CQ. */
+    unsigned mlx5_process();
+    struct Mlx5QpView {
+        uint64_t wqes_executed = 0;  ///< WQEs the fake NIC consumed
+        uint64_t last_uar      = 0;  ///< the UAR register's 8 bytes
+        uint16_t consumer      = 0;  ///< next WQE index the NIC reads
+        uint32_t bad_wqes      = 0;  ///< malformed WQEs (error CQE)
+    };
+    /// The emulation state of exported QP qpn (zero if none).
+    Mlx5QpView mlx5_qp(uint32_t qpn) const;
+    /// CQEs an exported CQ could not take (consumer index too far behind).
+    uint64_t mlx5_cq_overruns = 0;
 
     /* internals used by the ops */
     static Fabric *current();

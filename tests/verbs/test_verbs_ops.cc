@@ -235,7 +235,7 @@ TEST(VerbsOps, DestroyedQpTearsDownThePassiveQpAndItsBuffers)
     EXPECT_EQ(1u, device(pair.b).passive_count());
 }
 
-TEST(VerbsOps, PutSignalIsRefusedNotPostedAsSomethingElse)
+TEST(VerbsOps, PutSignalWithAnUnknownSignalOpIsRefusedNotPosted)
 {
     VerbsPair pair;
     std::vector<uint64_t> target(2, 0);
@@ -244,7 +244,7 @@ TEST(VerbsOps, PutSignalIsRefusedNotPostedAsSomethingElse)
     pair.qa = pair.create(pair.a, pair.b);
     doorbell_wqe_t w{};
     w.opcode       = DOORBELL_OP_PUT_SIGNAL;
-    w.am_id        = DOORBELL_SIGNAL_ADD;
+    w.am_id        = 7; /* neither SET nor ADD (see test_verbs_signal.cc) */
     w.rkey         = rkey;
     w.remote_addr  = uintptr_t(&target[0]);
     w.signal_rkey  = rkey;

@@ -64,11 +64,29 @@ doorbell_iface_limits_t limits_of(doorbell_iface_t *iface)
     return l;
 }
 
+/// A direct QP's send queue belongs to another agent: the core posts nothing.
+template <Device D>
+doorbell_status_t refuse_direct(D &dev, const typename D::Qp &qp)
+{
+    if constexpr (requires { qp.direct; }) {
+        if (qp.direct) {
+            return set_error(DOORBELL_ERR_UNSUPPORTED,
+                             "%s: QP %u is direct (its send queue is driven "
+                             "through its mlx5 export): the CPU posts nothing to it",
+                             dev.name.c_str(), qp.qpn);
+        }
+    }
+    return DOORBELL_OK;
+}
+
 /// Posts one WQE built by fill(wqe, ctx) and lets the batcher decide.
 template <Device D, class Fill>
 doorbell_status_t post_one(D &dev, typename D::Qp &qp, bool force_signal,
                            Fill &&fill)
 {
+    if (doorbell_status_t st = refuse_direct(dev, qp); st != DOORBELL_OK) {
+        return st;
+    }
     doorbell_status_t status = qp.can_post(1);
     if (status != DOORBELL_OK) {
         return status;
@@ -108,6 +126,9 @@ doorbell_status_t post_zcopy(D &dev, typename D::Qp &qp, uint8_t opcode,
                              const struct iovec *iov, size_t iovcnt,
                              uint64_t remote_addr, uint32_t rkey, void *cookie)
 {
+    if (doorbell_status_t st = refuse_direct(dev, qp); st != DOORBELL_OK) {
+        return st;
+    }
     doorbell_iface_limits_t l;
     dev.query_limits(l);
     size_t total = 0;
@@ -611,13 +632,14 @@ extern "C" doorbell_status_t doorbell_qp_post(doorbell_qp_t *qp,
 {
     return with_qp(qp, [&](auto &dev, auto &q) {
         unsigned sends = 0;
-        /* PUT_SIGNAL is executed by the UDP device only; the verbs device
-         * would need an ordered atomic after the write (not built yet) */
-        constexpr bool kSignals =
-            std::remove_reference_t<decltype(dev)>::kKind == DOORBELL_DEVICE_UDP;
+        if (doorbell_status_t st = refuse_direct(dev, q); st != DOORBELL_OK) {
+            return st;
+        }
+        /* PUT_SIGNAL: the UDP device executes it; the verbs device posts
+         * the write and then the signal (a write or a fetch-add) and checks
+         * what that needs (check_raw_wqe) */
         for (unsigned i = 0; i < count; ++i) {
-            if (!valid_raw_wqe(wqes[i], dev.params.seg_size) ||
-                (!kSignals && wqes[i].opcode == DOORBELL_OP_PUT_SIGNAL)) {
+            if (!valid_raw_wqe(wqes[i], dev.params.seg_size)) {
                 return set_error(wqes[i].opcode == DOORBELL_OP_PUT_SIGNAL
                                      ? DOORBELL_ERR_UNSUPPORTED
                                      : DOORBELL_ERR_INVALID_PARAM,
@@ -625,6 +647,12 @@ extern "C" doorbell_status_t doorbell_qp_post(doorbell_qp_t *qp,
                                  "is not supported by this device",
                                  dev.name.c_str(), i, wqes[i].opcode,
                                  wqes[i].flags);
+            }
+            if constexpr (requires { dev.check_raw_wqe(q, wqes[i], i); }) {
+                doorbell_status_t st = dev.check_raw_wqe(q, wqes[i], i);
+                if (st != DOORBELL_OK) {
+                    return st;
+                }
             }
             sends += wqes[i].opcode == DOORBELL_OP_SEND;
         }
@@ -675,4 +703,59 @@ extern "C" doorbell_status_t doorbell_qp_fence(doorbell_qp_t *qp)
         core.fence_next = true;
     }
     return DOORBELL_OK;
+}
+
+/* ------------------------------------------- direct send queues (mlx5) */
+
+extern "C" uint32_t doorbell_mr_local_key(const doorbell_mr_t *mr)
+{
+#ifdef DOORBELL_HAVE_VERBS
+    /* only the verbs device attaches hardware keys (an ibv_mr) */
+    if (mr != nullptr && mr->hw != nullptr) {
+        return static_cast<const ibv_mr *>(mr->hw)->lkey;
+    }
+#endif
+    (void)mr;
+    return 0;
+}
+
+extern "C" doorbell_status_t
+doorbell_qp_create_direct(doorbell_iface_t *iface, const void *device_addr,
+                          const void *iface_addr, doorbell_qp_t **qp_p)
+{
+    return with_device(iface, [&](auto &dev) {
+        using Qp = typename std::remove_reference_t<decltype(dev)>::Qp;
+        if constexpr (requires(Qp *q) {
+                          dev.create_direct_qp(device_addr, iface_addr, &q);
+                      }) {
+            Qp *qp;
+            doorbell_status_t status =
+                dev.create_direct_qp(device_addr, iface_addr, &qp);
+            if (status == DOORBELL_OK) {
+                *qp_p = qp;
+            }
+            return status;
+        } else {
+            return set_error(DOORBELL_ERR_UNSUPPORTED,
+                             "%s: direct send queues exist on verbs devices "
+                             "only (on this device the GPU ring is the send "
+                             "queue)",
+                             dev.name.c_str());
+        }
+    });
+}
+
+extern "C" doorbell_status_t doorbell_qp_export_mlx5(doorbell_qp_t *qp,
+                                                     doorbell_qp_mlx5_t *mlx5)
+{
+    return with_qp(qp, [&](auto &dev, auto &q) {
+        if constexpr (requires { dev.export_mlx5(q, *mlx5); }) {
+            return dev.export_mlx5(q, *mlx5);
+        } else {
+            return set_error(DOORBELL_ERR_UNSUPPORTED,
+                             "%s: no mlx5 send queue to export (not a verbs "
+                             "device)",
+                             dev.name.c_str());
+        }
+    });
 }

@@ -276,6 +276,50 @@ doorbell_status_t doorbell_qp_flush(doorbell_qp_t *qp, void *cookie);
 /* Later operations start only after earlier ones completed remotely. */
 doorbell_status_t doorbell_qp_fence(doorbell_qp_t *qp);
 
+/* ------------------------------------------- direct send queues (mlx5) */
+
+/* The local key of a region (what a WQE's local_addr needs on a NIC); 0
+ * where the region has no hardware registration (UDP device). */
+uint32_t doorbell_mr_local_key(const doorbell_mr_t *mr);
+
+/* A QP whose send queue another agent drives -- a GPU writing mlx5 WQEs and
+ * ringing the doorbell itself (IBGDA). The QP connects as any other (progress
+ * the iface until doorbell_qp_export_mlx5 stops answering NO_RESOURCE); the
+ * core then posts nothing to it: its put/get/AM/post calls fail with
+ * DOORBELL_ERR_UNSUPPORTED, and a flush completes at once (the core holds
+ * nothing of it). It has its own send CQ, which only the agent polls.
+ * Verbs devices only (UNSUPPORTED on the UDP device). */
+doorbell_status_t doorbell_qp_create_direct(doorbell_iface_t *iface,
+                                            const void *device_addr,
+                                            const void *iface_addr,
+                                            doorbell_qp_t **qp_p);
+
+/* What an agent needs to drive a direct QP (host addresses; map them for a
+ * GPU). Layouts are the vendor's (infiniband/mlx5dv.h). */
+typedef struct doorbell_qp_mlx5 {
+    void              *sq_buf;       /* send queue: sq_wqebbs 64-byte blocks */
+    uint32_t           sq_wqebbs;    /* a power of two */
+    uint32_t           qpn;          /* QP number (ctrl segments) */
+    volatile uint32_t *dbrec;        /* doorbell record; [1] = SQ producer
+                                        index, 16 bits, big-endian */
+    void              *uar;          /* doorbell register: 8 bytes per ring */
+    uint32_t           uar_size;     /* bytes of its window (bf.size) */
+    uint32_t           cqn;          /* the QP's send CQ */
+    void              *cq_buf;       /* cqe_cnt CQEs of cqe_size bytes */
+    uint32_t           cqe_cnt;      /* a power of two */
+    uint32_t           cqe_size;     /* 64 or 128 bytes */
+    volatile uint32_t *cq_dbrec;     /* [0] = CQ consumer index (24 bits,
+                                        big-endian) */
+    uint64_t           fetch_addr;   /* 8 registered bytes: fetch-add results */
+    uint32_t           fetch_lkey;
+    uint32_t           reserved;
+} doorbell_qp_mlx5_t;
+
+/* Fills *mlx5 for a QP made by doorbell_qp_create_direct. DOORBELL_OK;
+ * NO_RESOURCE while the QP is still connecting; UNSUPPORTED with the reason
+ * (built without mlx5dv, not an mlx5 device, UDP device); an error. */
+doorbell_status_t doorbell_qp_export_mlx5(doorbell_qp_t *qp, doorbell_qp_mlx5_t *mlx5);
+
 #ifdef __cplusplus
 }
 #endif

@@ -12,6 +12,9 @@
  *             thread finds them by sequence number and coalesces up to
  *             batch_max per post. Chosen when the GPU cannot reach the
  *             device's doorbell (said once on stderr).
+ *   MLX5      IBGDA on a verbs QP: producers write mlx5 WQEs into the NIC's
+ *             own send queue, ring its doorbell record and UAR, and poll
+ *             its CQ (doorbell_gpu_producer.h); no host thread is involved.
  *
  * Threading: the engine owns its iface while it exists (it alone calls
  * progress and posts); queue create/destroy may be called from any thread.
@@ -35,7 +38,8 @@ typedef struct doorbell_gpu_queue  doorbell_gpu_queue_t;
 typedef enum doorbell_gpu_mode {
     DOORBELL_GPU_MODE_AUTO     = 0, /* DOORBELL where reachable, else PROXY */
     DOORBELL_GPU_MODE_DOORBELL = 1,
-    DOORBELL_GPU_MODE_PROXY    = 2
+    DOORBELL_GPU_MODE_PROXY    = 2,
+    DOORBELL_GPU_MODE_MLX5     = 3  /* IBGDA: the producers drive the NIC */
 } doorbell_gpu_mode_t;
 
 const char *doorbell_gpu_mode_string(doorbell_gpu_mode_t mode);
@@ -52,6 +56,13 @@ typedef struct doorbell_gpu_memory_ops {
     doorbell_status_t (*alloc_producer)(void *arg, size_t bytes, void **ptr_p);
     void              (*free_producer)(void *arg, void *ptr);
     void              *arg;
+    /* Makes host memory of the NIC reachable by producers (IBGDA: the send
+     * queue, CQ and doorbell records; io != 0: the UAR, a device register
+     * page); *device_p is its producer-side address. NULL: producers share
+     * the host's address space (CPU threads). The message names the cause. */
+    doorbell_status_t (*map_host)(void *arg, void *host, size_t bytes, int io,
+                                  void **device_p, char *why, size_t why_length);
+    void              (*unmap_host)(void *arg, void *host);
 } doorbell_gpu_memory_ops_t;
 
 /* What the engine drives: the device's progress, and a post per queue. */
@@ -113,6 +124,13 @@ typedef struct doorbell_gpu_queue_params {
     uint64_t                         timeout_ns; /* producer waits (default 10 s) */
     const doorbell_gpu_memory_ops_t *memory;     /* NULL: host memory */
     uint32_t                         flags;      /* doorbell_gpu_queue_flags */
+    /* MLX5 mode: the QP the producers drive, as each side sees it (made by
+     * doorbell_gpu_core.h from an exported verbs QP); post may be NULL. */
+    const struct doorbell_mlx5_qp   *mlx5_host;
+    const struct doorbell_mlx5_qp   *mlx5_device;
+    uint32_t                         mlx5_lkey;  /* local key of the producers'
+                                                    source buffers (MLX5 mode:
+                                                    doorbell_mr_local_key) */
 } doorbell_gpu_queue_params_t;
 
 void doorbell_gpu_queue_params_init(doorbell_gpu_queue_params_t *params);

@@ -34,15 +34,22 @@ doorbell_status_t doorbell_gpu_engine_create_for_iface(doorbell_iface_t *iface,
 
 /* A queue posting to qp (a QP of the engine's iface). params->post and
  * post_arg are set here. Mode AUTO: DOORBELL on the udp device (the ring in
- * host-mapped memory is its send queue); PROXY on verbs, where the GPU
- * cannot ring this build's QPs itself (said once on stderr). */
+ * host-mapped memory is its send queue); on verbs MLX5 (IBGDA) when qp is a
+ * connected direct QP (doorbell_qp_create_direct) whose mlx5 objects export
+ * and map into the producers' address space (params->memory->map_host;
+ * params->mlx5_lkey is the producers' source key), else PROXY, said once
+ * per engine on stderr with the device and the reason. Mode MLX5 fails
+ * instead of falling back. */
 doorbell_status_t doorbell_gpu_queue_create_for_qp(doorbell_gpu_engine_t *engine,
                                                    doorbell_qp_t *qp,
                                                    const doorbell_gpu_queue_params_t *params,
                                                    doorbell_gpu_queue_t **queue_p);
 
 /* Creates a QP to the peer iface (addresses as above) and a queue on it;
- * the queue owns the QP. */
+ * the queue owns the QP. On verbs with mode AUTO or MLX5 the QP is direct
+ * and the call waits (up to params->timeout_ns, progressing the iface) for
+ * its connection, then sets up IBGDA as above; on any failure AUTO falls
+ * back to a CPU-proxy queue on an ordinary QP and says why once. */
 doorbell_status_t doorbell_gpu_queue_create_for_peer(doorbell_gpu_engine_t *engine,
                                                      const void *device_addr,
                                                      const void *iface_addr,

@@ -9,6 +9,9 @@
 
 #include <cstdio>
 #include <cstring>
+#include <iterator>
+#include <map>
+#include <mutex>
 
 namespace {
 
@@ -62,8 +65,83 @@ void free_producer(void *, void *p)
     cudaFree(p);
 }
 
+/* IBGDA: the NIC's queues and doorbell records (host memory the provider
+ * allocated) and its UAR page (device registers: IoMemory) mapped into the
+ * GPU, as NVSHMEM's IBGDA maps its UAR. Registrations cover whole pages and
+ * are counted: a page two objects share (the doorbell records of a QP and
+ * its CQ) is registered once and unregistered with its last user. */
+struct HostRange {
+    uintptr_t end;
+    unsigned  refs;
+};
+std::mutex                          g_ranges_lock;
+std::map<uintptr_t, HostRange>      g_ranges; /* by page-aligned start */
+
+doorbell_status_t map_host(void *, void *host, size_t bytes, int io, void **device_p,
+                           char *why, size_t why_length)
+{
+    const uintptr_t page = 4096;
+    uintptr_t start = uintptr_t(host) & ~(page - 1);
+    uintptr_t end   = (uintptr_t(host) + bytes + page - 1) & ~(page - 1);
+    std::lock_guard<std::mutex> guard(g_ranges_lock);
+    auto it = g_ranges.upper_bound(start);
+    bool covered = false;
+    if (it != g_ranges.begin()) {
+        auto prev = std::prev(it);
+        covered   = (prev->first <= start) && (prev->second.end >= end);
+        if (covered) {
+            ++prev->second.refs;
+        }
+    }
+    if (!covered) {
+        unsigned flags = cudaHostRegisterMapped | cudaHostRegisterPortable |
+                         (io ? cudaHostRegisterIoMemory : 0);
+        cudaError_t err = cudaHostRegister(reinterpret_cast<void*>(start), end - start, flags);
+        if (err != cudaSuccess) {
+            std::snprintf(why, why_length, "cudaHostRegister(%p, %zu bytes%s) failed: %s",
+                          host, size_t(end - start), io ? ", IoMemory" : "",
+                          cudaGetErrorString(err));
+            cudaGetLastError();
+            return DOORBELL_ERR_UNSUPPORTED;
+        }
+        g_ranges[start] = HostRange{end, 1};
+    }
+    void *device = nullptr;
+    cudaError_t err = cudaHostGetDevicePointer(&device, host, 0);
+    if (err != cudaSuccess) {
+        std::snprintf(why, why_length, "cudaHostGetDevicePointer(%p) failed: %s", host,
+                      cudaGetErrorString(err));
+        cudaGetLastError();
+        auto r = std::prev(g_ranges.upper_bound(start));
+        if (--r->second.refs == 0) {
+            cudaHostUnregister(reinterpret_cast<void*>(r->first));
+            g_ranges.erase(r);
+        }
+        return DOORBELL_ERR_UNSUPPORTED;
+    }
+    *device_p = device;
+    return DOORBELL_OK;
+}
+
+void unmap_host(void *, void *host)
+{
+    std::lock_guard<std::mutex> guard(g_ranges_lock);
+    auto it = g_ranges.upper_bound(uintptr_t(host));
+    if (it == g_ranges.begin()) {
+        return;
+    }
+    --it;
+    if (uintptr_t(host) >= it->second.end) {
+        return;
+    }
+    if (--it->second.refs == 0) {
+        cudaHostUnregister(reinterpret_cast<void*>(it->first));
+        g_ranges.erase(it);
+    }
+}
+
 const doorbell_gpu_memory_ops_t cuda_memory = {
-    alloc_shared, free_shared, alloc_producer, free_producer, nullptr
+    alloc_shared, free_shared, alloc_producer, free_producer, nullptr, map_host, unmap_host
 };
 
 } /* namespace */

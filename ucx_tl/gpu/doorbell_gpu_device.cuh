@@ -16,20 +16,26 @@
  * Every call returns a doorbell_status_t: DOORBELL_OK, the queue's error
  * (an error completion, a failed post, the queue destroyed) or
  * DOORBELL_ERR_TIMED_OUT after the queue's timeout -- never an endless wait.
- * A ticket is the ring index after the caller's last WQE.
+ * A ticket is the queue position after the caller's last WQE.
+ *
+ * Modes: on a DOORBELL or PROXY queue the calls fill the send ring an engine
+ * consumes; on an MLX5 queue (IBGDA, a verbs QP exported by the host) the
+ * same calls write mlx5 WQEs into the NIC's send queue, ring its doorbell
+ * record and UAR, and the waits poll its CQ (doorbell_gpu_mlx5.h).
  *
  * Warp calls: every lane in __activemask() must make the call together
  * (converged), as with __shfl_sync. Block waits: every thread of the block.
  *
- * Source buffers: on the UDP device the host engine reads local_addr, so
- * sources must be host-mapped (cudaHostAlloc mapped; same address on both
+ * Source buffers: on an MLX5 queue the NIC reads them under the queue's
+ * local key (GPU memory needs GPUDirect RDMA). On the UDP device the host
+ * engine reads local_addr, so sources must be host-mapped (cudaHostAlloc mapped; same address on both
  * sides under UVA). Remote addresses and keys are the target's registered
  * memory (doorbell_mr_register on the peer).
  */
 #ifndef DOORBELL_GPU_DEVICE_CUH
 #define DOORBELL_GPU_DEVICE_CUH
 
-#include "doorbell_gpu_ring.h"
+#include "doorbell_gpu_producer.h"
 
 typedef uint64_t doorbell_gpu_ticket_t;
 
@@ -77,7 +83,7 @@ __device__ __forceinline__ doorbell_status_t
 doorbell_gpu_put_batch(const doorbell_gpu_ring_t &r, const doorbell_wqe_t *wqes, uint32_t n,
                        doorbell_gpu_ticket_t *ticket_p)
 {
-    return doorbell_gpu_ring_post(r, wqes, n, ticket_p);
+    return doorbell_gpu_producer_post(r, wqes, n, ticket_p);
 }
 
 /* A WQE carries a 32-bit length. */
@@ -91,7 +97,7 @@ doorbell_gpu_put(const doorbell_gpu_ring_t &r, const void *local, size_t length,
         return DOORBELL_ERR_INVALID_PARAM;
     }
     doorbell_wqe_t w = doorbell_gpu_make_put(local, length, remote_addr, rkey);
-    return doorbell_gpu_ring_post(r, &w, 1, ticket_p);
+    return doorbell_gpu_producer_post(r, &w, 1, ticket_p);
 }
 
 /* signal_op: DOORBELL_SIGNAL_SET or DOORBELL_SIGNAL_ADD on a remote 64-bit
@@ -108,7 +114,7 @@ doorbell_gpu_put_signal(const doorbell_gpu_ring_t &r, const void *local, size_t 
     doorbell_wqe_t w = doorbell_gpu_make_put_signal(local, length, remote_addr, rkey,
                                                     signal_addr, signal_rkey, signal_op,
                                                     signal_value);
-    return doorbell_gpu_ring_post(r, &w, 1, ticket_p);
+    return doorbell_gpu_producer_post(r, &w, 1, ticket_p);
 }
 
 __device__ __forceinline__ doorbell_status_t
@@ -117,7 +123,7 @@ doorbell_gpu_warp_put_batch(const doorbell_gpu_ring_t &r, const doorbell_wqe_t *
 {
     doorbell_gpu_warp_group g;
     uint64_t group_end;
-    return doorbell_gpu_ring_group_post(g, r, wqes, n, ticket_p, &group_end);
+    return doorbell_gpu_producer_group_post(g, r, wqes, n, ticket_p, &group_end);
 }
 
 /* A lane with a bad length still takes part in the warp's collective (with
@@ -150,7 +156,7 @@ doorbell_gpu_warp_put_signal(const doorbell_gpu_ring_t &r, const void *local, si
 __device__ __forceinline__ doorbell_status_t
 doorbell_gpu_wait(const doorbell_gpu_ring_t &r, doorbell_gpu_ticket_t ticket)
 {
-    return doorbell_gpu_ring_wait_completed(r, ticket);
+    return doorbell_gpu_producer_wait(r, ticket);
 }
 
 /* Completion of every calling lane's puts: the leader waits for the largest
@@ -162,7 +168,7 @@ doorbell_gpu_wait_warp(const doorbell_gpu_ring_t &r, doorbell_gpu_ticket_t ticke
     uint64_t last = g.max(ticket);
     int32_t st    = DOORBELL_OK;
     if (g.is_leader()) {
-        st = doorbell_gpu_ring_wait_completed(r, last);
+        st = doorbell_gpu_producer_wait(r, last);
     }
     return (doorbell_status_t)(int32_t)g.broadcast((uint64_t)(int64_t)st);
 }
@@ -182,7 +188,7 @@ doorbell_gpu_wait_block(const doorbell_gpu_ring_t &r, doorbell_gpu_ticket_t tick
     atomicMax(&last, (unsigned long long)ticket);
     __syncthreads();
     if (first) {
-        status = doorbell_gpu_ring_wait_completed(r, last);
+        status = doorbell_gpu_producer_wait(r, last);
     }
     __syncthreads();
     return (doorbell_status_t)status;

@@ -81,7 +81,7 @@ void host_free(void *, void *p)
 }
 
 const doorbell_gpu_memory_ops_t host_memory = {
-    host_alloc, host_free, host_alloc_producer, host_free, nullptr
+    host_alloc, host_free, host_alloc_producer, host_free, nullptr, nullptr, nullptr
 };
 
 } /* namespace */
@@ -193,8 +193,8 @@ bool queue_stage(doorbell_gpu_engine *e, doorbell_gpu_queue *q)
     char why[96];
     uint32_t n;
 
-    if (e->free_tokens.empty()) {
-        return false;
+    if (e->free_tokens.empty() || (q->mode == DOORBELL_GPU_MODE_MLX5)) {
+        return false; /* an MLX5 queue's producers post to the NIC */
     }
     n = doorbell_gpu_ring_consume(q->host_ring, q->head, e->params.batch_max,
                                   q->raw.data());
@@ -337,6 +337,7 @@ const char *doorbell_gpu_mode_string(doorbell_gpu_mode_t mode)
     case DOORBELL_GPU_MODE_AUTO:     return "auto";
     case DOORBELL_GPU_MODE_DOORBELL: return "doorbell";
     case DOORBELL_GPU_MODE_PROXY:    return "proxy";
+    case DOORBELL_GPU_MODE_MLX5:     return "mlx5";
     }
     return "unknown";
 }
@@ -457,10 +458,13 @@ doorbell_status_t doorbell_gpu_queue_create(doorbell_gpu_engine_t *engine,
 {
     doorbell_status_t st;
 
-    if ((params == nullptr) || (params->post == nullptr) || (params->size < 2) ||
-        (params->size > kMaxRingSize) || (params->size & (params->size - 1))) {
-        std::fprintf(stderr, "doorbell gpu: %s: queue needs a post function and a "
-                     "power-of-two size in 2..%u\n", engine->name.c_str(), kMaxRingSize);
+    bool mlx5 = (params != nullptr) && (params->mode == DOORBELL_GPU_MODE_MLX5);
+    if ((params == nullptr) || ((params->post == nullptr) && !mlx5) || (params->size < 2) ||
+        (params->size > kMaxRingSize) || (params->size & (params->size - 1)) ||
+        (mlx5 && ((params->mlx5_host == nullptr) || (params->mlx5_device == nullptr)))) {
+        std::fprintf(stderr, "doorbell gpu: %s: queue needs a post function (MLX5 mode: "
+                     "the QP's views) and a power-of-two size in 2..%u\n",
+                     engine->name.c_str(), kMaxRingSize);
         return DOORBELL_ERR_INVALID_PARAM;
     }
     auto *q = new (std::nothrow) doorbell_gpu_queue;
@@ -468,8 +472,8 @@ doorbell_status_t doorbell_gpu_queue_create(doorbell_gpu_engine_t *engine,
         return DOORBELL_ERR_NO_MEMORY;
     }
     q->engine   = engine;
-    q->mode     = (params->mode == DOORBELL_GPU_MODE_PROXY) ? DOORBELL_GPU_MODE_PROXY
-                                                            : DOORBELL_GPU_MODE_DOORBELL;
+    q->mode     = (params->mode == DOORBELL_GPU_MODE_PROXY) ? DOORBELL_GPU_MODE_PROXY :
+                  mlx5 ? DOORBELL_GPU_MODE_MLX5 : DOORBELL_GPU_MODE_DOORBELL;
     q->post     = params->post;
     q->post_arg = params->post_arg;
     q->memory   = (params->memory != nullptr) ? *params->memory : host_memory;
@@ -494,11 +498,18 @@ doorbell_status_t doorbell_gpu_queue_create(doorbell_gpu_engine_t *engine,
     }
 
     {
-        uint32_t flags = (q->mode == DOORBELL_GPU_MODE_PROXY) ? DOORBELL_GPU_RING_PROXY : 0;
+        uint32_t flags = (q->mode == DOORBELL_GPU_MODE_PROXY) ? DOORBELL_GPU_RING_PROXY :
+                         mlx5 ? DOORBELL_GPU_RING_MLX5 : 0;
         q->host_ring   = doorbell_gpu_ring_layout(q->shared_host, (uint64_t*)q->reserve,
                                                   params->size, flags, params->timeout_ns);
         q->device_ring = doorbell_gpu_ring_layout(shared_device, (uint64_t*)q->reserve,
                                                   params->size, flags, params->timeout_ns);
+        if (mlx5) {
+            /* the slots stay unused: the producers write the NIC's queue;
+             * the ring's error word still cancels their waits */
+            q->host_ring.mlx5   = params->mlx5_host;
+            q->device_ring.mlx5 = params->mlx5_device;
+        }
     }
     {
         std::lock_guard<std::mutex> guard(engine->lock);

@@ -140,8 +140,13 @@ DOORBELL_HD void pause()
 enum doorbell_gpu_ring_flags {
     /* CPU-proxy mode: the host thread discovers WQEs from the per-slot
      * sequence numbers, so producers skip the doorbell write. */
-    DOORBELL_GPU_RING_PROXY = 1u << 0
+    DOORBELL_GPU_RING_PROXY = 1u << 0,
+    /* IBGDA: producers write the NIC's mlx5 send queue themselves (`mlx5`,
+     * doorbell_gpu_mlx5.h); the slots are not used. */
+    DOORBELL_GPU_RING_MLX5  = 1u << 1
 };
+
+struct doorbell_mlx5_qp;
 
 /* Everything a producer (kernel or CPU thread) needs; passed by value to a
  * kernel. Pointers are in the producer's address space. */
@@ -159,6 +164,7 @@ typedef struct doorbell_gpu_ring {
     uint32_t        flags;          /* enum doorbell_gpu_ring_flags */
     uint32_t        reserved;
     uint64_t        timeout_ns;     /* longest wait for space or completion */
+    const struct doorbell_mlx5_qp *mlx5; /* DOORBELL_GPU_RING_MLX5: the QP */
 } doorbell_gpu_ring_t;
 
 /* Shared words, each on its own cache line (producer and consumer lines
@@ -209,6 +215,7 @@ DOORBELL_HD doorbell_gpu_ring_t doorbell_gpu_ring_layout(void *shared,
     r.flags          = flags;
     r.reserved       = 0;
     r.timeout_ns     = timeout_ns;
+    r.mlx5           = nullptr;
     return r;
 }
 

@@ -5,6 +5,7 @@
  * and error states. Built into the ThreadSanitizer build.
  */
 #include "doorbell_gpu_ring.h"
+#include "../host_group.h"
 
 #include <gtest/gtest.h>
 
@@ -15,6 +16,9 @@
 #include <memory>
 #include <thread>
 #include <vector>
+
+using doorbell_gpu_test::HostGroup;
+using doorbell_gpu_test::HostGroupShared;
 
 namespace {
 
@@ -38,49 +42,6 @@ class HostRing {
     void               *shared_;
     alignas(64) uint64_t reserve_ = 0;
     doorbell_gpu_ring_t ring_;
-};
-
-/* A group of CPU threads acting as one warp for doorbell_gpu_ring_group_post:
- * the collectives a warp does with ballot/shuffle, done with a barrier. */
-struct HostGroupShared {
-    explicit HostGroupShared(uint32_t n) : bar(n), vals(n) {}
-    std::barrier<>        bar;
-    std::vector<uint32_t> vals;
-    uint64_t              bcast = 0;
-};
-
-class HostGroup {
-  public:
-    HostGroup(HostGroupShared &s, uint32_t rank) : s_(s), rank_(rank) {}
-    bool is_leader() const { return rank_ == 0; }
-    uint32_t exclusive_sum(uint32_t v, uint32_t *total_p)
-    {
-        s_.vals[rank_] = v;
-        s_.bar.arrive_and_wait();
-        uint32_t before = 0, total = 0;
-        for (uint32_t k = 0; k < s_.vals.size(); ++k) {
-            before += (k < rank_) ? s_.vals[k] : 0;
-            total  += s_.vals[k];
-        }
-        s_.bar.arrive_and_wait();
-        *total_p = total;
-        return before;
-    }
-    uint64_t broadcast(uint64_t v)
-    {
-        if (is_leader()) {
-            s_.bcast = v;
-        }
-        s_.bar.arrive_and_wait();
-        uint64_t r = s_.bcast;
-        s_.bar.arrive_and_wait();
-        return r;
-    }
-    void sync() { s_.bar.arrive_and_wait(); }
-
-  private:
-    HostGroupShared &s_;
-    uint32_t         rank_;
 };
 
 /* A WQE that names its producer and sequence number, checkable on arrival. */

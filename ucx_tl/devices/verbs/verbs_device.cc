@@ -15,6 +15,10 @@
 #include <cstring>
 #include <fstream>
 
+#ifdef DOORBELL_VERBS_MLX5DV
+#include <infiniband/mlx5dv.h>
+#endif
+
 namespace doorbell::verbs {
 
 namespace {
@@ -285,6 +289,7 @@ doorbell_status_t VerbsIface::init(const PortInfo &port)
                          name.c_str());
     }
     max_sge_ = uint32_t(std::max(1, std::min(dev_attr_.orig_attr.max_sge, 16)));
+    atomics_ = dev_attr_.orig_attr.atomic_cap != IBV_ATOMIC_NONE;
     const ibv_packet_pacing_caps &pp = dev_attr_.packet_pacing_caps;
     hw_pacing_ = pp.qp_rate_limit_max != 0 &&
                  (pp.supported_qpts & (1u << IBV_QPT_RC)) != 0;
@@ -507,7 +512,12 @@ doorbell_status_t VerbsIface::Keys::register_region(doorbell_mr &mr)
         access |= IBV_ACCESS_REMOTE_READ;
     }
     if (mr.access & DOORBELL_ACCESS_REMOTE_WRITE) {
+        /* a writable region also takes a PUT_SIGNAL's fetch-add (ADD), as
+         * on the UDP device, where the signal needs write access */
         access |= IBV_ACCESS_REMOTE_WRITE;
+        if (iface_.atomics_) {
+            access |= IBV_ACCESS_REMOTE_ATOMIC;
+        }
     }
     ibv_mr *m = iface_.prov_.reg_mr(iface_.ibpd_, mr.address,
                                     std::max<size_t>(mr.length, 1), access);
@@ -550,10 +560,10 @@ void VerbsIface::apply_invalidations()
     }
 }
 
-doorbell_status_t VerbsIface::create_rc_qp(ibv_qp **qp_p)
+doorbell_status_t VerbsIface::create_rc_qp(ibv_qp **qp_p, ibv_cq_ex *send_cq)
 {
     ibv_qp_init_attr a{};
-    a.send_cq             = ibv_cq_ex_to_cq(send_cq_);
+    a.send_cq             = ibv_cq_ex_to_cq(send_cq ? send_cq : send_cq_);
     a.recv_cq             = ibv_cq_ex_to_cq(recv_cq_);
     a.qp_type             = IBV_QPT_RC;
     a.cap.max_send_wr     = params.tx_queue_len;
@@ -585,7 +595,8 @@ doorbell_status_t VerbsIface::create_rc_qp(ibv_qp **qp_p)
     attr.pkey_index      = 0;
     attr.port_num        = port_.port;
     attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                           IBV_ACCESS_LOCAL_WRITE;
+                           IBV_ACCESS_LOCAL_WRITE |
+                           (atomics_ ? IBV_ACCESS_REMOTE_ATOMIC : 0);
     int rc = prov_.modify_qp(qp, &attr,
                              IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
                                  IBV_QP_ACCESS_FLAGS);
@@ -800,6 +811,20 @@ void VerbsIface::send_req(VerbsQp &qp)
 doorbell_status_t VerbsIface::create_qp(const void *device_addr,
                                         const void *iface_addr, VerbsQp **qp_p)
 {
+    return create_qp_common(device_addr, iface_addr, false, qp_p);
+}
+
+doorbell_status_t VerbsIface::create_direct_qp(const void *device_addr,
+                                               const void *iface_addr,
+                                               VerbsQp **qp_p)
+{
+    return create_qp_common(device_addr, iface_addr, true, qp_p);
+}
+
+doorbell_status_t VerbsIface::create_qp_common(const void *device_addr,
+                                               const void *iface_addr,
+                                               bool direct, VerbsQp **qp_p)
+{
     if (device_addr == nullptr || iface_addr == nullptr) {
         return set_error(DOORBELL_ERR_INVALID_PARAM,
                          "%s: qp_create: no peer address", name.c_str());
@@ -815,13 +840,44 @@ doorbell_status_t VerbsIface::create_qp(const void *device_addr,
                          name.c_str(), peer_string(peer).c_str(),
                          port_.roce ? "RoCE" : "IB");
     }
+    ibv_cq_ex *own_cq = nullptr;
+    doorbell_status_t status;
+    if (direct) {
+        /* the agent polls this CQ itself: one CQE per WQE at most, and
+         * the flush of a full send queue after an error */
+        status = create_cq(&own_cq, int(2 * params.tx_queue_len));
+        if (status != DOORBELL_OK) {
+            return status;
+        }
+    }
     ibv_qp *ib;
-    doorbell_status_t status = create_rc_qp(&ib);
+    status = create_rc_qp(&ib, own_cq);
     if (status != DOORBELL_OK) {
+        if (own_cq != nullptr) {
+            prov_.destroy_cq(ibv_cq_ex_to_cq(own_cq));
+        }
         return status;
     }
     auto qp = std::make_unique<VerbsQp>(*this, next_qpn_++, peer, ib,
                                         random_u32() & 0xffffff);
+    qp->direct    = direct;
+    qp->direct_cq = own_cq;
+    qp->scratch.reset(new uint64_t[params.tx_queue_len]());
+    qp->scratch_mr = prov_.reg_mr(ibpd_, qp->scratch.get(),
+                                  params.tx_queue_len * sizeof(uint64_t),
+                                  IBV_ACCESS_LOCAL_WRITE);
+    if (qp->scratch_mr == nullptr) {
+        status = set_error(DOORBELL_ERR_IO,
+                           "%s: ibv_reg_mr of the signal slots of a QP to %s "
+                           "failed: %s",
+                           name.c_str(), peer_string(peer).c_str(),
+                           strerror(errno));
+        prov_.destroy_qp(ib);
+        if (own_cq != nullptr) {
+            prov_.destroy_cq(ibv_cq_ex_to_cq(own_cq));
+        }
+        return status;
+    }
     if (pacing_) {
         udp::PacingContext pc{name, params.cc ? params.cc : "none",
                               params.ibrc_gain, line_rate_,
@@ -854,6 +910,12 @@ void VerbsIface::destroy_qp(VerbsQp &qp)
     ud_send(qp.peer, bye);
     by_rc_qpn_.erase(qp.qp->qp_num);
     prov_.destroy_qp(qp.qp);
+    if (qp.scratch_mr != nullptr) {
+        prov_.dereg_mr(qp.scratch_mr);
+    }
+    if (qp.direct_cq != nullptr) {
+        prov_.destroy_cq(ibv_cq_ex_to_cq(qp.direct_cq));
+    }
     qps.erase(std::find(qps.begin(), qps.end(), &qp));
     auto it = std::find_if(owned_.begin(), owned_.end(),
                            [&](auto &p) { return p.get() == &qp; });
@@ -1001,6 +1063,106 @@ void VerbsIface::check_hellos()
         ++qp->hello_retries;
         send_req(*qp);
     }
+}
+
+/* ------------------------------------------------- PUT_SIGNAL, direct QPs */
+
+doorbell_status_t VerbsIface::check_raw_wqe(const VerbsQp &qp,
+                                            const doorbell_wqe_t &w,
+                                            unsigned index) const
+{
+    if (w.opcode != DOORBELL_OP_PUT_SIGNAL || w.am_id != DOORBELL_SIGNAL_ADD) {
+        return DOORBELL_OK;
+    }
+    if (!atomics_) {
+        return set_error(DOORBELL_ERR_UNSUPPORTED,
+                         "%s: qp_post: WQE %u to peer %s: a PUT_SIGNAL ADD is "
+                         "an RDMA fetch-add and this HCA has no atomics "
+                         "(atomic_cap IBV_ATOMIC_NONE)",
+                         name.c_str(), index, peer_string(qp.peer).c_str());
+    }
+    if (w.signal_addr % 8 != 0) {
+        return set_error(DOORBELL_ERR_INVALID_PARAM,
+                         "%s: qp_post: WQE %u to peer %s: the signal word of a "
+                         "PUT_SIGNAL ADD (%#llx) is not 8-byte aligned, as RDMA "
+                         "atomics need",
+                         name.c_str(), index, peer_string(qp.peer).c_str(),
+                         (unsigned long long)w.signal_addr);
+    }
+    return DOORBELL_OK;
+}
+
+doorbell_status_t VerbsIface::export_mlx5(VerbsQp &qp, doorbell_qp_mlx5_t &out)
+{
+    if (!qp.direct) {
+        return set_error(DOORBELL_ERR_INVALID_PARAM,
+                         "%s: export_mlx5: QP %u to %s was not created direct "
+                         "(doorbell_qp_create_direct)",
+                         name.c_str(), qp.qpn, peer_string(qp.peer).c_str());
+    }
+    if (prov_.mlx5_init_obj == nullptr || prov_.mlx5_is_supported == nullptr) {
+        return set_error(DOORBELL_ERR_UNSUPPORTED,
+                         "%s: built without mlx5 direct verbs "
+                         "(infiniband/mlx5dv.h, libmlx5)",
+                         name.c_str());
+    }
+    if (!prov_.mlx5_is_supported(ctx_->device)) {
+        return set_error(DOORBELL_ERR_UNSUPPORTED,
+                         "%s: not an mlx5 device (mlx5dv_is_supported)",
+                         name.c_str());
+    }
+    if (qp.in_error()) {
+        return set_error(qp.error(), "%s: export_mlx5: QP %u to %s is in error",
+                         name.c_str(), qp.qpn, peer_string(qp.peer).c_str());
+    }
+    if (qp.state != VerbsQp::State::kConnected) {
+        return DOORBELL_ERR_NO_RESOURCE;
+    }
+#ifdef DOORBELL_VERBS_MLX5DV
+    mlx5dv_qp dq{};
+    mlx5dv_cq dc{};
+    mlx5dv_obj obj{};
+    obj.qp.in  = qp.qp;
+    obj.qp.out = &dq;
+    obj.cq.in  = ibv_cq_ex_to_cq(qp.direct_cq);
+    obj.cq.out = &dc;
+    int rc = prov_.mlx5_init_obj(&obj, MLX5DV_OBJ_QP | MLX5DV_OBJ_CQ);
+    if (rc != 0) {
+        return set_error(DOORBELL_ERR_IO, "%s: mlx5dv_init_obj(QP 0x%x) failed: %s",
+                         name.c_str(), qp.qp->qp_num, strerror(rc));
+    }
+    auto pow2 = [](uint32_t v) { return v != 0 && (v & (v - 1)) == 0; };
+    /* the GPU path writes one 64-byte block per WQE and a 16-bit index */
+    if (dq.sq.stride != 64 || !pow2(dq.sq.wqe_cnt) || dq.sq.wqe_cnt > 32768 ||
+        dq.dbrec == nullptr || dq.bf.reg == nullptr || dc.buf == nullptr ||
+        dc.dbrec == nullptr || !pow2(dc.cqe_cnt) ||
+        (dc.cqe_size != 64 && dc.cqe_size != 128)) {
+        return set_error(DOORBELL_ERR_UNSUPPORTED,
+                         "%s: QP 0x%x has an mlx5 layout the GPU path does not "
+                         "drive (sq stride %u, %u WQEs, cqe size %u, %u CQEs)",
+                         name.c_str(), qp.qp->qp_num, dq.sq.stride,
+                         dq.sq.wqe_cnt, dc.cqe_size, dc.cqe_cnt);
+    }
+    out            = {};
+    out.sq_buf     = dq.sq.buf;
+    out.sq_wqebbs  = dq.sq.wqe_cnt;
+    out.qpn        = qp.qp->qp_num;
+    out.dbrec      = reinterpret_cast<volatile uint32_t *>(dq.dbrec);
+    out.uar        = dq.bf.reg;
+    out.uar_size   = dq.bf.size;
+    out.cqn        = dc.cqn;
+    out.cq_buf     = dc.buf;
+    out.cqe_cnt    = dc.cqe_cnt;
+    out.cqe_size   = dc.cqe_size;
+    out.cq_dbrec   = reinterpret_cast<volatile uint32_t *>(dc.dbrec);
+    out.fetch_addr = uintptr_t(qp.scratch.get());
+    out.fetch_lkey = qp.scratch_mr->lkey;
+    return DOORBELL_OK;
+#else
+    (void)out;
+    return set_error(DOORBELL_ERR_UNSUPPORTED,
+                     "%s: built without mlx5 direct verbs", name.c_str());
+#endif
 }
 
 /* -------------------------------------------------------------- pacing */

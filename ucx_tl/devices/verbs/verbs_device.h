@@ -119,6 +119,16 @@ struct VerbsQp : public QpCore {
     std::unique_ptr<udp::PacingGate> gate;
     double   applied_rate = 0;      ///< bytes/s last set in hardware
     uint64_t srtt_ns = 0;
+    /* PUT_SIGNAL: 8 registered bytes per ring slot, the local end of a
+     * signal's fetch-add (its old value lands here) or of a SET signal
+     * when the HCA grants no inline data */
+    std::unique_ptr<uint64_t[]> scratch;
+    ibv_mr  *scratch_mr = nullptr;
+    /* a direct QP: its send queue belongs to another agent (the GPU, via
+     * export_mlx5); the CPU posts nothing to it, and it has its own send
+     * CQ that the agent polls */
+    bool       direct = false;
+    ibv_cq_ex *direct_cq = nullptr;
 };
 
 /// A passive RC QP: the far end of a peer's VerbsQp; receives its AMs.
@@ -144,6 +154,18 @@ public:
     /* control path (verbs_device.cc) */
     doorbell_status_t create_qp(const void *device_addr,
                                 const void *iface_addr, VerbsQp **qp_p);
+    /// A QP whose send queue another agent drives (see export_mlx5): it has
+    /// its own send CQ; the core posts nothing to it.
+    doorbell_status_t create_direct_qp(const void *device_addr,
+                                       const void *iface_addr, VerbsQp **qp_p);
+    /// The mlx5 objects of a connected direct QP: SQ buffer, doorbell record,
+    /// UAR, its send CQ and an 8-byte fetch-add landing slot.
+    /// UNSUPPORTED (no mlx5dv in the build, not an mlx5 device), NO_RESOURCE
+    /// (not connected yet: progress and ask again), or an error.
+    doorbell_status_t export_mlx5(VerbsQp &qp, doorbell_qp_mlx5_t &out);
+    /// Checks a raw WQE beyond the core's checks (PUT_SIGNAL's needs).
+    doorbell_status_t check_raw_wqe(const VerbsQp &qp, const doorbell_wqe_t &w,
+                                    unsigned index) const;
     void destroy_qp(VerbsQp &qp);
     size_t device_address_length() const { return 18; }
     size_t address_length() const { return 4; }
@@ -180,7 +202,13 @@ private:
                std::string name);
     doorbell_status_t init(const PortInfo &port);
     doorbell_status_t create_cq(ibv_cq_ex **cq, int depth);
-    doorbell_status_t create_rc_qp(ibv_qp **qp_p);
+    doorbell_status_t create_rc_qp(ibv_qp **qp_p, ibv_cq_ex *send_cq = nullptr);
+    doorbell_status_t create_qp_common(const void *device_addr,
+                                       const void *iface_addr, bool direct,
+                                       VerbsQp **qp_p);
+    doorbell_status_t attach_data(ibv_send_wr &wr, VerbsQp &qp, uint64_t i,
+                                  const doorbell_wqe_t &w, uint32_t len,
+                                  size_t &n_sge);
     doorbell_status_t connect_rc(ibv_qp *qp, const PeerAddr &peer,
                                  uint32_t remote_qpn, uint32_t remote_psn,
                                  uint32_t local_psn, uint32_t peer_mtu);
@@ -226,6 +254,7 @@ private:
     ibv_device_attr_ex dev_attr_{};
     uint32_t         max_inline_ = 0;
     uint32_t         max_sge_    = 1;
+    bool             atomics_    = false; ///< atomic_cap != IBV_ATOMIC_NONE
     bool             hw_pacing_  = false;
     uint64_t         hca_clock_khz_ = 0;   ///< 0: no completion timestamps
     int64_t          clock_offset_ns_ = 0; ///< host ns - HCA ns

@@ -43,6 +43,8 @@ const char *op_name(uint8_t opcode)
     case DOORBELL_OP_PUT: return "put (RDMA WRITE)";
     case DOORBELL_OP_GET: return "get (RDMA READ)";
     case DOORBELL_OP_SEND: return "active message (SEND)";
+    case DOORBELL_OP_PUT_SIGNAL:
+        return "put with signal (RDMA WRITE, then the signal's WRITE or FETCH_AND_ADD)";
     default: return "flush";
     }
 }
@@ -67,15 +69,25 @@ void VerbsIface::ring(VerbsQp &qp)
 /// Hands the WQEs [cursor, rung) to the HCA as one chained ibv_post_send.
 void VerbsIface::post(VerbsQp &qp)
 {
+    if (qp.direct) {
+        /* only flushes reach a direct QP's core ring (posts are refused):
+         * the core holds nothing there, so they complete at once */
+        if (qp.done < qp.ring.rung() && !qp.in_error()) {
+            qp.cursor = qp.ring.rung();
+            qp.complete_to(qp.ring.rung());
+        }
+        return;
+    }
     if (qp.state != VerbsQp::State::kConnected || qp.in_error() ||
         qp.cursor >= qp.ring.rung()) {
         return;
     }
     apply_invalidations();
     const uint64_t mask = qp.ring.size() - 1;
-    if (wrs_.size() < qp.ring.size()) {
-        wrs_.resize(qp.ring.size());
-        sges_.resize(qp.ring.size() * max_sge_);
+    /* a PUT_SIGNAL is two WRs (and one more SGE) */
+    if (wrs_.size() < 2 * qp.ring.size()) {
+        wrs_.resize(2 * qp.ring.size());
+        sges_.resize(qp.ring.size() * (max_sge_ + 1));
     }
     uint64_t now   = now_ns();
     size_t   n_wr  = 0, n_sge = 0;
@@ -130,6 +142,66 @@ void VerbsIface::post(VerbsQp &qp)
             counters.tx_bytes += len;
             continue;
         }
+        if (w.opcode == DOORBELL_OP_PUT_SIGNAL) {
+            /* the data write, then the signal on the same RC QP: the
+             * responder executes them in order, so the signal lands after
+             * the data. Both carry the WQE's index as wr_id. */
+            ibv_send_wr &d = wrs_[n_wr];
+            d              = {};
+            d.wr_id        = i;
+            d.sg_list      = &sges_[n_sge];
+            d.opcode       = IBV_WR_RDMA_WRITE;
+            d.wr.rdma.remote_addr = w.remote_addr;
+            d.wr.rdma.rkey        = w.rkey;
+            if (w.flags & DOORBELL_WQE_FENCE) {
+                d.send_flags |= IBV_SEND_FENCE;
+            }
+            doorbell_status_t st = attach_data(d, qp, i, w, len, n_sge);
+            if (st != DOORBELL_OK) {
+                failed  = st;
+                failure = doorbell_last_error();
+                break;
+            }
+            ibv_send_wr &g = wrs_[n_wr + 1];
+            g              = {};
+            g.wr_id        = i;
+            g.sg_list      = &sges_[n_sge];
+            g.num_sge      = 1;
+            uint64_t *slot = &qp.scratch[i & mask];
+            if (w.am_id == DOORBELL_SIGNAL_ADD) {
+                g.opcode                = IBV_WR_ATOMIC_FETCH_AND_ADD;
+                g.wr.atomic.remote_addr = w.signal_addr;
+                g.wr.atomic.compare_add = w.signal_value;
+                g.wr.atomic.rkey        = w.signal_rkey;
+                sges_[n_sge++] = {uintptr_t(slot), 8, qp.scratch_mr->lkey};
+            } else {
+                g.opcode              = IBV_WR_RDMA_WRITE;
+                g.wr.rdma.remote_addr = w.signal_addr;
+                g.wr.rdma.rkey        = w.signal_rkey;
+                if (max_inline_ >= 8) {
+                    sges_[n_sge++] = {uintptr_t(&w.signal_value), 8, 0};
+                    g.send_flags |= IBV_SEND_INLINE;
+                } else {
+                    *slot          = w.signal_value;
+                    sges_[n_sge++] = {uintptr_t(slot), 8, qp.scratch_mr->lkey};
+                }
+            }
+            if (w.flags & DOORBELL_WQE_SIGNALED) {
+                g.send_flags |= IBV_SEND_SIGNALED;
+            }
+            if (cur != nullptr) {
+                cur->next = &d;
+            }
+            d.next         = &g;
+            cur            = &g;
+            cur_first      = i;
+            cur_remote_end = ~uint64_t(0); /* nothing merges into a signal */
+            qp.wr_first[i & mask] = i;
+            qp.post_ns[i & mask]  = now;
+            counters.tx_bytes += len + 8;
+            n_wr += 2;
+            continue;
+        }
         ibv_send_wr &wr = wrs_[n_wr];
         wr              = {};
         wr.wr_id        = i;
@@ -152,26 +224,11 @@ void VerbsIface::post(VerbsQp &qp)
             len       = 0;
             break;
         }
-        if (len != 0) {
-            if (inl) {
-                sges_[n_sge++] = {uintptr_t(w.inline_data), len, 0};
-                wr.send_flags |= IBV_SEND_INLINE;
-            } else if (!needs_lkey) {
-                sges_[n_sge++] = {w.local_addr, len, 0};
-                wr.send_flags |= IBV_SEND_INLINE;
-            } else {
-                CachedRegion *r;
-                doorbell_status_t st = rcache_->acquire(
-                    reinterpret_cast<void *>(uintptr_t(w.local_addr)), len, &r);
-                if (st != DOORBELL_OK) {
-                    failed  = st;
-                    failure = doorbell_last_error();
-                    break;
-                }
-                qp.region[i & mask] = r;
-                sges_[n_sge++] = {w.local_addr, len, r->lkey};
-            }
-            wr.num_sge = 1;
+        if (doorbell_status_t st = attach_data(wr, qp, i, w, len, n_sge);
+            st != DOORBELL_OK) {
+            failed  = st;
+            failure = doorbell_last_error();
+            break;
         }
         if (w.flags & DOORBELL_WQE_SIGNALED) {
             wr.send_flags |= IBV_SEND_SIGNALED;
@@ -226,6 +283,36 @@ void VerbsIface::post(VerbsQp &qp)
         release_slots(qp, qp.done, qp.ring.tail());
         qp.fail(failed, failure);
     }
+}
+
+/// The payload of WQE i as wr's SGE: inline (in the WQE, or a local buffer
+/// up to max_inline) or registered through the cache.
+doorbell_status_t VerbsIface::attach_data(ibv_send_wr &wr, VerbsQp &qp,
+                                          uint64_t i, const doorbell_wqe_t &w,
+                                          uint32_t len, size_t &n_sge)
+{
+    if (len == 0) {
+        return DOORBELL_OK;
+    }
+    bool inl = (w.flags & DOORBELL_WQE_INLINE) != 0;
+    if (inl) {
+        sges_[n_sge++] = {uintptr_t(w.inline_data), len, 0};
+        wr.send_flags |= IBV_SEND_INLINE;
+    } else if (w.opcode != DOORBELL_OP_GET && len <= max_inline_) {
+        sges_[n_sge++] = {w.local_addr, len, 0};
+        wr.send_flags |= IBV_SEND_INLINE;
+    } else {
+        CachedRegion *r;
+        doorbell_status_t st = rcache_->acquire(
+            reinterpret_cast<void *>(uintptr_t(w.local_addr)), len, &r);
+        if (st != DOORBELL_OK) {
+            return st;
+        }
+        qp.region[i & (qp.ring.size() - 1)] = r;
+        sges_[n_sge++] = {w.local_addr, len, r->lkey};
+    }
+    wr.num_sge = 1;
+    return DOORBELL_OK;
 }
 
 void VerbsIface::release_slots(VerbsQp &qp, uint64_t from, uint64_t to)

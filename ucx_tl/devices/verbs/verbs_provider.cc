@@ -1,6 +1,10 @@
 /* The libibverbs provider of the seam. */
 #include "verbs_provider.h"
 
+#ifdef DOORBELL_VERBS_MLX5DV
+#include <infiniband/mlx5dv.h>
+#endif
+
 namespace doorbell::verbs {
 
 namespace {
@@ -54,6 +58,13 @@ const Provider g_libibverbs = {
     ibv_create_ah,
     ibv_destroy_ah,
     "/sys/class/infiniband",
+#ifdef DOORBELL_VERBS_MLX5DV
+    mlx5dv_is_supported,
+    mlx5dv_init_obj,
+#else
+    nullptr,
+    nullptr,
+#endif
 };
 
 const Provider *g_current = &g_libibverbs;

@@ -12,6 +12,8 @@
 
 #include <string>
 
+struct mlx5dv_obj; /* infiniband/mlx5dv.h, where the build has it */
+
 namespace doorbell::verbs {
 
 struct Provider {
@@ -45,6 +47,11 @@ struct Provider {
     int (*destroy_ah)(ibv_ah *ah);
     /// Where the port counters live: <root>/<hca>/ports/<port>/hw_counters.
     std::string sysfs_root;
+    /// mlx5 direct verbs (null where the build has no mlx5dv): whether a
+    /// device is an mlx5 device, and a QP's or CQ's buffers, doorbell
+    /// records and UAR (mlx5dv_init_obj) for a send queue the GPU drives.
+    bool (*mlx5_is_supported)(ibv_device *device) = nullptr;
+    int (*mlx5_init_obj)(mlx5dv_obj *obj, uint64_t obj_type) = nullptr;
 };
 
 /// The provider in use (libibverbs unless a test installed another).

@@ -4,6 +4,10 @@
  *
  *   mpirun -np 2 doorbell-gpu-sample [bytes] [rounds]
  *
+ * DOORBELL_GPU_DEVICE=mlx5_0:1 runs it on a verbs port: the queue is IBGDA
+ * (MLX5 mode: the kernel writes the NIC's send queue) where the QP exports
+ * and maps, CPU-proxy otherwise; the last line says which.
+ *
  * Each rank opens the UDP device (DOORBELL_GPU_DEVICE, default lo), registers
  * a host-mapped receive buffer and flag word, and exchanges their addresses
  * and keys with MPI_Allgather. Per round, each thread of the kernel puts its
@@ -128,8 +132,12 @@ int main(int argc, char **argv)
     }
     uint64_t *flag = reinterpret_cast<uint64_t*>(static_cast<uint8_t*>(recv) + bytes);
     Peer me = {};
-    doorbell_mr_t *mr_buf = nullptr, *mr_flag = nullptr;
-    if ((doorbell_mr_register(pd, recv, bytes, DOORBELL_ACCESS_REMOTE_WRITE, &mr_buf,
+    doorbell_mr_t *mr_buf = nullptr, *mr_flag = nullptr, *mr_src = nullptr;
+    uint32_t src_rkey_unused;
+    /* the source registered too: on a verbs device (IBGDA) the GPU's WQEs
+     * name its local key */
+    if ((doorbell_mr_register(pd, src, bytes, 0, &mr_src, &src_rkey_unused) != DOORBELL_OK) ||
+        (doorbell_mr_register(pd, recv, bytes, DOORBELL_ACCESS_REMOTE_WRITE, &mr_buf,
                               &me.buf_rkey) != DOORBELL_OK) ||
         (doorbell_mr_register(pd, flag, 8, DOORBELL_ACCESS_REMOTE_WRITE, &mr_flag,
                               &me.flag_rkey) != DOORBELL_OK)) {
@@ -147,7 +155,8 @@ int main(int argc, char **argv)
     doorbell_gpu_queue_t *queue = nullptr;
     doorbell_gpu_queue_params_t qp;
     doorbell_gpu_queue_params_init(&qp);
-    qp.memory = mem;
+    qp.memory    = mem;
+    qp.mlx5_lkey = doorbell_mr_local_key(mr_src);
     if ((doorbell_gpu_engine_create_for_iface(iface, device, nullptr, &engine) != DOORBELL_OK) ||
         (doorbell_gpu_queue_create_for_peer(engine, next.dev, next.ifa, &qp, &queue) !=
          DOORBELL_OK) ||
@@ -179,15 +188,17 @@ int main(int argc, char **argv)
         bad += static_cast<uint8_t*>(recv)[i] != uint8_t(prev * 13 + i);
     }
     std::printf("rank %d: %u rounds of %u bytes to rank %d in %.3f ms (%.1f us/round): "
-                "kernel status %s, flag %llu, %llu bad bytes\n",
+                "kernel status %s, flag %llu, %llu bad bytes, queue mode %s\n",
                 rank, rounds, bytes, (rank + 1) % size, (t1 - t0) * 1e3,
                 (t1 - t0) * 1e6 / rounds, doorbell_status_string((doorbell_status_t)kst),
-                (unsigned long long)*flag, (unsigned long long)bad);
+                (unsigned long long)*flag, (unsigned long long)bad,
+                doorbell_gpu_mode_string(doorbell_gpu_queue_mode(queue)));
     MPI_Barrier(MPI_COMM_WORLD); /* peers still need our ACKs until here */
 
     doorbell_gpu_core_engine_destroy(engine);
     doorbell_mr_deregister(pd, mr_flag);
     doorbell_mr_deregister(pd, mr_buf);
+    doorbell_mr_deregister(pd, mr_src);
     doorbell_iface_close(iface);
     doorbell_pd_destroy(pd);
     mem->free_shared(nullptr, src);
