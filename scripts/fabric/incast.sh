@@ -6,6 +6,7 @@
 # ECN K 20 KiB) is the bottleneck. Each sender is a ucx_perftest UCP tag_bw
 # client of its own server on h4. Modes:
 #   ibrc   doorbell transport, UCX_DOORBELL_CC=ibrc (closed-loop pacing)
+#   dcqcn, timely  doorbell transport with the other built-in controllers
 #   none   doorbell transport, UCX_DOORBELL_CC=none (unpaced)
 #   tcp    UCX tcp (the kernel's TCP congestion control), a reference
 # Per mode: goodput (and its share of the bottleneck rate), retransmit % and
@@ -89,7 +90,7 @@ tcp_counters() {   # "OutSegs RetransSegs" summed over the senders (kernel TCP)
 run_mode() {   # mode -> writes $out/<mode>.* and a line to $out/modes.txt
   local mode=$1 env_extra=()
   case $mode in
-    ibrc|none)
+    ibrc|none|dcqcn|timely)
       if [[ ! -f $transport ]]; then
         log "$mode: not built ($transport is absent)"
         echo "$mode not_built" >> "$out/modes.txt"
@@ -97,7 +98,7 @@ run_mode() {   # mode -> writes $out/<mode>.* and a line to $out/modes.txt
       fi
       env_extra=(LD_PRELOAD="$transport" UCX_TLS=doorbell,self UCX_DOORBELL_CC="$mode" UCX_DOORBELL_STATS=y) ;;
     tcp) env_extra=(UCX_TLS=tcp,self) ;;
-    *) die "unknown mode '$mode' (ibrc, none, tcp)" ;;
+    *) die "unknown mode '$mode' (ibrc, dcqcn, timely, none, tcp)" ;;
   esac
   log "$mode: 3 senders x $mib MiB in $msg-byte messages -> $receiver"
   read -r drop0 mark0 < <(port_counters)

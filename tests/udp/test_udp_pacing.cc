@@ -154,6 +154,31 @@ TEST(UdpPacing, ReadsAreChargedToTheRequesterInShortPieces)
     EXPECT_GT(g_log.rtt_samples, 0u);
 }
 
+/* A packet whose CE state differs from the previous one is ACKed at once
+ * (not after the receiver's ACK delay, 625 ms here): marks reach the
+ * sender's pacer within a round trip. */
+TEST(UdpPacing, CeChangeIsAckedAtOnce)
+{
+    register_fake();
+    g_log                     = {};
+    g_log.open                = true;
+    doorbell_iface_params_t p = steady_params();
+    p.cc                      = "test-gate";
+    LoopbackPair pair(p, p);
+    FaultConfig marks{.ce = 1.0, .seed = 3};
+    set_fault_injection(pair.b, &marks);
+    Region target(pair.pd, 8, DOORBELL_ACCESS_REMOTE_WRITE);
+    uint64_t v = 5;
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(),
+                                                 target.rkey));
+    while (pair.counters(pair.b).rx_packets == 0) {
+        doorbell_iface_progress(pair.b);
+    }
+    EXPECT_EQ(1u, pair.counters(pair.b).tx_packets); /* the ACK, at once */
+    ASSERT_TRUE(pair.wait([&] { return g_log.ce_bytes > 0; }));
+    EXPECT_EQ(v, *reinterpret_cast<uint64_t *>(target.bytes.data()));
+}
+
 TEST(UdpPacing, UnknownPolicyMeansUnpaced)
 {
     g_log                     = {};

@@ -140,6 +140,7 @@ struct Responder {
     uint64_t    ts_echo    = 0;        ///< ts_send of the last packet
     uint64_t    ts_echo_rx = 0;        ///< ns when that packet arrived
     uint32_t    ce_bytes   = 0;      ///< CE-marked bytes since the last ACK
+    bool        last_ce    = false;  ///< CE state of the last packet accepted
     uint8_t    *am_buf     = nullptr; ///< AM being reassembled
     uint32_t    am_length  = 0;      ///< bytes of it so far
 };

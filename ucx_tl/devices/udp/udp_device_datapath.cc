@@ -1112,7 +1112,11 @@ void UdpIface::handle_request(const WireHeader &h, uint8_t *buf,
     }
     ++r.expected;
     r.nak_sent = false;
-    if ((h.flags & kFlagAckReq) || ++r.unacked_pkts >= kAckEvery) {
+    /* a change of the CE state is news for the sender's pacer: ACK at once
+     * (DCTCP's receiver), so marks are echoed within a round trip */
+    bool ce_changed = ce != r.last_ce;
+    r.last_ce       = ce;
+    if ((h.flags & kFlagAckReq) || ++r.unacked_pkts >= kAckEvery || ce_changed) {
         ack_due();
     } else if (!r.ack_deferred) {
         r.ack_deferred = true;
