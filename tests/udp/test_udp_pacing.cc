@@ -59,14 +59,21 @@ void register_fake()
     });
 }
 
+/// Params whose QPs get a FakeGate (fresh log; open: it lets packets pass).
+doorbell_iface_params_t gated(doorbell_iface_params_t p, bool open)
+{
+    register_fake();
+    g_log      = {};
+    g_log.open = open;
+    p.cc       = "test-gate";
+    return p;
+}
+
 } // namespace
 
 TEST(UdpPacing, GateHoldsPacketsAndIsFedByAcks)
 {
-    register_fake();
-    g_log                     = {};
-    doorbell_iface_params_t p = lo_params();
-    p.cc                      = "test-gate";
+    doorbell_iface_params_t p = gated(lo_params(), false);
     LoopbackPair pair(p, p);
     EXPECT_EQ(2, g_log.gates); /* one per QP */
     EXPECT_EQ("lo", g_log.ctx.device);
@@ -94,11 +101,7 @@ TEST(UdpPacing, GateHoldsPacketsAndIsFedByAcks)
 
 TEST(UdpPacing, GateHearsCeAndLoss)
 {
-    register_fake();
-    g_log                     = {};
-    g_log.open                = true;
-    doorbell_iface_params_t p = lo_params();
-    p.cc                      = "test-gate";
+    doorbell_iface_params_t p = gated(lo_params(), true);
     LoopbackPair pair(p, p);
     FaultConfig marks{.ce = 1.0, .seed = 5};
     set_fault_injection(pair.b, &marks);
@@ -122,11 +125,7 @@ TEST(UdpPacing, GateHearsCeAndLoss)
  * is the feedback (bytes, marks, and an RTT from the first response). */
 TEST(UdpPacing, ReadsAreChargedToTheRequesterInShortPieces)
 {
-    register_fake();
-    g_log                     = {};
-    g_log.open                = true;
-    doorbell_iface_params_t p = lo_params();
-    p.cc                      = "test-gate";
+    doorbell_iface_params_t p = gated(lo_params(), true);
     LoopbackPair pair(p, p);
     FaultConfig marks{.ce = 1.0, .seed = 9};
     set_fault_injection(pair.a, &marks); /* the read data arrives marked */
@@ -159,11 +158,7 @@ TEST(UdpPacing, ReadsAreChargedToTheRequesterInShortPieces)
  * sender's pacer within a round trip. */
 TEST(UdpPacing, CeChangeIsAckedAtOnce)
 {
-    register_fake();
-    g_log                     = {};
-    g_log.open                = true;
-    doorbell_iface_params_t p = steady_params();
-    p.cc                      = "test-gate";
+    doorbell_iface_params_t p = gated(steady_params(), true);
     LoopbackPair pair(p, p);
     FaultConfig marks{.ce = 1.0, .seed = 3};
     set_fault_injection(pair.b, &marks);
@@ -200,12 +195,8 @@ TEST(UdpPacing, UnknownPolicyMeansUnpaced)
  * scheduling, sample <= (whole exchange) - ack_delay. */
 TEST(UdpPacing, RttSampleExcludesTheReceiversAckDelay)
 {
-    register_fake();
-    g_log                     = {};
-    g_log.open                = true;
-    doorbell_iface_params_t p = steady_params(); /* 5 s rto: ack_delay 625 ms */
-    p.rto_min_ns              = 80000000;        /* 80 ms: ack_delay 10 ms */
-    p.cc                      = "test-gate";
+    doorbell_iface_params_t p = gated(steady_params(), true);
+    p.rto_min_ns              = 80000000; /* 80 ms: ack_delay 10 ms */
     const uint64_t ack_delay  = p.rto_min_ns / 8;
     LoopbackPair pair(p, p);
     Region target(pair.pd, 8, DOORBELL_ACCESS_REMOTE_WRITE);
