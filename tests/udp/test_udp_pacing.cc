@@ -22,6 +22,9 @@ struct FakeGate : PacingGate {
         uint64_t losses      = 0;
         uint64_t max_rtt     = 0; ///< ns, the largest sample given
         uint64_t max_send    = 0; ///< bytes, the largest single charge
+        int64_t  outstanding = 0; ///< bytes charged and not yet acknowledged
+        int64_t  max_outstanding = 0;
+        double   rate_Bps    = 1e9; ///< what rate() says
         int      gates       = 0;
         PacingContext ctx;
     };
@@ -35,16 +38,19 @@ struct FakeGate : PacingGate {
         ++log_.sends;
         log_.send_bytes += bytes;
         log_.max_send = std::max<uint64_t>(log_.max_send, bytes);
+        log_.outstanding += bytes;
+        log_.max_outstanding = std::max(log_.max_outstanding, log_.outstanding);
     }
     void on_ack(uint64_t, uint64_t acked, uint64_t ce, uint64_t rtt) override
     {
         log_.acked_bytes += acked;
+        log_.outstanding -= int64_t(acked);
         log_.ce_bytes += ce;
         log_.rtt_samples += rtt != 0;
         log_.max_rtt = std::max(log_.max_rtt, rtt);
     }
     void on_loss(uint64_t) override { ++log_.losses; }
-    double rate() const override { return 1e9; }
+    double rate() const override { return log_.rate_Bps; }
     Log &log_;
 };
 
@@ -172,6 +178,43 @@ TEST(UdpPacing, CeChangeIsAckedAtOnce)
     EXPECT_EQ(1u, pair.counters(pair.b).tx_packets); /* the ACK, at once */
     ASSERT_TRUE(pair.wait([&] { return g_log.ce_bytes > 0; }));
     EXPECT_EQ(v, *reinterpret_cast<uint64_t *>(target.bytes.data()));
+}
+
+/* A paced QP keeps at most two bandwidth-delay products of reads
+ * outstanding (at least two pieces): a responder that was descheduled
+ * answers all it finds at once. At a (fake) rate near zero: two pieces. */
+TEST(UdpPacing, OutstandingReadsAreBoundedByTheRate)
+{
+    doorbell_iface_params_t p = gated(lo_params(), true);
+    LoopbackPair pair(p, p);
+    const size_t len = size_t(4) << 20;
+    auto data        = pattern(len, 8);
+    Region source(pair.pd, len, DOORBELL_ACCESS_REMOTE_READ);
+    std::copy(data.begin(), data.end(), source.bytes.begin());
+    std::vector<uint8_t> dest(len);
+    Completion first; /* an RTT sample, unbounded */
+    iovec small{dest.data(), 100};
+    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_get_zcopy(pair.qa, &small, 1,
+                                                         source.addr(),
+                                                         source.rkey, &first));
+    ASSERT_TRUE(pair.wait([&] { return first.count == 1; }));
+
+    g_log.rate_Bps        = 1;
+    g_log.outstanding     = 0;
+    g_log.max_outstanding = 0;
+    iovec iov{dest.data(), len};
+    Completion c;
+    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_get_zcopy(pair.qa, &iov, 1,
+                                                         source.addr(),
+                                                         source.rkey, &c));
+    ASSERT_TRUE(pair.wait([&] { return c.count == 1; }));
+    EXPECT_EQ(DOORBELL_OK, c.status);
+    EXPECT_EQ(data, dest);
+    const int64_t piece = 16 * int64_t(g_log.ctx.mtu);
+    EXPECT_GT(g_log.max_outstanding, 0);
+    /* two pieces (plus the headers charged, which no ACK counts back);
+     * unbounded, all 4 MiB would be asked for at once */
+    EXPECT_LE(g_log.max_outstanding, 2 * piece + (32 << 10));
 }
 
 TEST(UdpPacing, UnknownPolicyMeansUnpaced)

@@ -209,6 +209,7 @@ private:
     uint64_t path_rtt(uint64_t ts_echo, uint32_t hold_ns) const;
     uint32_t read_charge(uint32_t len) const;
     uint32_t read_piece_max(const UdpQp &qp) const;
+    uint64_t read_window(const UdpQp &qp) const;
     void handle_request(const WireHeader &h, uint8_t *buf,
                         const sockaddr_in &from, bool ce, size_t slot);
     bool handle_send(Responder &r, const WireHeader &h, uint8_t *buf,

@@ -174,7 +174,8 @@ bool UdpIface::cut_packet(UdpQp &qp)
             uint32_t piece_max = read_piece_max(qp);
             pkt.opcode = Opcode::kReadReq;
             pkt.length = std::min(piece_max, total - qp.cursor_offset);
-            if (qp.read_bytes > 0 && qp.read_bytes + pkt.length > window_) {
+            if (qp.read_bytes > 0 &&
+                qp.read_bytes + pkt.length > read_window(qp)) {
                 return false;
             }
             if (pkt.length > 0) {
@@ -560,6 +561,21 @@ uint64_t UdpIface::path_rtt(uint64_t ts_echo, uint32_t hold_ns) const
 uint32_t UdpIface::read_charge(uint32_t len) const
 {
     return len + (len + mtu_ - 1) / mtu_ * uint32_t(sizeof(WireHeader));
+}
+
+/// Read bytes a QP may have outstanding: the window; on a paced QP at most
+/// two bandwidth-delay products of its rate (and two pieces). A responder
+/// answers every request it finds when it gets to run, back to back: what
+/// is outstanding is the burst a descheduled peer sends at once.
+uint64_t UdpIface::read_window(const UdpQp &qp) const
+{
+    if (!qp.gate || qp.srtt_ns == 0) {
+        return window_;
+    }
+    double bdp = qp.gate->rate() * double(std::max(qp.srtt_ns, kTlpMinNs)) * 1e-9;
+    uint64_t cap = std::max<uint64_t>(uint64_t(2 * bdp),
+                                      2ull * read_piece_max(qp));
+    return std::min(window_, cap);
 }
 
 /// Largest read piece: half a window; on a paced QP also kReadPieceSegments
