@@ -9,6 +9,7 @@
 #include "pinning/apply.h"
 #include "pinning/binding.h"
 #include "pinning/cpu_list.h"
+#include "pinning/nic_port.h"
 #include "pinning/report.h"
 #include "pinning/verify.h"
 
@@ -100,8 +101,10 @@ int cmd_exec(Context &ctx) {
   setenv("DOORBELL_PIN_NUMA", std::to_string(rp.numa).c_str(), 1);
   if (!rp.nic.empty()) {
     setenv("DOORBELL_PIN_NIC", rp.nic.c_str(), 1);
-    if (getenv("UCX_NET_DEVICES") == nullptr)
-      setenv("UCX_NET_DEVICES", (rp.nic + ":1").c_str(), 0);
+    if (getenv("UCX_NET_DEVICES") == nullptr) {
+      NicPort port = ucx_port_for(ctx.args.root, rp.nic);
+      setenv("UCX_NET_DEVICES", (rp.nic + ":" + std::to_string(port.port)).c_str(), 0);
+    }
   }
   std::cerr << "doorbell-pin: local rank " << *rank << " ("
             << (ctx.args.local_rank >= 0 ? std::string("--local-rank") : ctx.launcher->source)
