@@ -402,16 +402,8 @@ doorbell_status_t VerbsIface::init(const PortInfo &port)
                          name.c_str(), strerror(rc));
     }
     for (unsigned i = 0; i < kUdRecvs; ++i) {
-        uint8_t *buf = pool_.get();
-        ibv_sge sge{uintptr_t(buf), uint32_t(kGrhBytes + sizeof(Hello)),
-                    pool_.lkey()};
-        ibv_recv_wr wr{};
-        wr.wr_id   = uintptr_t(buf);
-        wr.sg_list = &sge;
-        wr.num_sge = 1;
-        ibv_recv_wr *bad;
-        if (ibv_post_recv(ud_qp_, &wr, &bad) != 0) {
-            pool_.put(buf);
+        if (!post_recv_buffer(ud_qp_, pool_.get(), 0,
+                              uint32_t(kGrhBytes + sizeof(Hello)))) {
             return set_error(DOORBELL_ERR_IO, "%s: ibv_post_recv(UD) failed",
                              name.c_str());
         }
@@ -929,15 +921,8 @@ void VerbsIface::post_passive_recvs(Passive &p)
         if (buf == nullptr) {
             return; /* the sender's RNR retries wait for a release */
         }
-        ibv_sge sge{uintptr_t(buf + DOORBELL_AM_HEADROOM), params.seg_size,
-                    pool_.lkey()};
-        ibv_recv_wr wr{};
-        wr.wr_id   = uintptr_t(buf);
-        wr.sg_list = &sge;
-        wr.num_sge = 1;
-        ibv_recv_wr *bad;
-        if (ibv_post_recv(p.qp, &wr, &bad) != 0) {
-            pool_.put(buf);
+        if (!post_recv_buffer(p.qp, buf, DOORBELL_AM_HEADROOM,
+                              params.seg_size)) {
             return;
         }
         ++p.posted;
@@ -1258,6 +1243,27 @@ void VerbsIface::sample_congestion()
             apply_rate(*qp);
         }
     }
+}
+
+/// Posts one pool buffer (data at offset, length bytes) to a receive queue;
+/// a buffer the provider refuses goes back to the pool.
+bool VerbsIface::post_recv_buffer(ibv_qp *qp, uint8_t *buf, uint32_t offset,
+                                  uint32_t length)
+{
+    if (buf == nullptr) {
+        return false;
+    }
+    ibv_sge sge{uintptr_t(buf + offset), length, pool_.lkey()};
+    ibv_recv_wr wr{};
+    wr.wr_id   = uintptr_t(buf);
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    ibv_recv_wr *bad;
+    if (ibv_post_recv(qp, &wr, &bad) != 0) {
+        pool_.put(buf);
+        return false;
+    }
+    return true;
 }
 
 } // namespace doorbell::verbs

@@ -213,6 +213,8 @@ private:
                                  uint32_t remote_qpn, uint32_t remote_psn,
                                  uint32_t local_psn, uint32_t peer_mtu);
     doorbell_status_t ud_send(const PeerAddr &to, const Hello &hello);
+    bool post_recv_buffer(ibv_qp *qp, uint8_t *buf, uint32_t offset,
+                          uint32_t length);
     ibv_ah *address_handle(const PeerAddr &to);
     Hello make_hello(uint8_t type) const;
     void send_req(VerbsQp &qp);

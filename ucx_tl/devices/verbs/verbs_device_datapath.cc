@@ -532,16 +532,7 @@ unsigned VerbsIface::poll_ud_cq()
             pool_.put(buf);
             continue;
         }
-        ibv_sge sge{uintptr_t(buf), uint32_t(kGrhBytes + sizeof(Hello)),
-                    pool_.lkey()};
-        ibv_recv_wr wr{};
-        wr.wr_id   = uintptr_t(buf);
-        wr.sg_list = &sge;
-        wr.num_sge = 1;
-        ibv_recv_wr *bad;
-        if (ibv_post_recv(ud_qp_, &wr, &bad) != 0) {
-            pool_.put(buf);
-        }
+        post_recv_buffer(ud_qp_, buf, 0, uint32_t(kGrhBytes + sizeof(Hello)));
     } while (n < kPollBatch && ibv_next_poll(ud_cq_) == 0);
     ibv_end_poll(ud_cq_);
     for (unsigned k = 0; k < nmsg; ++k) {
