@@ -121,6 +121,7 @@ struct UdpQp : public QpCore {
     uint64_t                 busy_naks      = 0;
     uint64_t                 tail_probes    = 0;
     uint64_t                 tlp_at_ns      = 0; ///< tail-loss probe due; 0: none
+    bool                     last_ack_req   = false; ///< the last packet asked for an ACK
     double                   min_rate       = 0; ///< lowest pacer rate seen, B/s
 };
 

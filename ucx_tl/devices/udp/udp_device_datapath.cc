@@ -279,6 +279,7 @@ void UdpIface::send_packet(UdpQp &qp, const TxPacket &pkt)
         h.flags |= kFlagAckReq;
     }
     stage(h, payload, h.length, nullptr, 0, qp.peer);
+    qp.last_ack_req = (h.flags & kFlagAckReq) != 0;
     if (resend) {
         ++counters.retransmits;
     } else {
@@ -347,14 +348,20 @@ void UdpIface::send_probe(UdpQp &qp, uint32_t psn)
     stage(h, nullptr, 0, nullptr, 0, qp.peer);
 }
 
-/// The tail-loss probe's timeout: two round trips, at least kTlpMinNs, at
-/// most the retransmit timeout.
+/// The tail-loss probe's timeout: two round trips, at least kTlpMinNs, plus
+/// the peer's ACK delay when what is awaited is the ACK of a packet that did
+/// not ask for one (that answer may be held so long on purpose; read data
+/// is never held); at most the retransmit timeout.
 uint64_t UdpIface::tlp_timeout(const UdpQp &qp) const
 {
     if (qp.srtt_ns == 0) {
         return qp.rto_ns;
     }
-    return std::clamp<uint64_t>(2 * qp.srtt_ns, kTlpMinNs, qp.rto_ns);
+    uint64_t t = std::max<uint64_t>(2 * qp.srtt_ns, kTlpMinNs);
+    if (!qp.unacked.empty() && !qp.last_ack_req) {
+        t += ack_delay_;
+    }
+    return std::min(t, qp.rto_ns);
 }
 
 void UdpIface::stage(const WireHeader &hdr, const void *a, size_t alen,
