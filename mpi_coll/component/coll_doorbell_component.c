@@ -47,7 +47,7 @@ mca_coll_doorbell_component_t mca_coll_doorbell_component = {
 };
 
 static const char *algorithm_names =
-    "auto|recursive_doubling|ring|rabenseifner|hierarchical|direct";
+    "auto|recursive_doubling|ring|rabenseifner|hierarchical|direct|two_step";
 
 static void reg_int(const char *name, const char *desc, int *storage)
 {
@@ -98,7 +98,7 @@ static int mca_coll_doorbell_register(void)
     reg_int("np", "Smallest communicator the component serves",
             &cm->np);
     reg_string("allreduce_algorithm", "Allreduce algorithm: "
-               "auto|recursive_doubling|ring|rabenseifner|hierarchical|direct",
+               "auto|recursive_doubling|ring|rabenseifner|hierarchical|direct|two_step",
                &cm->algorithm_str);
     reg_size("small_max", "auto: messages up to this many bytes use the "
              "direct exchange (up to direct_max_ranks ranks) or recursive "

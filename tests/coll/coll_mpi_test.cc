@@ -112,7 +112,7 @@ TEST_P(CollMpiAlgorithm, ForcedAlgorithmPasses) {
 
 INSTANTIATE_TEST_SUITE_P(Alg, CollMpiAlgorithm,
                          ::testing::Values("recursive_doubling", "ring", "rabenseifner",
-                                           "hierarchical", "direct"));
+                                           "hierarchical", "direct", "two_step"));
 
 // Two-hop aggregation with a leaf map: 5 ranks as 3 emulated nodes on 2
 // leaves; auto picks hierarchical for small messages.
