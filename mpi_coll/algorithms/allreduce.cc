@@ -43,7 +43,8 @@ Need need(const doorbell_coll_team_t &team, const doorbell_coll_tuning_t &tuning
     return {direct_scratch(n, seg.bytes()), direct_flags(n)};
   case DOORBELL_COLL_ALG_TWO_STEP:
     p.pipeline = two_step_pipeline(n, seg, tuning.pipeline_block);
-    return {two_step_scratch(n, seg), two_step_flags(n, p.pipeline)};
+    return {two_step_scratch(n, seg, team.peer_scratch != nullptr),
+            two_step_flags(n, p.pipeline)};
   default:
     return {recursive_doubling_scratch(n, seg.bytes()), recursive_doubling_flags(n)};
   }
@@ -143,7 +144,7 @@ using namespace doorbell::coll;
 extern "C" {
 
 void doorbell_coll_tuning_default(doorbell_coll_tuning_t *tuning_p) {
-  tuning_p->small_max = 65536;
+  tuning_p->small_max = 8192;
   tuning_p->direct_max_ranks = 8;
   tuning_p->hier_max = 262144;
   tuning_p->ring_min = 131072;

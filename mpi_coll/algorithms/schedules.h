@@ -108,7 +108,7 @@ Status direct(Round &r, const Group &g, Base base, const Segment &seg);
 
 // Two-step: reduce-scatter and allgather, each one all-to-all step; chunks
 // split into `pipeline` sub-blocks.
-size_t two_step_scratch(int n, const Segment &seg);
+size_t two_step_scratch(int n, const Segment &seg, bool peers_readable);
 uint32_t two_step_flags(int n, int pipeline);
 Status two_step(Round &r, const Group &g, Base base, const Segment &seg, int pipeline);
 int two_step_pipeline(int n, const Segment &seg, size_t block);

@@ -47,10 +47,14 @@ size_t chunk_max_bytes(int n, const Segment &seg) {
 // Slot that `sender` uses at `receiver`.
 int slot_of(int sender, int receiver) { return sender < receiver ? sender : sender - 1; }
 
+static constexpr size_t kFoldTileBytes = 16384;  ///< n inputs + result stay in L2
+
 }  // namespace
 
-size_t two_step_scratch(int n, const Segment &seg) {
-  return 2 * static_cast<size_t>(n - 1) * chunk_max_bytes(n, seg);
+size_t two_step_scratch(int n, const Segment &seg, bool peers_readable) {
+  // Readable peers: step 2 needs only our own slot (phase 1, slot 0).
+  size_t slots = peers_readable ? static_cast<size_t>(n) : 2 * static_cast<size_t>(n - 1);
+  return slots * chunk_max_bytes(n, seg);
 }
 
 uint32_t two_step_flags(int n, int pipeline) {
@@ -93,9 +97,15 @@ Status two_step(Round &r, const Group &g, Base base, const Segment &seg, int pip
     }
   }
   // Fold our chunk in rank order, sub-block by sub-block, and send each on.
-  // Ranks below us accumulate in rank 0's slot (never our input, which may
-  // be recvbuf itself), then our input and the ranks above join.
+  // The fold runs tile by tile, all n inputs on one tile before the next,
+  // so the partial result stays in cache instead of streaming through
+  // memory n-1 times. Each element still sees the same operations in the
+  // same order. When the output would overwrite our input before it is read
+  // (in place, rank > 0, result in recvbuf), the ranks below us accumulate
+  // in rank 0's slot first, then our input and the ranks above join.
   Span own = part(seg.count, n, me);
+  const size_t tile = std::max<size_t>(1, kFoldTileBytes / seg.esize);
+  const bool out_free = read || seg.in != nullptr || me == 0;
   for (size_t b = 0; b < P; b++) {
     Span sub = part(own.count, P, b);
     if (sub.count == 0) continue;
@@ -103,26 +113,31 @@ Status two_step(Round &r, const Group &g, Base base, const Segment &seg, int pip
       int j = (me - k + n) % n;
       if (!(st = r.wait(g.ranks[j], flag(0, slot_of(j, me), b))).ok()) return st;
     }
-    const unsigned char *mine = seg.in_at(own.start + sub.start);
     unsigned char *result = seg.at(own.start + sub.start);
     unsigned char *out = read ? r.at(off(1, 0, sub.start)) : result;
-    const unsigned char *left = me == 0 ? mine : r.at(off(0, slot_of(0, me), sub.start));
-    unsigned char *acc = me == 0 ? out : r.at(off(0, slot_of(0, me), sub.start));
-    for (int j = 1; j < n; j++) {
-      if (j == me) {
-        reduce(seg.dtype, seg.op, left, mine, out, sub.count);
-        acc = out;
+    for (size_t t = 0; t < sub.count; t += tile) {
+      const size_t tc = std::min(tile, sub.count - t), e = sub.start + t;
+      const unsigned char *mine = seg.in_at(own.start + e);
+      unsigned char *out_t = out + t * seg.esize;
+      auto src = [&](int j) { return j == me ? mine : r.at(off(0, slot_of(j, me), e)); };
+      if (out_free) {
+        reduce(seg.dtype, seg.op, src(0), src(1), out_t, tc);
+        for (int j = 2; j < n; j++) reduce(seg.dtype, seg.op, out_t, src(j), out_t, tc);
       } else {
-        reduce(seg.dtype, seg.op, left, r.at(off(0, slot_of(j, me), sub.start)), acc,
-               sub.count);
+        unsigned char *acc = r.at(off(0, slot_of(0, me), e));
+        for (int j = 1; j < n; j++) {
+          reduce(seg.dtype, seg.op, acc, src(j), j < me ? acc : out_t, tc);
+          if (j == me) acc = out_t;
+        }
       }
-      left = acc;
+      if (read) std::memcpy(result + t * seg.esize, out_t, tc * seg.esize);
     }
     const size_t len = sub.count * seg.esize;
-    if (read) std::memcpy(result, out, len);
     for (int k = 1; k < n; k++) {
       int j = (me + k) % n;
-      if (!(st = r.put(g.ranks[j], out, read ? 0 : len, off(1, slot_of(me, j), sub.start),
+      // Readable peers: the flag alone (no bytes, so any offset in range).
+      if (!(st = r.put(g.ranks[j], out, read ? 0 : len,
+                       read ? base.off : off(1, slot_of(me, j), sub.start),
                        flag(1, slot_of(me, j), b)))
                .ok())
         return st;
