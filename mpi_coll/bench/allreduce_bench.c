@@ -62,7 +62,7 @@ int main(int argc, char **argv)
 {
     size_t max_bytes = argc > 1 ? strtoull(argv[1], NULL, 0) : 16u << 20;
     double budget = argc > 2 ? atof(argv[2]) : 0.2;
-    int reps = argc > 3 ? atoi(argv[3]) : 9;
+    int reps = argc > 3 ? atoi(argv[3]) : 15;
     size_t min_bytes = argc > 4 ? strtoull(argv[4], NULL, 0) : 8;
     double t[2][BENCH_MAX_REPS];
     MPI_Comm comm[2];

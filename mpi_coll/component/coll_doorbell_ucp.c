@@ -29,6 +29,7 @@
 #include "ompi/datatype/ompi_datatype.h"
 #include "opal/runtime/opal_progress.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <sched.h>
@@ -41,7 +42,8 @@
 #define DOORBELL_HOSTNAME_LEN 64
 #define DOORBELL_MAX_BLOB     (1 << 20)   /* bytes; larger is hostile */
 #define DOORBELL_BELL_BYTES   64          /* after the flags: ring, sleeping */
-#define DOORBELL_SLEEP_NS     1000000     /* longest sleep on the bell */
+#define DOORBELL_SLEEP_NS     250000      /* longest sleep on the bell; a
+                                             sleeper also looks again then */
 #define DOORBELL_YIELDS       2           /* idle polls that yield before sleeping */
 
 /* What each rank contributes to the exchange, followed by the worker
@@ -352,7 +354,11 @@ static int mca_coll_doorbell_idle(void *ctx, const uint64_t *flag,
     if (__atomic_load_n(flag, __ATOMIC_ACQUIRE) < value) {
         /* EAGAIN (rung meanwhile), EINTR and ETIMEDOUT all mean: look
          * again. */
-        syscall(SYS_futex, &bell[0], FUTEX_WAIT, ring, &bound, NULL, 0);
+        team->sleeps++;
+        if (syscall(SYS_futex, &bell[0], FUTEX_WAIT, ring, &bound, NULL, 0) != 0 &&
+            errno == ETIMEDOUT) {
+            team->sleeps_bounded++;
+        }
     }
     __atomic_store_n(&bell[1], 0, __ATOMIC_RELAXED);
     return 0;
