@@ -5,9 +5,13 @@
  * one duplicated with the info key doorbell_coll=off (the stock choice:
  * tuned, or han where han accepts the communicator).
  *
- * Method, per size:
- *   - warm-up: a few calls on each communicator (the first call sets up a
- *     communicator's resources), then a probe that sizes the batches;
+ * Method:
+ *   - once per job: 10 alternating batches of 100 8-byte calls on each
+ *     communicator, so that the first size is not timed while the job is
+ *     still starting up (the first call also sets up each side's resources);
+ * then per size:
+ *   - warm-up: a few calls on each communicator, then a probe that sizes the
+ *     batches;
  *   - `reps` repetitions; each times one batch on each communicator, in
  *     alternating order (A then B, then B then A), so a change in machine
  *     load hits both and neither always runs first;
@@ -98,6 +102,11 @@ int main(int argc, char **argv)
                " %d repetitions per size, %.3f s per size and communicator\n"
                "# bytes med_us_A med_us_B min_us_A min_us_B busbw_GBps_A"
                " busbw_GBps_B\n", n, reps, budget);
+    }
+    for (i = 0; i < 10; i++) {
+        for (c = 0; c < 2; c++) {
+            timed(comm[(c + i) % 2], 1, 100);
+        }
     }
     for (bytes = min_bytes; bytes <= max_bytes; bytes *= 2) {
         int count = (int)(bytes / sizeof(double)), iters, r, first;
