@@ -182,12 +182,15 @@ doorbell_coll_algorithm_t doorbell_coll_select(const doorbell_coll_team_t *team,
   }
   if (multi_node && shared_node && bytes <= tuning->hier_max)
     return DOORBELL_COLL_ALG_HIERARCHICAL;
-  // Few ranks: one all-to-all step (small), or two (large): fewer waits
-  // than any tree or ring.
-  if (team->size <= tuning->direct_max_ranks)
-    return bytes <= tuning->small_max ? DOORBELL_COLL_ALG_DIRECT : DOORBELL_COLL_ALG_TWO_STEP;
+  // Few ranks: one all-to-all step for small messages. Above that, on
+  // peers read in place (one node), two steps: fewer waits than any tree or
+  // ring, which is what counts when ranks share cores. Over UCP puts
+  // (measured on tcp) Rabenseifner and the ring did better.
   if (bytes <= tuning->small_max)
-    return DOORBELL_COLL_ALG_RECURSIVE_DOUBLING;
+    return team->size <= tuning->direct_max_ranks ? DOORBELL_COLL_ALG_DIRECT
+                                                  : DOORBELL_COLL_ALG_RECURSIVE_DOUBLING;
+  if (team->size <= tuning->direct_max_ranks && team->peer_scratch != nullptr)
+    return DOORBELL_COLL_ALG_TWO_STEP;
   if (bytes >= tuning->ring_min || !is_pow2(team->size))
     return DOORBELL_COLL_ALG_RING;
   return DOORBELL_COLL_ALG_RABENSEIFNER;

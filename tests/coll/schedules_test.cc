@@ -349,9 +349,10 @@ TEST(SchedulesErrors, UnsupportedPairAndTooFewFlags) {
   EXPECT_EQ(out[0][0].status, DOORBELL_COLL_ERR_NO_SPACE) << out[0][0].error;
 }
 
-// auto: up to direct_max_ranks ranks, direct (small) or two-step (large);
-// more ranks: recursive doubling (small), Rabenseifner (2^k ranks) or ring;
-// hierarchical only when ranks share nodes and span several.
+// auto: small -> direct (up to direct_max_ranks) or recursive doubling;
+// larger -> two-step (up to direct_max_ranks, peers read in place),
+// Rabenseifner (2^k ranks) or ring; hierarchical only when ranks share
+// nodes and span several.
 TEST(SchedulesSelect, AutoFollowsSizeSizeAndTopology) {
   doorbell_coll_tuning_t t = tuning();
   FakeFabric f4(4, kHalf, 64);
@@ -359,10 +360,19 @@ TEST(SchedulesSelect, AutoFollowsSizeSizeAndTopology) {
   EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 8),
             DOORBELL_COLL_ALG_DIRECT);
   EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 1024),
+            DOORBELL_COLL_ALG_RABENSEIFNER);
+  EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 1 << 20),
+            DOORBELL_COLL_ALG_RING);
+  EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_RING, 8), DOORBELL_COLL_ALG_RING);
+  f4.set_peers_readable(true);  // one node, mapped: two steps
+  team = f4.team(0);
+  EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 8),
+            DOORBELL_COLL_ALG_DIRECT);
+  EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 1024),
             DOORBELL_COLL_ALG_TWO_STEP);
   EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 1 << 20),
             DOORBELL_COLL_ALG_TWO_STEP);
-  EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_RING, 8), DOORBELL_COLL_ALG_RING);
+  f4.set_peers_readable(false);
   f4.set_topology({0, 0, 1, 1}, {});
   team = f4.team(0);
   EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 8),
