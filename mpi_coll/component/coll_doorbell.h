@@ -86,6 +86,7 @@ typedef struct mca_coll_doorbell_team {
     uint64_t             signal_value; /* source of flag puts (this round) */
     int                  outstanding;  /* puts not yet complete locally */
     int                  failed;       /* a put completed with an error */
+    uint64_t             wait_since_ns; /* first idle poll of this wait */
     uint64_t             sleeps;       /* futex waits on the bell */
     uint64_t             sleeps_bounded; /* ... that ended by the bound */
 } mca_coll_doorbell_team_t;

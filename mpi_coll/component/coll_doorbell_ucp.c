@@ -10,10 +10,12 @@
  * put the flag; quiet = wait for local completion of every put; progress =
  * one ucp_worker_progress; idle = yield, or sleep on the region's bell.
  *
- * The bell: two 32-bit words after the flags. A rank that finds nothing to
- * do while its peers run (more ranks than cores) sets `sleeping` and waits
- * on `ring` with futex(2), so its core goes to the rank it waits for instead
- * of being spent in sched_yield. A peer that writes through a mapping
+ * The bell: two 32-bit words after the flags. A rank that has waited for
+ * DOORBELL_SPIN_NS (yielding) while its peers run (more ranks than cores)
+ * sets `sleeping` and waits on `ring` with futex(2), so its core goes to
+ * the rank it waits for instead of being spent in sched_yield. Short waits
+ * (small messages) only yield: a sleeper woken under load waits for a core
+ * again, which costs more than the wait itself. A peer that writes through a mapping
  * stores the flag, then (full fence) reads `sleeping`, and only then bumps
  * `ring` and wakes the sleeper. The waiter sets `sleeping` (full fence)
  * before its last look at the flag, so one of the two sees the other; the
@@ -44,7 +46,8 @@
 #define DOORBELL_BELL_BYTES   64          /* after the flags: ring, sleeping */
 #define DOORBELL_SLEEP_NS     250000      /* longest sleep on the bell; a
                                              sleeper also looks again then */
-#define DOORBELL_YIELDS       2           /* idle polls that yield before sleeping */
+#define DOORBELL_SPIN_NS      50000       /* a wait yields this long before
+                                             it sleeps */
 
 /* What each rank contributes to the exchange, followed by the worker
  * address and the packed rkey. */
@@ -344,7 +347,11 @@ static int mca_coll_doorbell_idle(void *ctx, const uint64_t *flag,
     struct timespec bound = {0, DOORBELL_SLEEP_NS};
     uint32_t ring;
 
-    if (team->ucp_peers > 0 || idle_polls <= DOORBELL_YIELDS) {
+    if (team->ucp_peers == 0 && idle_polls == 1) {
+        team->wait_since_ns = mca_coll_doorbell_now_ns();  /* a new wait */
+    }
+    if (team->ucp_peers > 0 || idle_polls == 1 ||
+        mca_coll_doorbell_now_ns() - team->wait_since_ns < DOORBELL_SPIN_NS) {
         sched_yield();
         return 0;
     }
