@@ -18,7 +18,8 @@
  *   - a batch's time is the slowest rank's average per call;
  *   - reported: the median and the minimum over the repetitions.
  * One line per size:
- *   <bytes> <median_us A> <median_us B> <min_us A> <min_us B> <busbw A> <busbw B>
+ *   <bytes> <median_us A> <median_us B> <min_us A> <min_us B>
+ *   <busbw A> <busbw B>
  * busbw (GB/s) = algbw * 2(n-1)/n (NCCL's convention), from the medians.
  * Usage: doorbell-allreduce-bench [max_bytes] [seconds_per_size] [reps]
  *                                  [min_bytes]

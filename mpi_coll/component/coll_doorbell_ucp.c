@@ -14,10 +14,10 @@
  * DOORBELL_SPIN_NS (yielding) while its peers run (more ranks than cores)
  * sets `sleeping` and waits on `ring` with futex(2), so its core goes to
  * the rank it waits for instead of being spent in sched_yield. Short waits
- * (small messages) only yield: a sleeper woken under load waits for a core
- * again, which costs more than the wait itself. A peer that writes through a mapping
- * stores the flag, then (full fence) reads `sleeping`, and only then bumps
- * `ring` and wakes the sleeper. The waiter sets `sleeping` (full fence)
+ * (small messages) only yield: a sleeper woken under load waits for a
+ * core again, which costs more than the wait itself. A peer that writes
+ * through a mapping stores the flag, then (full fence) reads `sleeping`,
+ * and only then bumps `ring` and wakes the sleeper. The waiter sets `sleeping` (full fence)
  * before its last look at the flag, so one of the two sees the other; the
  * wait compares `ring` with the value read before that look, so a wake
  * between the look and the wait is not lost. A sleep is bounded
@@ -362,8 +362,8 @@ static int mca_coll_doorbell_idle(void *ctx, const uint64_t *flag,
         /* EAGAIN (rung meanwhile), EINTR and ETIMEDOUT all mean: look
          * again. */
         team->sleeps++;
-        if (syscall(SYS_futex, &bell[0], FUTEX_WAIT, ring, &bound, NULL, 0) != 0 &&
-            errno == ETIMEDOUT) {
+        if (syscall(SYS_futex, &bell[0], FUTEX_WAIT, ring, &bound, NULL,
+                    0) != 0 && errno == ETIMEDOUT) {
             team->sleeps_bounded++;
         }
     }
