@@ -41,6 +41,10 @@ Need need(const doorbell_coll_team_t &team, const doorbell_coll_tuning_t &tuning
             hierarchical_flags(p.hier, p.spine_ring, p.pipeline)};
   case DOORBELL_COLL_ALG_DIRECT:
     return {direct_scratch(n, seg.bytes()), direct_flags(n)};
+  case DOORBELL_COLL_ALG_TWO_STEP:
+    p.pipeline = two_step_pipeline(n, seg, tuning.pipeline_block);
+    return {two_step_scratch(n, seg, team.peer_scratch != nullptr),
+            two_step_flags(n, p.pipeline)};
   default:
     return {recursive_doubling_scratch(n, seg.bytes()), recursive_doubling_flags(n)};
   }
@@ -80,9 +84,11 @@ Status run(doorbell_coll_team_t &team, const doorbell_coll_tuning_t &tuning,
   Plan p;
   p.alg = team.size == 1 ? DOORBELL_COLL_ALG_RECURSIVE_DOUBLING
                          : doorbell_coll_select(&team, &tuning, requested, count * esize);
-  // The ring reads the send buffer itself; the others reduce in recvbuf.
-  const bool read_send = p.alg == DOORBELL_COLL_ALG_RING && sendbuf != nullptr &&
-                         sendbuf != recvbuf;
+  // The ring and two-step read the send buffer itself; the others reduce
+  // in recvbuf.
+  const bool read_send =
+      (p.alg == DOORBELL_COLL_ALG_RING || p.alg == DOORBELL_COLL_ALG_TWO_STEP) &&
+      sendbuf != nullptr && sendbuf != recvbuf;
   if (sendbuf != nullptr && sendbuf != recvbuf && !read_send)
     std::memcpy(recvbuf, sendbuf, count * esize);
   if (team.size == 1)
@@ -113,6 +119,7 @@ Status run(doorbell_coll_team_t &team, const doorbell_coll_tuning_t &tuning,
     case DOORBELL_COLL_ALG_RING: st = ring(r, all, {}, seg, p.pipeline); break;
     case DOORBELL_COLL_ALG_RABENSEIFNER: st = rabenseifner(r, all, {}, seg); break;
     case DOORBELL_COLL_ALG_DIRECT: st = direct(r, all, {}, seg); break;
+    case DOORBELL_COLL_ALG_TWO_STEP: st = two_step(r, all, {}, seg, p.pipeline); break;
     case DOORBELL_COLL_ALG_HIERARCHICAL:
       st = hierarchical(r, p.hier, seg, p.spine_ring, p.pipeline);
       break;
@@ -137,7 +144,7 @@ using namespace doorbell::coll;
 extern "C" {
 
 void doorbell_coll_tuning_default(doorbell_coll_tuning_t *tuning_p) {
-  tuning_p->small_max = 65536;
+  tuning_p->small_max = 8192;
   tuning_p->direct_max_ranks = 8;
   tuning_p->hier_max = 262144;
   tuning_p->ring_min = 131072;
@@ -175,9 +182,15 @@ doorbell_coll_algorithm_t doorbell_coll_select(const doorbell_coll_team_t *team,
   }
   if (multi_node && shared_node && bytes <= tuning->hier_max)
     return DOORBELL_COLL_ALG_HIERARCHICAL;
+  // Few ranks: one all-to-all step for small messages. Above that, on
+  // peers read in place (one node), two steps: fewer waits than any tree or
+  // ring, which is what counts when ranks share cores. Over UCP puts
+  // (measured on tcp) Rabenseifner and the ring did better.
   if (bytes <= tuning->small_max)
     return team->size <= tuning->direct_max_ranks ? DOORBELL_COLL_ALG_DIRECT
                                                   : DOORBELL_COLL_ALG_RECURSIVE_DOUBLING;
+  if (team->size <= tuning->direct_max_ranks && team->peer_scratch != nullptr)
+    return DOORBELL_COLL_ALG_TWO_STEP;
   if (bytes >= tuning->ring_min || !is_pow2(team->size))
     return DOORBELL_COLL_ALG_RING;
   return DOORBELL_COLL_ALG_RABENSEIFNER;
@@ -185,7 +198,7 @@ doorbell_coll_algorithm_t doorbell_coll_select(const doorbell_coll_team_t *team,
 
 const char *doorbell_coll_algorithm_name(doorbell_coll_algorithm_t alg) {
   static const char *names[] = {"auto", "recursive_doubling", "ring", "rabenseifner",
-                                "hierarchical", "direct"};
+                                "hierarchical", "direct", "two_step"};
   static_assert(sizeof(names) / sizeof(names[0]) == DOORBELL_COLL_ALG_COUNT);
   return alg >= 0 && alg < DOORBELL_COLL_ALG_COUNT ? names[alg] : "unknown";
 }

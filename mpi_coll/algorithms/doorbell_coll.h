@@ -94,6 +94,7 @@ typedef enum doorbell_coll_algorithm {
     DOORBELL_COLL_ALG_RABENSEIFNER,
     DOORBELL_COLL_ALG_HIERARCHICAL,
     DOORBELL_COLL_ALG_DIRECT,     /* one step: all-to-all, fold in rank order */
+    DOORBELL_COLL_ALG_TWO_STEP,   /* all-to-all reduce-scatter, then allgather */
     DOORBELL_COLL_ALG_COUNT
 } doorbell_coll_algorithm_t;
 
@@ -110,6 +111,14 @@ typedef struct doorbell_coll_transport_ops {
      * needs the target's help). Returns how many events it handled (>= 0),
      * negative when the transport failed. */
     int (*progress)(void *ctx);
+    /* Optional (NULL: the schedules yield the CPU). Called, when the team
+     * yields (more ranks than cores), after `idle_polls` consecutive polls
+     * found nothing while this rank waits for *flag to reach value. May
+     * yield, or sleep until a peer signals this rank (or a short bound
+     * passes); must return promptly once *flag >= value. Returns 0, or
+     * nonzero on error. */
+    int (*idle)(void *ctx, const uint64_t *flag, uint64_t value,
+                unsigned idle_polls);
 } doorbell_coll_transport_ops_t;
 
 /* One communicator as the schedules see it. Filled by the caller; the
@@ -128,6 +137,11 @@ typedef struct doorbell_coll_team {
     uint64_t      seq;                  /* rounds done; starts at 0 on every rank */
     uint64_t      timeout_ns;           /* a wait longer than this fails; 0 = never */
     int           yield;                /* 1: yield the CPU after idle polls */
+    /* Every rank's scratch (both halves), readable by this rank with plain
+     * loads (same node, mapped), indexed by rank; or NULL. Must be NULL on
+     * every rank or on none. Lets the two-step allgather read finished
+     * chunks in place instead of having them written to every rank. */
+    const unsigned char *const *peer_scratch;
 } doorbell_coll_team_t;
 
 /* Size thresholds that `auto` uses (bytes of the whole message). */

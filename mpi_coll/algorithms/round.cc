@@ -64,11 +64,19 @@ Status Round::wait(int peer, uint32_t slot) {
     if (__atomic_load_n(flag, __ATOMIC_ACQUIRE) >= seq_)
       return {};
     // Oversubscribed: the peer we wait for may need this core; give it
-    // away as soon as a poll finds nothing (as opal_progress does).
+    // away as soon as a poll finds nothing (as opal_progress does), or let
+    // the transport put this rank to sleep until a peer signals it.
     idle = events > 0 ? 0 : idle + 1;
     if (team_.yield && idle >= kIdlePollsBeforeYield) {
-      std::this_thread::yield();
-      idle = 0;
+      if (team_.ops->idle == nullptr) {
+        std::this_thread::yield();
+        idle = 0;
+      } else if (team_.ops->idle(team_.ctx, flag, seq_, idle) != 0) {
+        return make_error(DOORBELL_COLL_ERR_TRANSPORT,
+                          "rank %d: transport failed while idle, waiting for rank %d "
+                          "(round %llu)",
+                          team_.rank, peer, static_cast<unsigned long long>(seq_));
+      }
     }
     if (team_.timeout_ns != 0 && spins % 64 == 0) {
       auto waited = std::chrono::duration_cast<std::chrono::nanoseconds>(clock::now() - start);

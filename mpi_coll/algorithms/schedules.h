@@ -62,6 +62,12 @@ class Round {
   Status wait(int peer, uint32_t slot);
   Status quiet();
   unsigned char *at(size_t off) const { return scratch_ + off; }
+  // Can this rank read every peer's scratch in place (peer_at)?
+  bool peers_readable() const { return team_.peer_scratch != nullptr; }
+  // `peer`'s scratch at offset `off` of this round's half (peers_readable).
+  const unsigned char *peer_at(int peer, size_t off) const {
+    return team_.peer_scratch[peer] + (seq_ & 1) * team_.scratch_half + off;
+  }
   int rank() const { return team_.rank; }
   uint64_t seq() const { return seq_; }
 
@@ -99,6 +105,13 @@ Status recursive_doubling(Round &r, const Group &g, Base base, const Segment &se
 size_t direct_scratch(int n, size_t bytes);
 uint32_t direct_flags(int n);
 Status direct(Round &r, const Group &g, Base base, const Segment &seg);
+
+// Two-step: reduce-scatter and allgather, each one all-to-all step; chunks
+// split into `pipeline` sub-blocks.
+size_t two_step_scratch(int n, const Segment &seg, bool peers_readable);
+uint32_t two_step_flags(int n, int pipeline);
+Status two_step(Round &r, const Group &g, Base base, const Segment &seg, int pipeline);
+int two_step_pipeline(int n, const Segment &seg, size_t block);
 
 // Ring: reduce-scatter then allgather in n-1 steps each, chunks split into
 // `pipeline` sub-blocks that move on as soon as they are reduced.

@@ -36,6 +36,7 @@ typedef struct mca_coll_doorbell_ucp {
     }                 *eps;
     int               num_eps;
     int               max_eps;
+    int               ucp_teams;     /* teams with a peer reached by UCP puts */
 } mca_coll_doorbell_ucp_t;
 
 typedef struct mca_coll_doorbell_component_t {
@@ -70,17 +71,24 @@ typedef struct mca_coll_doorbell_team {
     ucp_mem_h            memh;
     void                 *region;  /* scratch halves, then flags */
     size_t               region_len;
+    size_t               bell_off;   /* region offset of the bell words */
     ucp_ep_h             *eps;     /* by communicator rank */
     ucp_rkey_h           *rkeys;
     void                 **rptr;   /* peer region mapped here, or NULL */
+    unsigned char        **peer_scratch; /* every rank's region when all
+                                            ranks map all peers, or NULL */
     int                  own_region; /* region from posix_memalign */
     int                  ucp_peers;  /* peers reached by UCP puts */
+    int                  counted;    /* counted in ucp.ucp_teams */
     uint64_t             *remote_base;
     int                  *node_of;
     int                  *leaf_of;
     uint64_t             signal_value; /* source of flag puts (this round) */
     int                  outstanding;  /* puts not yet complete locally */
     int                  failed;       /* a put completed with an error */
+    uint64_t             wait_since_ns; /* first idle poll of this wait */
+    uint64_t             sleeps;       /* futex waits on the bell */
+    uint64_t             sleeps_bounded; /* ... that ended by the bound */
 } mca_coll_doorbell_team_t;
 
 typedef struct mca_coll_doorbell_module_t {

@@ -37,7 +37,7 @@ mca_coll_doorbell_component_t mca_coll_doorbell_component = {
     NULL,       /* doorbell_allreduce_algorithm */
     DOORBELL_COLL_ALG_AUTO,
     0, 0, 0, 0, 0, /* thresholds: set from doorbell_coll_tuning_default() */
-    4194304,    /* doorbell_scratch_size */
+    1048576,    /* doorbell_scratch_size: two halves stay in cache */
     NULL,       /* doorbell_tls */
     30000,      /* doorbell_timeout (ms) */
     NULL,       /* doorbell_topology_file */
@@ -47,7 +47,7 @@ mca_coll_doorbell_component_t mca_coll_doorbell_component = {
 };
 
 static const char *algorithm_names =
-    "auto|recursive_doubling|ring|rabenseifner|hierarchical|direct";
+    "auto|recursive_doubling|ring|rabenseifner|hierarchical|direct|two_step";
 
 static void reg_int(const char *name, const char *desc, int *storage)
 {
@@ -98,20 +98,23 @@ static int mca_coll_doorbell_register(void)
     reg_int("np", "Smallest communicator the component serves",
             &cm->np);
     reg_string("allreduce_algorithm", "Allreduce algorithm: "
-               "auto|recursive_doubling|ring|rabenseifner|hierarchical|direct",
+               "auto|recursive_doubling|ring|rabenseifner|hierarchical|direct|two_step",
                &cm->algorithm_str);
     reg_size("small_max", "auto: messages up to this many bytes use the "
              "direct exchange (up to direct_max_ranks ranks) or recursive "
-             "doubling", &cm->small_max);
+             "doubling; larger ones two-step (up to direct_max_ranks ranks), "
+             "Rabenseifner or the ring", &cm->small_max);
     reg_int("direct_max_ranks", "auto: largest communicator that uses the "
-            "one-step direct exchange for small messages", &cm->direct_max_ranks);
+            "one-step direct exchange (small messages) and the two-step "
+            "all-to-all reduce-scatter + allgather (larger ones)",
+            &cm->direct_max_ranks);
     reg_size("hier_max", "auto: messages up to this many bytes use the "
              "hierarchical algorithm when ranks share nodes and span "
              "several", &cm->hier_max);
     reg_size("ring_min", "auto: messages of at least this many bytes use "
              "the ring (Rabenseifner below, on 2^k ranks)", &cm->ring_min);
-    reg_size("pipeline_block", "Ring sub-block size in bytes (0: no "
-             "pipelining)", &cm->pipeline_block);
+    reg_size("pipeline_block", "Ring and two-step sub-block size in bytes "
+             "(0: no pipelining)", &cm->pipeline_block);
     reg_size("scratch_size", "Pre-registered scratch bytes per half per "
              "communicator (two halves); larger messages go in rounds",
              &cm->scratch_size);

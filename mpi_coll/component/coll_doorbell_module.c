@@ -41,8 +41,12 @@ static void mca_coll_doorbell_module_construct(mca_coll_doorbell_module_t *modul
 static void mca_coll_doorbell_module_destruct(mca_coll_doorbell_module_t *module)
 {
     if (module->team != NULL) {
-        DOORBELL_VERBOSE(2, "freeing team of comm %s (cid %u)",
-                         module->comm->c_name, module->comm->c_contextid);
+        DOORBELL_VERBOSE(2, "freeing team of comm %s (cid %u): slept %llu "
+                         "times waiting for peers, %llu sleeps ran to the "
+                         "bound", module->comm->c_name,
+                         module->comm->c_contextid,
+                         (unsigned long long)module->team->sleeps,
+                         (unsigned long long)module->team->sleeps_bounded);
         mca_coll_doorbell_team_destroy(module->team);
         module->team = NULL;
     }

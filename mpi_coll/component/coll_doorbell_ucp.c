@@ -8,7 +8,21 @@
  *
  * The transport ops the schedules call: put_signal = put the bytes, fence,
  * put the flag; quiet = wait for local completion of every put; progress =
- * one ucp_worker_progress.
+ * one ucp_worker_progress; idle = yield, or sleep on the region's bell.
+ *
+ * The bell: two 32-bit words after the flags. A rank that has waited for
+ * DOORBELL_SPIN_NS (yielding) while its peers run (more ranks than cores)
+ * sets `sleeping` and waits on `ring` with futex(2), so its core goes to
+ * the rank it waits for instead of being spent in sched_yield. Short waits
+ * (small messages) only yield: a sleeper woken under load waits for a
+ * core again, which costs more than the wait itself. A peer that writes
+ * through a mapping stores the flag, then (full fence) reads `sleeping`,
+ * and only then bumps `ring` and wakes the sleeper. The waiter sets `sleeping` (full fence)
+ * before its last look at the flag, so one of the two sees the other; the
+ * wait compares `ring` with the value read before that look, so a wake
+ * between the look and the wait is not lost. A sleep is bounded
+ * (DOORBELL_SLEEP_NS) all the same. Peers reached by UCP puts cannot ring:
+ * teams with such peers only yield.
  */
 #include "coll_doorbell.h"
 #include "coll_doorbell_debug.h"
@@ -17,13 +31,23 @@
 #include "ompi/datatype/ompi_datatype.h"
 #include "opal/runtime/opal_progress.h"
 
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #define DOORBELL_HOSTNAME_LEN 64
 #define DOORBELL_MAX_BLOB     (1 << 20)   /* bytes; larger is hostile */
+#define DOORBELL_BELL_BYTES   64          /* after the flags: ring, sleeping */
+#define DOORBELL_SLEEP_NS     250000      /* longest sleep on the bell; a
+                                             sleeper also looks again then */
+#define DOORBELL_SPIN_NS      50000       /* a wait yields this long before
+                                             it sleeps */
 
 /* What each rank contributes to the exchange, followed by the worker
  * address and the packed rkey. */
@@ -35,9 +59,18 @@ typedef struct mca_coll_doorbell_blob {
     char     host[DOORBELL_HOSTNAME_LEN];
 } mca_coll_doorbell_blob_t;
 
+/* Called from every opal_progress, i.e. by every other MPI call of the
+ * process too. Only teams that put through UCP have work for the worker
+ * (acknowledgements, retransmits, puts landing): with every peer mapped the
+ * hook costs a load, not a worker pass. */
 static int mca_coll_doorbell_progress(void)
 {
-    return (int)ucp_worker_progress(mca_coll_doorbell_component.ucp.worker);
+    mca_coll_doorbell_ucp_t *u = &mca_coll_doorbell_component.ucp;
+
+    if (u->ucp_teams == 0) {
+        return 0;
+    }
+    return (int)ucp_worker_progress(u->worker);
 }
 
 int mca_coll_doorbell_ucp_init(void)
@@ -232,9 +265,16 @@ static int mca_coll_doorbell_put_signal(void *ctx, int peer, const void *src,
     if (team->rptr[peer] != NULL) {
         /* Mapped peer: copy, then publish the flag with release order. */
         char *base = team->rptr[peer];
+        uint32_t *bell = (uint32_t *)(base + team->bell_off);
+
         memcpy(base + offset, src, len);
         __atomic_store_n((uint64_t *)(base + flags_off) + slot, value,
                          __ATOMIC_RELEASE);
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&bell[1], __ATOMIC_RELAXED)) {
+            __atomic_fetch_add(&bell[0], 1, __ATOMIC_SEQ_CST);
+            syscall(SYS_futex, &bell[0], FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+        }
         return 0;
     }
     memset(&param, 0, sizeof(param));
@@ -299,10 +339,43 @@ static int mca_coll_doorbell_progress_op(void *ctx)
     return team->failed ? -1 : (int)events;
 }
 
+static int mca_coll_doorbell_idle(void *ctx, const uint64_t *flag,
+                                  uint64_t value, unsigned idle_polls)
+{
+    mca_coll_doorbell_team_t *team = ctx;
+    uint32_t *bell = (uint32_t *)((char *)team->region + team->bell_off);
+    struct timespec bound = {0, DOORBELL_SLEEP_NS};
+    uint32_t ring;
+
+    if (team->ucp_peers == 0 && idle_polls == 1) {
+        team->wait_since_ns = mca_coll_doorbell_now_ns();  /* a new wait */
+    }
+    if (team->ucp_peers > 0 || idle_polls == 1 ||
+        mca_coll_doorbell_now_ns() - team->wait_since_ns < DOORBELL_SPIN_NS) {
+        sched_yield();
+        return 0;
+    }
+    ring = __atomic_load_n(&bell[0], __ATOMIC_ACQUIRE);
+    __atomic_store_n(&bell[1], 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (__atomic_load_n(flag, __ATOMIC_ACQUIRE) < value) {
+        /* EAGAIN (rung meanwhile), EINTR and ETIMEDOUT all mean: look
+         * again. */
+        team->sleeps++;
+        if (syscall(SYS_futex, &bell[0], FUTEX_WAIT, ring, &bound, NULL,
+                    0) != 0 && errno == ETIMEDOUT) {
+            team->sleeps_bounded++;
+        }
+    }
+    __atomic_store_n(&bell[1], 0, __ATOMIC_RELAXED);
+    return 0;
+}
+
 static const doorbell_coll_transport_ops_t mca_coll_doorbell_ops = {
     .put_signal = mca_coll_doorbell_put_signal,
     .quiet      = mca_coll_doorbell_quiet,
     .progress   = mca_coll_doorbell_progress_op,
+    .idle       = mca_coll_doorbell_idle,
 };
 
 /* ------------------------------------------------------------- teams */
@@ -312,6 +385,9 @@ void mca_coll_doorbell_team_destroy(mca_coll_doorbell_team_t *team)
     mca_coll_doorbell_ucp_t *u = &mca_coll_doorbell_component.ucp;
     int i;
 
+    if (team->counted) {
+        u->ucp_teams--;
+    }
     if (team->rkeys != NULL) {
         for (i = 0; i < team->super.size; i++) {
             if (team->rkeys[i] != NULL) {
@@ -326,6 +402,7 @@ void mca_coll_doorbell_team_destroy(mca_coll_doorbell_team_t *team)
         free(team->region);
     }
     free(team->rptr);
+    free(team->peer_scratch);
     free(team->eps);
     free(team->rkeys);
     free(team->remote_base);
@@ -380,8 +457,9 @@ static int mca_coll_doorbell_team_local(mca_coll_doorbell_team_t *team, int n)
     }
     team->super.flag_half    = doorbell_coll_flags_needed(n);
     team->super.scratch_half = cm->scratch_size;
-    team->region_len = 2 * cm->scratch_size +
+    team->bell_off   = 2 * cm->scratch_size +
                        2 * (size_t)team->super.flag_half * sizeof(uint64_t);
+    team->region_len = team->bell_off + DOORBELL_BELL_BYTES;
     /* Let UCP allocate the region (shared memory when a shared-memory
      * transport is enabled): peers on this node then map it and write with
      * plain stores (ucp_rkey_ptr), no protocol in the way. */
@@ -438,7 +516,7 @@ int mca_coll_doorbell_team_create(mca_coll_doorbell_module_t *module,
     char *blobs = NULL, *hosts = NULL, *mine;
     void *blob = NULL;
     size_t blob_len = 0;
-    int i, rc, local_ok, have_leaves = 0, mapped = 0;
+    int i, rc, local_ok, have_leaves = 0, mapped = 0, all_mapped;
 
     team = calloc(1, sizeof(*team));
     if (team == NULL) {
@@ -549,8 +627,31 @@ int mca_coll_doorbell_team_create(mca_coll_doorbell_module_t *module,
     if (rc != OMPI_SUCCESS) {
         goto err;
     }
+    /* Round 3: do all ranks map all peers? Only then may the schedules read
+     * peers' scratch in place (the choice must be the same everywhere). */
+    all_mapped = mapped == n - 1;
+    rc = module->previous_allreduce(MPI_IN_PLACE, &all_mapped, 1, MPI_INT,
+                                    MPI_MIN, comm,
+                                    module->previous_allreduce_module);
+    if (rc != OMPI_SUCCESS) {
+        goto err;
+    }
+    if (all_mapped) {
+        team->peer_scratch = calloc(n, sizeof(*team->peer_scratch));
+        if (team->peer_scratch == NULL) {
+            rc = OMPI_ERR_OUT_OF_RESOURCE;
+            goto err;
+        }
+        for (i = 0; i < n; i++) {
+            team->peer_scratch[i] = i == me ? team->region : team->rptr[i];
+        }
+    }
 
     team->ucp_peers        = n - 1 - mapped;
+    if (team->ucp_peers > 0) {
+        cm->ucp.ucp_teams++;
+        team->counted = 1;
+    }
     team->super.ops        = &mca_coll_doorbell_ops;
     team->super.ctx        = team;
     team->super.scratch    = team->region;
@@ -561,11 +662,13 @@ int mca_coll_doorbell_team_create(mca_coll_doorbell_module_t *module,
     team->super.seq        = 0;
     team->super.timeout_ns = (uint64_t)cm->timeout_ms * 1000000ull;
     team->super.yield      = opal_progress_yield_when_idle ? 1 : 0;
+    team->super.peer_scratch = (const unsigned char *const *)team->peer_scratch;
     DOORBELL_VERBOSE(2, "comm %s (cid %u): team of %d ready, %zu scratch bytes "
                      "per half, %u flags, leaves %s, %d peers mapped, %d by "
-                     "UCP puts", comm->c_name, comm->c_contextid, n,
+                     "UCP puts%s", comm->c_name, comm->c_contextid, n,
                      team->super.scratch_half, team->super.flag_half,
-                     have_leaves ? "yes" : "no", mapped, n - 1 - mapped);
+                     have_leaves ? "yes" : "no", mapped, n - 1 - mapped,
+                     all_mapped ? ", all ranks read peers in place" : "");
     free(lens);
     free(blobs);
     free(hosts);

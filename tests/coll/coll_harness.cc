@@ -231,7 +231,8 @@ Bytes reference(doorbell_coll_algorithm_t alg, const Case &c, int n,
   switch (alg) {
   case DOORBELL_COLL_ALG_RING: return ring_order(c, x);
   case DOORBELL_COLL_ALG_RABENSEIFNER: return tree(c, x, true);
-  case DOORBELL_COLL_ALG_DIRECT: return sequential(c, n);
+  case DOORBELL_COLL_ALG_DIRECT:
+  case DOORBELL_COLL_ALG_TWO_STEP: return sequential(c, n);
   case DOORBELL_COLL_ALG_HIERARCHICAL: {
     // Nodes in order of their first rank; leaders fold members in order.
     std::map<int, std::vector<int>> by_node;

@@ -89,6 +89,17 @@ TEST(CollMpiUcpPuts, ChecksPassOverTcpPuts) {
   EXPECT_GE(count(r.out, "0 peers mapped, 3 by UCP puts"), 4u);
 }
 
+// The two-step algorithm over UCP puts (auto picks it only on mapped
+// peers): step 2 writes every finished chunk to every peer.
+TEST(CollMpiUcpPuts, TwoStepOverTcpPuts) {
+  skip_without_mpirun();
+  MpiRun r = run(mpirun(4, "--mca coll_doorbell_verbose 3 --mca coll_doorbell_tls tcp,self "
+                           "--mca coll_doorbell_allreduce_algorithm two_step", "3"));
+  ASSERT_EQ(r.status, 0) << r.out.substr(r.out.size() > 6000 ? r.out.size() - 6000 : 0);
+  EXPECT_NE(r.out.find("CHECK OK"), std::string::npos);
+  EXPECT_GE(count(r.out, ", two_step"), 40u) << "the forced algorithm did not run";
+}
+
 // With shared memory, peers on the node are written through mappings.
 TEST(CollMpiUcpPuts, SharedMemoryPeersAreMapped) {
   skip_without_mpirun();
@@ -112,7 +123,7 @@ TEST_P(CollMpiAlgorithm, ForcedAlgorithmPasses) {
 
 INSTANTIATE_TEST_SUITE_P(Alg, CollMpiAlgorithm,
                          ::testing::Values("recursive_doubling", "ring", "rabenseifner",
-                                           "hierarchical", "direct"));
+                                           "hierarchical", "direct", "two_step"));
 
 // Two-hop aggregation with a leaf map: 5 ranks as 3 emulated nodes on 2
 // leaves; auto picks hierarchical for small messages.

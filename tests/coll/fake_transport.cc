@@ -12,6 +12,7 @@ FakeFabric::FakeFabric(int size, size_t scratch_half, uint32_t flag_half)
   ops_.put_signal = &FakeFabric::put_signal;
   ops_.quiet = &FakeFabric::quiet;
   ops_.progress = &FakeFabric::progress;
+  ops_.idle = &FakeFabric::idle;
   for (int i = 0; i < size; i++) {
     auto ep = std::make_unique<Endpoint>();
     ep->fabric = this;
@@ -20,6 +21,7 @@ FakeFabric::FakeFabric(int size, size_t scratch_half, uint32_t flag_half)
     ep->scratch = static_cast<unsigned char *>(std::aligned_alloc(64, bytes ? bytes : 64));
     std::memset(ep->scratch, 0xa5, bytes);  // stale bytes, never zeros by luck
     ep->flags = new uint64_t[2 * flag_half]();
+    scratch_of_.push_back(ep->scratch);
     eps_.push_back(std::move(ep));
   }
 }
@@ -50,6 +52,7 @@ doorbell_coll_team_t FakeFabric::team(int rank) {
   t.leaf_of = leaf_of_.empty() ? nullptr : leaf_of_.data();
   t.timeout_ns = timeout_ns;
   t.yield = 1;  // more threads than cores
+  t.peer_scratch = peers_readable_ ? scratch_of_.data() : nullptr;
   return t;
 }
 
@@ -81,6 +84,12 @@ int FakeFabric::progress(void *ctx) {
     __atomic_store_n(&ep->flags[p.slot], p.value, __ATOMIC_RELEASE);
     ep->fabric->eps_[p.from]->outstanding.fetch_sub(1, std::memory_order_release);
   }
+}
+
+int FakeFabric::idle(void *ctx, const uint64_t *, uint64_t, unsigned) {
+  static_cast<Endpoint *>(ctx)->fabric->idle_calls_.fetch_add(1, std::memory_order_relaxed);
+  std::this_thread::yield();
+  return 0;
 }
 
 int FakeFabric::quiet(void *ctx) {

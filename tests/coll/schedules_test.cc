@@ -23,7 +23,7 @@ constexpr size_t kHalf = 1 << 20;  ///< scratch bytes per half in most tests
 const doorbell_coll_algorithm_t kAlgorithms[] = {
     DOORBELL_COLL_ALG_RECURSIVE_DOUBLING, DOORBELL_COLL_ALG_RING,
     DOORBELL_COLL_ALG_RABENSEIFNER, DOORBELL_COLL_ALG_HIERARCHICAL, DOORBELL_COLL_ALG_DIRECT,
-    DOORBELL_COLL_ALG_AUTO};
+    DOORBELL_COLL_ALG_TWO_STEP, DOORBELL_COLL_ALG_AUTO};
 
 doorbell_coll_tuning_t tuning() {
   doorbell_coll_tuning_t t;
@@ -71,9 +71,11 @@ bool same_number(doorbell_coll_dtype_t dt, const Bytes &a, const Bytes &b, size_
 
 // Runs the cases on n ranks and checks status, agreement and reference.
 void check(int n, const std::vector<Case> &cases, const doorbell_coll_tuning_t &tun,
-           size_t half = kHalf, bool with_topology = true, bool with_leaves = true) {
+           size_t half = kHalf, bool with_topology = true, bool with_leaves = true,
+           bool peers_readable = false) {
   uint32_t flags = doorbell_coll_flags_needed(n);
   FakeFabric fabric(n, half, flags);
+  fabric.set_peers_readable(peers_readable);
   std::vector<int> node_of, leaf_of;
   if (with_topology) {
     topology(n, node_of, leaf_of);
@@ -207,6 +209,65 @@ INSTANTIATE_TEST_SUITE_P(Coll, SizesSweep, ::testing::ValuesIn(kAlgorithms),
                            return std::string(doorbell_coll_algorithm_name(info.param));
                          });
 
+// Ranks that read each other's scratch in place (one node, mapped memory):
+// the two-step allgather reads finished chunks from their owner. Every
+// op/type, team sizes 1..17, and many rounds (an owner's chunk must stay
+// valid until every reader has it). The other algorithms ignore the mapping.
+TEST(SchedulesReadablePeers, TwoStepReadsChunksInPlace) {
+  for (auto alg : {DOORBELL_COLL_ALG_TWO_STEP, DOORBELL_COLL_ALG_AUTO,
+                   DOORBELL_COLL_ALG_RING}) {
+    for (int n : {2, 3, 4, 5, 8}) {
+      std::mt19937_64 rng(static_cast<uint64_t>(alg) * 7 + n);
+      std::vector<Case> cases;
+      for (int t = 0; t < DOORBELL_COLL_DT_COUNT; t++)
+        for (int o = 0; o < DOORBELL_COLL_OP_COUNT; o++) {
+          auto dt = static_cast<doorbell_coll_dtype_t>(t);
+          auto op = static_cast<doorbell_coll_op_t>(o);
+          if (!doorbell_coll_supported(dt, op)) continue;
+          Case c;
+          c.alg = alg;
+          c.dtype = dt;
+          c.op = op;
+          c.count = rng() % 97;
+          c.in_place = rng() % 2;
+          c.seed = rng();
+          cases.push_back(c);
+        }
+      check(n, cases, tuning(), kHalf, false, false, /*peers_readable=*/true);
+      if (HasFatalFailure()) return;
+    }
+    for (int n = 1; n <= 17; n++) {
+      std::mt19937_64 rng(n * 31 + alg);
+      std::vector<Case> cases;
+      for (size_t count : {size_t{0}, size_t{1}, static_cast<size_t>(n + 1), rng() % 1500 + 2}) {
+        Case c;
+        c.alg = alg;
+        c.count = count;
+        c.seed = rng();
+        c.in_place = rng() % 2;
+        c.exact = false;
+        cases.push_back(c);
+      }
+      check(n, cases, tuning(), kHalf, false, false, true);
+      if (HasFatalFailure()) return;
+    }
+    for (int n : {3, 4, 6}) {
+      std::vector<Case> cases;
+      for (size_t count : {size_t{5000}, size_t{777}, size_t{4096}}) {
+        Case c;
+        c.alg = alg;
+        c.count = count;
+        c.dtype = DOORBELL_COLL_DT_INT64;
+        c.seed = count + n;
+        c.in_place = count % 2;
+        cases.push_back(c);
+      }
+      check(n, cases, tuning(), /*half=*/4096, false, false, true);
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
 // Random doubles: results agree bitwise across ranks and across repeated
 // runs, and stay within rounding of an exact-order sum.
 TEST(SchedulesDeterminism, RepeatedRunsGiveTheSameBits) {
@@ -238,7 +299,7 @@ TEST(SchedulesDeterminism, RepeatedRunsGiveTheSameBits) {
 TEST(SchedulesErrors, DeadPeerTimesOut) {
   for (auto alg : {DOORBELL_COLL_ALG_RECURSIVE_DOUBLING, DOORBELL_COLL_ALG_RING,
                    DOORBELL_COLL_ALG_RABENSEIFNER, DOORBELL_COLL_ALG_HIERARCHICAL,
-                   DOORBELL_COLL_ALG_DIRECT}) {
+                   DOORBELL_COLL_ALG_DIRECT, DOORBELL_COLL_ALG_TWO_STEP}) {
     const int n = 4;
     FakeFabric fabric(n, kHalf, doorbell_coll_flags_needed(n));
     fabric.timeout_ns = 200'000'000;
@@ -250,6 +311,8 @@ TEST(SchedulesErrors, DeadPeerTimesOut) {
       EXPECT_NE(out[0][r].status, DOORBELL_COLL_OK) << doorbell_coll_algorithm_name(alg);
       EXPECT_NE(out[0][r].error.find("rank"), std::string::npos) << out[0][r].error;
     }
+    // The waiters handed their idle time to the transport (yielding team).
+    EXPECT_GT(fabric.idle_calls(), 0u) << doorbell_coll_algorithm_name(alg);
   }
 }
 
@@ -286,8 +349,10 @@ TEST(SchedulesErrors, UnsupportedPairAndTooFewFlags) {
   EXPECT_EQ(out[0][0].status, DOORBELL_COLL_ERR_NO_SPACE) << out[0][0].error;
 }
 
-// auto: small -> recursive doubling, large -> Rabenseifner (2^k ranks) or
-// ring; hierarchical only when ranks share nodes and span several.
+// auto: small -> direct (up to direct_max_ranks) or recursive doubling;
+// larger -> two-step (up to direct_max_ranks, peers read in place),
+// Rabenseifner (2^k ranks) or ring; hierarchical only when ranks share
+// nodes and span several.
 TEST(SchedulesSelect, AutoFollowsSizeSizeAndTopology) {
   doorbell_coll_tuning_t t = tuning();
   FakeFabric f4(4, kHalf, 64);
@@ -299,6 +364,15 @@ TEST(SchedulesSelect, AutoFollowsSizeSizeAndTopology) {
   EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 1 << 20),
             DOORBELL_COLL_ALG_RING);
   EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_RING, 8), DOORBELL_COLL_ALG_RING);
+  f4.set_peers_readable(true);  // one node, mapped: two steps
+  team = f4.team(0);
+  EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 8),
+            DOORBELL_COLL_ALG_DIRECT);
+  EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 1024),
+            DOORBELL_COLL_ALG_TWO_STEP);
+  EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 1 << 20),
+            DOORBELL_COLL_ALG_TWO_STEP);
+  f4.set_peers_readable(false);
   f4.set_topology({0, 0, 1, 1}, {});
   team = f4.team(0);
   EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 8),
@@ -312,6 +386,14 @@ TEST(SchedulesSelect, AutoFollowsSizeSizeAndTopology) {
   EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 8),
             DOORBELL_COLL_ALG_RECURSIVE_DOUBLING);  // more ranks than direct_max_ranks
   EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 1024),
+            DOORBELL_COLL_ALG_RING);
+  FakeFabric f8(8, kHalf, 64);
+  team = f8.team(0);
+  EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 8),
+            DOORBELL_COLL_ALG_RECURSIVE_DOUBLING);
+  EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 1024),
+            DOORBELL_COLL_ALG_RABENSEIFNER);
+  EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 1 << 20),
             DOORBELL_COLL_ALG_RING);
 }
 
