@@ -304,6 +304,7 @@ extern "C" void doorbell_iface_query_limits(const doorbell_iface_t *iface,
 
 extern "C" unsigned doorbell_iface_progress(doorbell_iface_t *iface)
 {
+    ++core_of(iface).progress_calls;
     return with_device(iface, [](auto &dev) { return dev.progress(); });
 }
 

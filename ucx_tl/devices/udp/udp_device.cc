@@ -249,6 +249,7 @@ doorbell_status_t UdpIface::init(const sockaddr_in &addr, uint32_t if_mtu)
     for (unsigned i = 0; i < kRxBatch; ++i) {
         rx_slots_.push_back(take_buffer());
     }
+    rearm_rx(kRxBatch);
     next_qpn_ = random_u32() | 1u;
     /* an ACK nobody asked for may wait an eighth of the first retransmit
      * timeout: well before the sender gives up on it */

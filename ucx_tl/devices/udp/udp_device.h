@@ -40,6 +40,8 @@ static constexpr size_t   kMaxShort  = 1024; ///< put_short / am_short bytes
 static constexpr size_t   kMaxZcopy  = size_t(1) << 30; ///< put/get bytes
 static constexpr size_t   kMaxResponders = 65536; ///< peer QPs per iface
 static constexpr uint32_t kAckEvery = 32; ///< packets per ACK without ACK_REQ
+static constexpr size_t   kLinearTx = 1024; ///< payload bytes a lone packet
+                                            ///< is copied behind its header
 static_assert(kBufSize >= kMaxDatagram + 512, "datagram fits a buffer");
 
 /// One packet a requester sent (or will send) and the peer has not ACKed.
@@ -174,12 +176,15 @@ private:
     void stage(const WireHeader &hdr, const void *a, size_t alen,
                const void *b, size_t blen, const sockaddr_in &to);
     void flush_tx();
+    struct TxSlot;
+    void send_linear(const TxSlot &s);
     void check_timer(UdpQp &qp);
     void arm_timer(UdpQp &qp);
     void retire(UdpQp &qp);
 
     /* receive */
     unsigned receive();
+    void rearm_rx(unsigned count);
     void handle_datagram(uint8_t *buf, size_t len, const sockaddr_in &from,
                          bool ce, size_t slot);
     void handle_response(const WireHeader &h, const uint8_t *payload,
@@ -244,17 +249,22 @@ private:
     std::array<iovec, kRxBatch>            rx_iov_{};
     std::array<sockaddr_in, kRxBatch>      rx_addr_{};
     std::array<std::array<uint8_t, 64>, kRxBatch> rx_cmsg_{};
+    unsigned rx_want_ = 1; ///< datagrams the next recvmmsg asks for
 
     /* transmit staging: one sendmmsg */
     struct TxSlot {
         WireHeader  hdr;
         iovec       iov[3];
         sockaddr_in to;
+        unsigned    iovcnt; ///< leading iov entries in use
         size_t      bytes;
     };
     std::array<TxSlot, kTxBatch>      tx_{};
     unsigned                          tx_count_ = 0;
     std::array<mmsghdr, 2 * kTxBatch> tx_msgs_{};
+    /* a lone small packet leaves through sendto from one buffer: no
+     * msghdr and iovec for the kernel to copy in */
+    std::array<uint8_t, sizeof(WireHeader) + kLinearTx> tx_linear_{};
 
     std::unique_ptr<FaultInjector> faults_;
     PacingFactory                  pacing_;

@@ -329,12 +329,38 @@ void UdpIface::stage(const WireHeader &hdr, const void *a, size_t alen,
     s.iov[0]  = {&s.hdr, sizeof(WireHeader)};
     s.iov[1]  = {const_cast<void *>(a), alen};
     s.iov[2]  = {const_cast<void *>(b), blen};
+    s.iovcnt  = blen != 0 ? 3 : alen != 0 ? 2 : 1;
     s.bytes   = sizeof(WireHeader) + alen + blen;
+}
+
+/// Sends one small staged packet with sendto from a linear copy.
+void UdpIface::send_linear(const TxSlot &s)
+{
+    uint8_t *p = tx_linear_.data();
+    size_t len = 0;
+    for (unsigned i = 0; i < s.iovcnt; ++i) {
+        std::memcpy(p + len, s.iov[i].iov_base, s.iov[i].iov_len);
+        len += s.iov[i].iov_len;
+    }
+    ssize_t rc;
+    do {
+        rc = sendto(fd_, p, len, 0, reinterpret_cast<const sockaddr *>(&s.to),
+                    sizeof(s.to));
+    } while (rc < 0 && errno == EINTR);
+    if (rc >= 0) { /* else lost; retransmission recovers it */
+        counters.tx_bytes += uint64_t(rc);
+        ++counters.tx_packets;
+    }
 }
 
 void UdpIface::flush_tx()
 {
     if (tx_count_ == 0) {
+        return;
+    }
+    if (tx_count_ == 1 && !faults_ && tx_[0].bytes <= tx_linear_.size()) {
+        send_linear(tx_[0]); /* a ping, an ACK: the common latency case */
+        tx_count_ = 0;
         return;
     }
     unsigned n = 0;
@@ -344,7 +370,7 @@ void UdpIface::flush_tx()
         m.msg_hdr.msg_name   = &tx_[i].to;
         m.msg_hdr.msg_namelen = sizeof(sockaddr_in);
         m.msg_hdr.msg_iov    = tx_[i].iov;
-        m.msg_hdr.msg_iovlen = 3;
+        m.msg_hdr.msg_iovlen = tx_[i].iovcnt;
     };
     for (unsigned i = 0; i < tx_count_; ++i) {
         if (faults_) {
@@ -469,7 +495,9 @@ unsigned UdpIface::progress()
     }
     flush_tx();
     unsigned count = receive();
-    now_ = now_ns();
+    if (count != 0) {
+        now_ = now_ns(); /* an empty poll took no time worth a clock read */
+    }
     flush_deferred_acks(false);
     for (size_t i = 0; i < qps.size(); ++i) {
         auto *qp = static_cast<UdpQp *>(qps[i]);
@@ -488,18 +516,12 @@ unsigned UdpIface::receive()
 {
     unsigned total = 0;
     for (unsigned round = 0; round < kRxRounds; ++round) {
-        for (unsigned i = 0; i < kRxBatch; ++i) {
-            rx_iov_[i]        = {rx_slots_[i], kBufSize};
-            msghdr &m         = rx_msgs_[i].msg_hdr;
-            m                 = {};
-            m.msg_name        = &rx_addr_[i];
-            m.msg_namelen     = sizeof(sockaddr_in);
-            m.msg_iov         = &rx_iov_[i];
-            m.msg_iovlen      = 1;
-            m.msg_control     = rx_cmsg_[i].data();
-            m.msg_controllen  = rx_cmsg_[i].size();
-        }
-        int n = recvmmsg(fd_, rx_msgs_.data(), kRxBatch, MSG_DONTWAIT, nullptr);
+        /* After a quiet poll ask for one datagram: a lone message (a ping)
+         * then costs no second, failing receive attempt in the kernel. A
+         * call that filled its request asks for a full batch next time. */
+        unsigned want = rx_want_;
+        int n = recvmmsg(fd_, rx_msgs_.data(), want, MSG_DONTWAIT, nullptr);
+        rx_want_ = (n >= 2 || (n > 0 && unsigned(n) == want)) ? kRxBatch : 1;
         if (n <= 0) {
             break;
         }
@@ -521,16 +543,35 @@ unsigned UdpIface::receive()
             handle_datagram(rx_slots_[i], rx_msgs_[i].msg_len, rx_addr_[i], ce,
                             size_t(i));
         }
+        rearm_rx(unsigned(n));
         for (Responder *r : ack_list_) {
             send_ack(*r);
         }
         ack_list_.clear();
         total += unsigned(n);
         if (n < int(kRxBatch)) {
-            break;
+            break; /* drained (or asked for one: the next poll drains) */
         }
     }
     return total;
+}
+
+/// Resets the first count receive headers: recvmmsg wrote the address,
+/// control and flag fields of those it filled (the others are intact), and
+/// the AM handler may have lent a slot's buffer away.
+void UdpIface::rearm_rx(unsigned count)
+{
+    for (unsigned i = 0; i < count; ++i) {
+        rx_iov_[i]       = {rx_slots_[i], kBufSize};
+        msghdr &m        = rx_msgs_[i].msg_hdr;
+        m.msg_name       = &rx_addr_[i];
+        m.msg_namelen    = sizeof(sockaddr_in);
+        m.msg_iov        = &rx_iov_[i];
+        m.msg_iovlen     = 1;
+        m.msg_control    = rx_cmsg_[i].data();
+        m.msg_controllen = rx_cmsg_[i].size();
+        m.msg_flags      = 0;
+    }
 }
 
 void UdpIface::handle_datagram(uint8_t *buf, size_t len,
