@@ -165,6 +165,30 @@ TEST(UdpDoorbell, ArmReportsPendingWorkAndEventFdWakes)
     EXPECT_EQ(DOORBELL_OK, doorbell_iface_arm(pair.b));
 }
 
+TEST(UdpDoorbell, EventFdWakesWhenArmedAfterBusyPolling)
+{
+    LoopbackPair pair;
+    Region target(pair.pd, 64, DOORBELL_ACCESS_REMOTE_WRITE);
+    int fd = doorbell_iface_event_fd(pair.b);
+    EXPECT_EQ(DOORBELL_OK, doorbell_iface_arm(pair.b));
+    /* busy polling takes the socket out of the wake-up set ... */
+    for (int i = 0; i < 200; ++i) {
+        doorbell_iface_progress(pair.b);
+    }
+    uint64_t v = 5;
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(),
+                                                 target.rkey));
+    pollfd pfd{fd, POLLIN, 0};
+    EXPECT_EQ(0, poll(&pfd, 1, 0)); /* not armed: no wake-up owed */
+    /* ... and arm puts it back: the datagram already queued wakes */
+    EXPECT_EQ(DOORBELL_ERR_NO_RESOURCE, doorbell_iface_arm(pair.b));
+    EXPECT_EQ(1, poll(&pfd, 1, 0));
+    ASSERT_EQ(DOORBELL_OK, pair.flush(pair.qa));
+    uint64_t got;
+    std::memcpy(&got, target.bytes.data(), sizeof(got));
+    EXPECT_EQ(5u, got);
+}
+
 TEST(UdpDoorbell, ArmedTimerWakesForRetransmission)
 {
     LoopbackPair pair;

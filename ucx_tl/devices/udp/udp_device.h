@@ -40,6 +40,12 @@ static constexpr size_t   kMaxShort  = 1024; ///< put_short / am_short bytes
 static constexpr size_t   kMaxZcopy  = size_t(1) << 30; ///< put/get bytes
 static constexpr size_t   kMaxResponders = 65536; ///< peer QPs per iface
 static constexpr uint32_t kAckEvery = 32; ///< packets per ACK without ACK_REQ
+static constexpr unsigned kEpollIdlePolls = 64; ///< progress calls without
+                                                ///< arm before the socket
+                                                ///< leaves the wake-up set
+static constexpr uint32_t kPlaceMin = 8192; ///< MTU from which read data is
+                                            ///< received in place (a peek
+                                            ///< per datagram beats a copy)
 static constexpr size_t   kLinearTx = 1024; ///< payload bytes a lone packet
                                             ///< is copied behind its header
 static_assert(kBufSize >= kMaxDatagram + 512, "datagram fits a buffer");
@@ -185,6 +191,8 @@ private:
     /* receive */
     unsigned receive();
     void rearm_rx(unsigned count);
+    int place_read_response();
+    int receive_batch(unsigned want);
     void handle_datagram(uint8_t *buf, size_t len, const sockaddr_in &from,
                          bool ce, size_t slot);
     void handle_response(const WireHeader &h, const uint8_t *payload,
@@ -211,6 +219,8 @@ private:
     int         fd_       = -1;
     int         epoll_fd_ = -1;
     int         timer_fd_ = -1;
+    bool        fd_in_epoll_ = false;    ///< the socket is in epoll_fd_
+    unsigned    polls_since_arm_ = 0;
     sockaddr_in local_{};
     uint32_t    mtu_      = 0;   ///< payload bytes per packet
     uint64_t    window_   = 0;   ///< unacknowledged bytes per QP
@@ -250,6 +260,11 @@ private:
     std::array<sockaddr_in, kRxBatch>      rx_addr_{};
     std::array<std::array<uint8_t, 64>, kRxBatch> rx_cmsg_{};
     unsigned rx_want_ = 1; ///< datagrams the next recvmmsg asks for
+    /* READ data received in place (place_read_response) */
+    bool                  rx_place_  = false;   ///< a read waits for data
+    const uint8_t        *rx_placed_ = nullptr; ///< entry 0's payload went here
+    WireHeader            rx_placed_header_{};  ///< the header peeked for it
+    std::array<iovec, 2>  rx_place_iov_{};
 
     /* transmit staging: one sendmmsg */
     struct TxSlot {

@@ -5,6 +5,7 @@
 #include "parser.h"
 
 #include <arpa/inet.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <utility>
 
 namespace doorbell::udp {
 
@@ -483,10 +485,18 @@ void UdpIface::check_timer(UdpQp &qp)
 
 unsigned UdpIface::progress()
 {
+    if (fd_in_epoll_ && ++polls_since_arm_ >= kEpollIdlePolls) {
+        /* busy polling, not waiting: take the socket out of the wake-up
+         * set until the next arm, so arrivals skip the epoll callback */
+        epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd_, nullptr);
+        fd_in_epoll_ = false;
+    }
     ++depth_;
     now_ = now_ns();
+    bool reading = false;
     for (size_t i = 0; i < qps.size(); ++i) {
         auto *qp = static_cast<UdpQp *>(qps[i]);
+        reading |= !qp->reads.empty();
         if (qp->ring.unrung() != 0) {
             qp->ring.ring(); /* what the batcher held back */
             ++counters.doorbells;
@@ -494,6 +504,7 @@ unsigned UdpIface::progress()
         }
     }
     flush_tx();
+    rx_place_ = reading && mtu_ >= kPlaceMin && !faults_;
     unsigned count = receive();
     if (count != 0) {
         now_ = now_ns(); /* an empty poll took no time worth a clock read */
@@ -520,9 +531,20 @@ unsigned UdpIface::receive()
          * then costs no second, failing receive attempt in the kernel. A
          * call that filled its request asks for a full batch next time. */
         unsigned want = rx_want_;
-        int n = recvmmsg(fd_, rx_msgs_.data(), want, MSG_DONTWAIT, nullptr);
+        int placed    = rx_place_ ? place_read_response() : 0;
+        if (placed < 0) {
+            break; /* the peek found the socket empty */
+        }
+        if (placed > 0) {
+            want = 1; /* entry 0 receives the read data in place */
+        }
+        int n = receive_batch(want);
         rx_want_ = (n >= 2 || (n > 0 && unsigned(n) == want)) ? kRxBatch : 1;
         if (n <= 0) {
+            if (placed > 0) {
+                rx_placed_ = nullptr;
+                rearm_rx(1);
+            }
             break;
         }
         for (int i = 0; i < n; ++i) {
@@ -549,11 +571,79 @@ unsigned UdpIface::receive()
         }
         ack_list_.clear();
         total += unsigned(n);
-        if (n < int(kRxBatch)) {
+        if (placed == 0 && n < int(kRxBatch)) {
             break; /* drained (or asked for one: the next poll drains) */
         }
     }
     return total;
+}
+
+/// A read's data lands where it belongs, not in a receive buffer copied
+/// from: peeks at the header of the datagram at the head of the socket and,
+/// when it is a READ_RESP chunk a piece still waits for (checked exactly as
+/// handle_read_resp checks it), points receive entry 0 at the header slot
+/// and the chunk's place in the destination. Returns 1 when set up, 0 when
+/// the datagram takes the normal path, -1 when the socket is empty.
+int UdpIface::place_read_response()
+{
+    WireHeader h;
+    sockaddr_in from{};
+    iovec iov{&h, sizeof(h)};
+    msghdr m{};
+    m.msg_name    = &from;
+    m.msg_namelen = sizeof(from);
+    m.msg_iov     = &iov;
+    m.msg_iovlen  = 1;
+    ssize_t len   = recvmsg(fd_, &m, MSG_PEEK | MSG_DONTWAIT | MSG_TRUNC);
+    if (len < 0) {
+        return errno == EINTR ? 0 : -1;
+    }
+    if (size_t(len) < sizeof(WireHeader) || size_t(len) > kBufSize) {
+        return 0;
+    }
+    if (check_header(h, size_t(len) - sizeof(WireHeader)) != ParseStatus::kOk ||
+        Opcode(h.opcode) != Opcode::kReadResp) {
+        return 0;
+    }
+    auto it = qp_by_num_.find(h.dst_qp);
+    if (it == qp_by_num_.end() || !same_peer(it->second->peer, from) ||
+        it->second->in_error()) {
+        return 0;
+    }
+    for (const ReadPiece &piece : it->second->reads) {
+        if (piece.psn != h.psn) {
+            continue;
+        }
+        if (h.msg_length != piece.length || h.msg_offset % piece.chunk != 0 ||
+            h.length != std::min(piece.chunk, piece.length - h.msg_offset) ||
+            piece.got[h.msg_offset / piece.chunk]) {
+            return 0;
+        }
+        rx_place_iov_[0]  = {rx_slots_[0], sizeof(WireHeader)};
+        rx_place_iov_[1]  = {piece.dest + h.msg_offset, h.length};
+        msghdr &e         = rx_msgs_[0].msg_hdr;
+        e.msg_iov         = rx_place_iov_.data();
+        e.msg_iovlen      = rx_place_iov_.size();
+        rx_placed_        = piece.dest + h.msg_offset;
+        rx_placed_header_ = h;
+        return 1;
+    }
+    return 0;
+}
+
+/// recvmmsg into the first want entries; for one entry recvmsg, which
+/// costs the kernel less per call (about 0.15 us per hop on lo here).
+int UdpIface::receive_batch(unsigned want)
+{
+    if (want > 1) {
+        return recvmmsg(fd_, rx_msgs_.data(), want, MSG_DONTWAIT, nullptr);
+    }
+    ssize_t len = recvmsg(fd_, &rx_msgs_[0].msg_hdr, MSG_DONTWAIT);
+    if (len < 0) {
+        return -1;
+    }
+    rx_msgs_[0].msg_len = unsigned(len);
+    return 1;
 }
 
 /// Resets the first count receive headers: recvmmsg wrote the address,
@@ -572,20 +662,30 @@ void UdpIface::rearm_rx(unsigned count)
         m.msg_controllen = rx_cmsg_[i].size();
         m.msg_flags      = 0;
     }
+    rx_placed_ = nullptr; /* consumed, or its datagram was not delivered */
 }
 
 void UdpIface::handle_datagram(uint8_t *buf, size_t len,
                                const sockaddr_in &from, bool ce, size_t slot)
 {
+    /* entry 0 may have been received in place: its payload is in a read's
+     * destination already (and its header must be the one peeked at) */
+    const uint8_t *placed = slot == 0 ? std::exchange(rx_placed_, nullptr)
+                                      : nullptr;
     ++counters.rx_packets;
     counters.rx_bytes += len;
     if (faults_ && faults_->rx_drop()) {
         return;
     }
     ParseResult r = parse(buf, len);
-    if (r.status != ParseStatus::kOk) {
-        ++counters.rx_dropped;
+    if (r.status != ParseStatus::kOk ||
+        (placed != nullptr &&
+         std::memcmp(&r.header, &rx_placed_header_, sizeof(WireHeader)) != 0)) {
+        ++counters.rx_dropped; /* (a changed header: not with one reader) */
         return;
+    }
+    if (placed != nullptr) {
+        r.payload = placed;
     }
     if (faults_ && faults_->ce()) {
         ce = true;
@@ -758,7 +858,9 @@ void UdpIface::handle_read_resp(UdpQp &qp, const WireHeader &h,
         ++counters.rx_duplicates;
         return;
     }
-    std::memcpy(piece.dest + h.msg_offset, payload, h.length);
+    if (payload != piece.dest + h.msg_offset) { /* else received in place */
+        std::memcpy(piece.dest + h.msg_offset, payload, h.length);
+    }
     piece.got[idx] = true;
     qp.retries     = 0;
     qp.deadline_ns = now_ + qp.rto_ns;
