@@ -16,7 +16,9 @@ prefix=${DOORBELL_PREFIX:-$root/install}
 module=$prefix/lib/ucx/libuct_doorbell.so
 pingpong=$prefix/bin/doorbell-udp-pingpong
 lat_iters=${BENCH_LAT_ITERS:-10000}
-bw_iters=${BENCH_BW_ITERS:-100}
+# 1 MiB messages: enough of them that one descheduling of a process on a
+# busy host does not decide the figure (100 took 20-100 ms and swung 3x)
+bw_iters=${BENCH_BW_ITERS:-500}
 repeat=${BENCH_REPEAT:-3}
 log() { printf '[bench-p2p] %s\n' "$*" >&2; }
 die() { printf '[bench-p2p] error: %s\n' "$*" >&2; exit 1; }
@@ -76,6 +78,7 @@ db_env=(LD_PRELOAD="$module" UCX_TLS=doorbell,self UCX_NET_DEVICES=lo UCX_WARN_U
 lat() { perftest "$@" -- -t tag_lat -s 8 -n "$lat_iters" -w 1000; }
 bw()  { perftest "$@" -- -t tag_bw -s 1048576 -n "$bw_iters" -w 20; }
 
+load_before=$(cut -d' ' -f1 /proc/loadavg)
 log "raw UDP ping-pong (8 B, $lat_iters round trips, best of $repeat)"
 udp_lat=$(best_of 2 min udp)
 log "UCX tcp: tag latency and bandwidth"
@@ -84,6 +87,8 @@ tcp_bw=$(best_of 6 max bw "${tcp_env[@]}")
 log "doorbell: tag latency and bandwidth"
 db_lat=$(best_of 2 min lat "${db_env[@]}")
 db_bw=$(best_of 6 max bw "${db_env[@]}")
+
+load_after=$(cut -d' ' -f1 /proc/loadavg)
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a / b}'; }
 verdict() { awk -v r="$1" -v t="$2" -v m="$3" 'BEGIN{print ((m=="le" && r<=t) || (m=="ge" && r>=t)) ? "met" : "missed"}'; }
@@ -100,3 +105,5 @@ printf '%-34s %18s %22s\n' "doorbell / UDP floor" "${lat_vs_udp}x" "-"
 printf '\ntargets: latency <= 0.85x tcp (%s), <= 1.15x UDP floor (%s); bandwidth >= 1.1x tcp (%s)\n' \
   "$(verdict "$lat_vs_tcp" 0.85 le)" "$(verdict "$lat_vs_udp" 1.15 le)" "$(verdict "$bw_vs_tcp" 1.1 ge)"
 printf 'latency: median one-way (ucx_perftest 50th percentile; UDP: median RTT/2), best of %s runs\n' "$repeat"
+printf 'bandwidth: %s messages of 1 MiB per run, best of %s runs; load average %s before, %s after (%s cores)\n' \
+  "$bw_iters" "$repeat" "$load_before" "$load_after" "$(nproc)"
