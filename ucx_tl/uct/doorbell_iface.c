@@ -265,6 +265,7 @@ static unsigned uct_doorbell_iface_progress(uct_iface_h tl_iface)
     unsigned count = 0;
 
     UCT_DOORBELL_ENTER(iface);
+    ++iface->progress_count;
     if (ucs_unlikely(!ucs_queue_is_empty(&iface->deferred))) {
         count += uct_doorbell_iface_deliver_deferred(iface);
     }
@@ -281,6 +282,13 @@ static void uct_doorbell_iface_timer(int id, ucs_event_set_types_t events,
                                      void *arg)
 {
     uct_doorbell_iface_t *iface = arg;
+
+    /* The application progresses by itself: a second thread polling the
+     * same socket would only contend for the async lock. */
+    if (iface->progress_count != iface->progress_seen) {
+        iface->progress_seen = iface->progress_count;
+        return;
+    }
 
     uct_doorbell_background_iface = iface;
     doorbell_iface_progress(iface->core);
@@ -709,7 +717,9 @@ static UCS_CLASS_INIT_FUNC(uct_doorbell_iface_t, uct_md_h tl_md,
     ucs_list_head_init(&self->ep_list);
     ucs_queue_head_init(&self->deferred);
 
-    self->timer_id = -1;
+    self->timer_id       = -1;
+    self->progress_count = 0;
+    self->progress_seen  = 0;
     if (config->async_interval > 0) {
         status = ucs_async_add_timer(self->async->mode,
                                      ucs_time_from_sec(config->async_interval),
