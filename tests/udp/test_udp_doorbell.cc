@@ -189,6 +189,43 @@ TEST(UdpDoorbell, EventFdWakesWhenArmedAfterBusyPolling)
     EXPECT_EQ(5u, got);
 }
 
+TEST(UdpDoorbell, CompletionHandlerWithArgumentGetsItBack)
+{
+    LoopbackPair pair;
+    Region target(pair.pd, 64, DOORBELL_ACCESS_REMOTE_WRITE);
+    struct Seen {
+        void             *arg    = nullptr;
+        Completion       *cookie = nullptr;
+        doorbell_status_t status = DOORBELL_ERR_IO;
+    } seen;
+    auto cb = [](void *arg, void *cookie, doorbell_status_t status) {
+        auto *s   = static_cast<Seen *>(arg);
+        s->arg    = arg;
+        s->cookie = static_cast<Completion *>(cookie);
+        s->status = status;
+        on_completion(cookie, status);
+    };
+    doorbell_iface_set_completion_handler_arg(pair.a, cb, &seen);
+    uint64_t v = 7;
+    iovec iov{&v, sizeof(v)};
+    Completion z;
+    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_put_zcopy(pair.qa, &iov, 1,
+                                                         target.addr(),
+                                                         target.rkey, &z));
+    ASSERT_TRUE(pair.wait([&] { return z.count == 1; }));
+    EXPECT_EQ(&seen, seen.arg);
+    EXPECT_EQ(&z, seen.cookie);
+    EXPECT_EQ(DOORBELL_OK, seen.status);
+    /* the plain handler replaces it again */
+    doorbell_iface_set_completion_handler(pair.a, on_completion);
+    Completion f;
+    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_put_zcopy(pair.qa, &iov, 1,
+                                                         target.addr(),
+                                                         target.rkey, &f));
+    ASSERT_TRUE(pair.wait([&] { return f.count == 1; }));
+    EXPECT_EQ(&z, seen.cookie);
+}
+
 TEST(UdpDoorbell, ArmedTimerWakesForRetransmission)
 {
     LoopbackPair pair;

@@ -335,7 +335,18 @@ extern "C" void
 doorbell_iface_set_completion_handler(doorbell_iface_t *iface,
                                       doorbell_completion_cb_t cb)
 {
-    core_of(iface).completion_cb = cb;
+    core_of(iface).completion_cb     = cb;
+    core_of(iface).completion_arg_cb = nullptr;
+}
+
+extern "C" void
+doorbell_iface_set_completion_handler_arg(doorbell_iface_t *iface,
+                                          doorbell_completion_arg_cb_t cb,
+                                          void *arg)
+{
+    core_of(iface).completion_arg_cb = cb;
+    core_of(iface).completion_arg    = arg;
+    core_of(iface).completion_cb     = nullptr;
 }
 
 extern "C" void doorbell_iface_set_error_handler(doorbell_iface_t *iface,

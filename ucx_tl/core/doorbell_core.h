@@ -173,6 +173,15 @@ typedef void (*doorbell_completion_cb_t)(void *cookie, doorbell_status_t status)
 void doorbell_iface_set_completion_handler(doorbell_iface_t *iface,
                                            doorbell_completion_cb_t cb);
 
+/* The same with an argument handed back first (e.g. the caller's iface), so
+ * the handler needs no global or thread-local state to find its context.
+ * Setting either kind of handler replaces the other. */
+typedef void (*doorbell_completion_arg_cb_t)(void *arg, void *cookie,
+                                             doorbell_status_t status);
+void doorbell_iface_set_completion_handler_arg(doorbell_iface_t *iface,
+                                               doorbell_completion_arg_cb_t cb,
+                                               void *arg);
+
 /* Asynchronous errors of a QP (remote access error of a put without a
  * completion, peer timeout): called once per error from progress; the QP is
  * then in error and its operations fail with DOORBELL_ERR_CANCELED. */

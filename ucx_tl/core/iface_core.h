@@ -125,7 +125,12 @@ public:
     /// CQE accounting and the handlers, called by QpCore.
     void deliver(void *cookie, doorbell_status_t status)
     {
-        if (completion_cb != nullptr && cookie != nullptr) {
+        if (cookie == nullptr) {
+            return;
+        }
+        if (completion_arg_cb != nullptr) {
+            completion_arg_cb(completion_arg, cookie, status);
+        } else if (completion_cb != nullptr) {
             completion_cb(cookie, status);
         }
     }
@@ -145,6 +150,8 @@ public:
     doorbell_am_cb_t         am_cb         = nullptr;
     void                    *am_arg        = nullptr;
     doorbell_completion_cb_t completion_cb = nullptr;
+    doorbell_completion_arg_cb_t completion_arg_cb = nullptr;
+    void                    *completion_arg = nullptr;
     doorbell_qp_error_cb_t   error_cb      = nullptr;
     void                    *error_arg     = nullptr;
 };
