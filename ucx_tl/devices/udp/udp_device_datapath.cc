@@ -178,6 +178,7 @@ bool UdpIface::cut_packet(UdpQp &qp)
                 piece.missing = (pkt.length + mtu_ - 1) / mtu_;
                 piece.got.assign(piece.missing, false);
                 qp.reads.push_back(std::move(piece));
+                rx_place_ = mtu_ >= kPlaceMin && !faults_; /* see receive */
                 ++track.reads_left;
                 qp.read_bytes += pkt.length;
             }
@@ -496,12 +497,12 @@ unsigned UdpIface::progress()
     bool reading = false;
     for (size_t i = 0; i < qps.size(); ++i) {
         auto *qp = static_cast<UdpQp *>(qps[i]);
-        reading |= !qp->reads.empty();
         if (qp->ring.unrung() != 0) {
             qp->ring.ring(); /* what the batcher held back */
             ++counters.doorbells;
             transmit(*qp);
         }
+        reading |= !qp->reads.empty();
     }
     flush_tx();
     rx_place_ = reading && mtu_ >= kPlaceMin && !faults_;
@@ -535,8 +536,10 @@ unsigned UdpIface::receive()
         if (placed < 0) {
             break; /* the peek found the socket empty */
         }
-        if (placed > 0) {
-            want = 1; /* entry 0 receives the read data in place */
+        if (rx_place_) {
+            /* one datagram at a time while read data may arrive: a batch
+             * behind a control packet would land in receive buffers */
+            want = 1;
         }
         int n = receive_batch(want);
         rx_want_ = (n >= 2 || (n > 0 && unsigned(n) == want)) ? kRxBatch : 1;
@@ -571,7 +574,7 @@ unsigned UdpIface::receive()
         }
         ack_list_.clear();
         total += unsigned(n);
-        if (placed == 0 && n < int(kRxBatch)) {
+        if (!rx_place_ && n < int(kRxBatch)) {
             break; /* drained (or asked for one: the next poll drains) */
         }
     }
