@@ -189,6 +189,24 @@ TEST(UdpDoorbell, EventFdWakesWhenArmedAfterBusyPolling)
     EXPECT_EQ(5u, got);
 }
 
+TEST(UdpDoorbell, BackgroundProgressKeepsTheEventFdArmed)
+{
+    LoopbackPair pair;
+    Region target(pair.pd, 64, DOORBELL_ACCESS_REMOTE_WRITE);
+    int fd = doorbell_iface_event_fd(pair.b);
+    EXPECT_EQ(DOORBELL_OK, doorbell_iface_arm(pair.b));
+    /* the application sleeps on the fd; a timer progresses for it */
+    for (int i = 0; i < 200; ++i) {
+        doorbell_iface_progress_background(pair.b);
+    }
+    uint64_t v = 5;
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(),
+                                                 target.rkey));
+    pollfd pfd{fd, POLLIN, 0};
+    EXPECT_EQ(1, poll(&pfd, 1, 0)); /* still armed: the arrival wakes */
+    ASSERT_EQ(DOORBELL_OK, pair.flush(pair.qa));
+}
+
 TEST(UdpDoorbell, CompletionHandlerWithArgumentGetsItBack)
 {
     LoopbackPair pair;

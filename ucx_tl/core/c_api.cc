@@ -308,6 +308,15 @@ extern "C" unsigned doorbell_iface_progress(doorbell_iface_t *iface)
     return with_device(iface, [](auto &dev) { return dev.progress(); });
 }
 
+extern "C" unsigned doorbell_iface_progress_background(doorbell_iface_t *iface)
+{
+    IfaceCore &core = core_of(iface);
+    core.background = true;
+    unsigned count  = with_device(iface, [](auto &dev) { return dev.progress(); });
+    core.background = false;
+    return count;
+}
+
 extern "C" int doorbell_iface_event_fd(const doorbell_iface_t *iface)
 {
     return with_device(const_cast<doorbell_iface_t *>(iface),

@@ -151,6 +151,11 @@ void doorbell_iface_query_limits(const doorbell_iface_t *iface,
  * Returns the number of completions and messages delivered. */
 unsigned doorbell_iface_progress(doorbell_iface_t *iface);
 
+/* The same, on behalf of an application that is not polling (a background
+ * timer): it does not count as the application busy-polling, so an armed
+ * event fd stays armed however often it runs. */
+unsigned doorbell_iface_progress_background(doorbell_iface_t *iface);
+
 /* Wake-up: a file descriptor that becomes readable when progress has work.
  * arm returns DOORBELL_ERR_NO_RESOURCE ("busy") if work is already pending. */
 int doorbell_iface_event_fd(const doorbell_iface_t *iface);

@@ -146,6 +146,7 @@ public:
     bool                     stats = false;
     std::vector<QpCore *>    qps;
     uint64_t                 progress_calls = 0; ///< doorbell_iface_progress
+    bool                     background = false; ///< in ..._progress_background
 
     doorbell_am_cb_t         am_cb         = nullptr;
     void                    *am_arg        = nullptr;

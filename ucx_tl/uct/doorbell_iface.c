@@ -287,7 +287,7 @@ static void uct_doorbell_iface_timer(int id, ucs_event_set_types_t events,
     }
 
     iface->in_background = 1;
-    doorbell_iface_progress(iface->core);
+    doorbell_iface_progress_background(iface->core);
     iface->in_background = 0;
 }
 

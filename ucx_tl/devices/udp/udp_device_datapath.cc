@@ -486,9 +486,10 @@ void UdpIface::check_timer(UdpQp &qp)
 
 unsigned UdpIface::progress()
 {
-    if (fd_in_epoll_ && ++polls_since_arm_ >= kEpollIdlePolls) {
-        /* busy polling, not waiting: take the socket out of the wake-up
-         * set until the next arm, so arrivals skip the epoll callback */
+    if (fd_in_epoll_ && !background && ++polls_since_arm_ >= kEpollIdlePolls) {
+        /* the application busy-polls, it does not wait: take the socket
+         * out of the wake-up set until the next arm, so arrivals skip the
+         * epoll callback */
         epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd_, nullptr);
         fd_in_epoll_ = false;
     }
