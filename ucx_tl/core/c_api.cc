@@ -325,7 +325,17 @@ extern "C" void doorbell_iface_query_limits(const doorbell_iface_t *iface,
 
 extern "C" unsigned doorbell_iface_progress(doorbell_iface_t *iface)
 {
+    ++core_of(iface).progress_calls;
     return with_device(iface, [](auto &dev) { return dev.progress(); });
+}
+
+extern "C" unsigned doorbell_iface_progress_background(doorbell_iface_t *iface)
+{
+    IfaceCore &core = core_of(iface);
+    core.background = true;
+    unsigned count  = with_device(iface, [](auto &dev) { return dev.progress(); });
+    core.background = false;
+    return count;
 }
 
 extern "C" int doorbell_iface_event_fd(const doorbell_iface_t *iface)
@@ -355,7 +365,18 @@ extern "C" void
 doorbell_iface_set_completion_handler(doorbell_iface_t *iface,
                                       doorbell_completion_cb_t cb)
 {
-    core_of(iface).completion_cb = cb;
+    core_of(iface).completion_cb     = cb;
+    core_of(iface).completion_arg_cb = nullptr;
+}
+
+extern "C" void
+doorbell_iface_set_completion_handler_arg(doorbell_iface_t *iface,
+                                          doorbell_completion_arg_cb_t cb,
+                                          void *arg)
+{
+    core_of(iface).completion_arg_cb = cb;
+    core_of(iface).completion_arg    = arg;
+    core_of(iface).completion_cb     = nullptr;
 }
 
 extern "C" void doorbell_iface_set_error_handler(doorbell_iface_t *iface,

@@ -151,6 +151,11 @@ void doorbell_iface_query_limits(const doorbell_iface_t *iface,
  * Returns the number of completions and messages delivered. */
 unsigned doorbell_iface_progress(doorbell_iface_t *iface);
 
+/* The same, on behalf of an application that is not polling (a background
+ * timer): it does not count as the application busy-polling, so an armed
+ * event fd stays armed however often it runs. */
+unsigned doorbell_iface_progress_background(doorbell_iface_t *iface);
+
 /* Wake-up: a file descriptor that becomes readable when progress has work.
  * arm returns DOORBELL_ERR_NO_RESOURCE ("busy") if work is already pending. */
 int doorbell_iface_event_fd(const doorbell_iface_t *iface);
@@ -172,6 +177,15 @@ void doorbell_iface_release_am(doorbell_iface_t *iface, void *data);
 typedef void (*doorbell_completion_cb_t)(void *cookie, doorbell_status_t status);
 void doorbell_iface_set_completion_handler(doorbell_iface_t *iface,
                                            doorbell_completion_cb_t cb);
+
+/* The same with an argument handed back first (e.g. the caller's iface), so
+ * the handler needs no global or thread-local state to find its context.
+ * Setting either kind of handler replaces the other. */
+typedef void (*doorbell_completion_arg_cb_t)(void *arg, void *cookie,
+                                             doorbell_status_t status);
+void doorbell_iface_set_completion_handler_arg(doorbell_iface_t *iface,
+                                               doorbell_completion_arg_cb_t cb,
+                                               void *arg);
 
 /* Asynchronous errors of a QP (remote access error of a put without a
  * completion, peer timeout): called once per error from progress; the QP is

@@ -54,8 +54,16 @@ public:
     /// Applies signaling and fence flags and publishes the WQE. force_signal:
     /// the poster needs a completion.
     void commit(bool force_signal);
-    /// The batcher's decision for the WQEs posted since the last doorbell.
-    bool ring_now() const { return batcher_.ring_now(ring.unrung(), busy()); }
+    /// The batcher's decision for the WQEs posted since the last doorbell;
+    /// called once per post. The first post after a progress call counts as
+    /// idle: a reply in a ping-pong leaves at once instead of at the next
+    /// poll, while posts back to back without progress still coalesce.
+    bool ring_now()
+    {
+        bool first   = posted_at_ != iface_progress_calls();
+        posted_at_   = iface_progress_calls();
+        return batcher_.ring_now(ring.unrung(), busy() && !first);
+    }
     /// Busy: the device holds rung WQEs that have not completed.
     bool busy() const { return done < ring.rung(); }
     /// Nothing posted is incomplete.
@@ -92,6 +100,7 @@ public:
 
 private:
     void complete_slot(uint64_t index, doorbell_status_t status);
+    uint64_t iface_progress_calls() const;
 
     Batcher           batcher_;
     Signaler          signaler_;
@@ -99,6 +108,8 @@ private:
     std::string       error_message_;
     bool              error_pending_ = false; ///< error handler not yet called
     bool              error_to_cookie_ = false; ///< failing op had a cookie
+    uint64_t          posted_at_ = ~uint64_t(0); ///< progress calls at the
+                                                 ///< last post
 };
 
 class IfaceCore : public doorbell_iface {
@@ -114,7 +125,12 @@ public:
     /// CQE accounting and the handlers, called by QpCore.
     void deliver(void *cookie, doorbell_status_t status)
     {
-        if (completion_cb != nullptr && cookie != nullptr) {
+        if (cookie == nullptr) {
+            return;
+        }
+        if (completion_arg_cb != nullptr) {
+            completion_arg_cb(completion_arg, cookie, status);
+        } else if (completion_cb != nullptr) {
             completion_cb(cookie, status);
         }
     }
@@ -129,13 +145,22 @@ public:
     doorbell_counters_t      counters{};
     bool                     stats = false;
     std::vector<QpCore *>    qps;
+    uint64_t                 progress_calls = 0; ///< doorbell_iface_progress
+    bool                     background = false; ///< in ..._progress_background
 
     doorbell_am_cb_t         am_cb         = nullptr;
     void                    *am_arg        = nullptr;
     doorbell_completion_cb_t completion_cb = nullptr;
+    doorbell_completion_arg_cb_t completion_arg_cb = nullptr;
+    void                    *completion_arg = nullptr;
     doorbell_qp_error_cb_t   error_cb      = nullptr;
     void                    *error_arg     = nullptr;
 };
+
+inline uint64_t QpCore::iface_progress_calls() const
+{
+    return iface.progress_calls;
+}
 
 /// Fills zero fields of params with defaults and rounds queue lengths.
 void resolve_params(doorbell_iface_params_t &params);

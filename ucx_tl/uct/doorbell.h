@@ -118,6 +118,8 @@ typedef struct uct_doorbell_iface {
     ucs_async_context_t   *async;        /* Worker's; serializes background
                                             progress with every entry point */
     int                   timer_id;      /* Background progress, -1 if none */
+    unsigned              progress_count;/* Foreground progress calls */
+    unsigned              progress_seen; /* ... at the last timer tick */
     int                   in_background; /* Core callbacks must be deferred */
     ucs_queue_head_t      deferred;      /* uct_doorbell_deferred_t */
     char                  dev_name[UCT_DEVICE_NAME_MAX];

@@ -21,10 +21,6 @@ static uct_iface_ops_t uct_doorbell_iface_ops;
 static unsigned
 uct_doorbell_iface_deliver_deferred(uct_doorbell_iface_t *iface);
 
-/* The iface the async thread is progressing, so that the core's callbacks
- * (the completion callback carries no argument) know to defer. */
-static __thread uct_doorbell_iface_t *uct_doorbell_background_iface;
-
 static const char *uct_doorbell_cc_names[] = {
     [UCT_DOORBELL_CC_IBRC]   = "ibrc",
     [UCT_DOORBELL_CC_DCQCN]  = "dcqcn",
@@ -265,6 +261,7 @@ static unsigned uct_doorbell_iface_progress(uct_iface_h tl_iface)
     unsigned count = 0;
 
     UCT_DOORBELL_ENTER(iface);
+    ++iface->progress_count;
     if (ucs_unlikely(!ucs_queue_is_empty(&iface->deferred))) {
         count += uct_doorbell_iface_deliver_deferred(iface);
     }
@@ -282,9 +279,16 @@ static void uct_doorbell_iface_timer(int id, ucs_event_set_types_t events,
 {
     uct_doorbell_iface_t *iface = arg;
 
-    uct_doorbell_background_iface = iface;
-    doorbell_iface_progress(iface->core);
-    uct_doorbell_background_iface = NULL;
+    /* The application progresses by itself: a second thread polling the
+     * same socket would only contend for the async lock. */
+    if (iface->progress_count != iface->progress_seen) {
+        iface->progress_seen = iface->progress_count;
+        return;
+    }
+
+    iface->in_background = 1;
+    doorbell_iface_progress_background(iface->core);
+    iface->in_background = 0;
 }
 
 static doorbell_status_t uct_doorbell_iface_core_flush(void *core,
@@ -460,7 +464,7 @@ static doorbell_status_t uct_doorbell_iface_am_handler(void *arg,
         return DOORBELL_OK;
     }
 
-    if (ucs_unlikely(uct_doorbell_background_iface == iface)) {
+    if (ucs_unlikely(iface->in_background)) {
         d = uct_doorbell_iface_defer(iface, UCT_DOORBELL_DEFERRED_AM);
         if (d == NULL) {
             return DOORBELL_ERR_NO_MEMORY;
@@ -493,17 +497,13 @@ static void uct_doorbell_iface_release_desc(uct_recv_desc_t *self, void *desc)
     UCT_DOORBELL_LEAVE(iface);
 }
 
-static void uct_doorbell_iface_completion(void *cookie,
+static void uct_doorbell_iface_completion(void *arg, void *cookie,
                                           doorbell_status_t status)
 {
-    uct_doorbell_iface_t *iface = uct_doorbell_background_iface;
+    uct_doorbell_iface_t *iface = arg;
     uct_doorbell_deferred_t *d;
 
-    if (cookie == NULL) {
-        return;
-    }
-
-    if (ucs_unlikely(iface != NULL)) {
+    if (ucs_unlikely(iface->in_background)) {
         d = uct_doorbell_iface_defer(iface, UCT_DOORBELL_DEFERRED_COMPLETION);
         if (d != NULL) {
             d->cookie = cookie;
@@ -526,7 +526,7 @@ void uct_doorbell_iface_qp_error(void *arg, doorbell_qp_t *qp,
     ucs_status_t handler_status;
     uct_doorbell_ep_t *ep;
 
-    if (ucs_unlikely(uct_doorbell_background_iface == iface)) {
+    if (ucs_unlikely(iface->in_background)) {
         d = uct_doorbell_iface_defer(iface, UCT_DOORBELL_DEFERRED_ERROR);
         if (d != NULL) {
             d->qp     = qp;
@@ -699,8 +699,9 @@ static UCS_CLASS_INIT_FUNC(uct_doorbell_iface_t, uct_md_h tl_md,
     doorbell_iface_query_limits(self->core, &self->config.limits);
     doorbell_iface_set_am_handler(self->core, uct_doorbell_iface_am_handler,
                                   self);
-    doorbell_iface_set_completion_handler(self->core,
-                                          uct_doorbell_iface_completion);
+    doorbell_iface_set_completion_handler_arg(self->core,
+                                              uct_doorbell_iface_completion,
+                                              self);
     doorbell_iface_set_error_handler(self->core, uct_doorbell_iface_qp_error,
                                      self);
     doorbell_iface_set_stats(self->core, config->stats);
@@ -709,7 +710,10 @@ static UCS_CLASS_INIT_FUNC(uct_doorbell_iface_t, uct_md_h tl_md,
     ucs_list_head_init(&self->ep_list);
     ucs_queue_head_init(&self->deferred);
 
-    self->timer_id = -1;
+    self->in_background  = 0;
+    self->timer_id       = -1;
+    self->progress_count = 0;
+    self->progress_seen  = 0;
     if (config->async_interval > 0) {
         status = ucs_async_add_timer(self->async->mode,
                                      ucs_time_from_sec(config->async_interval),

@@ -4,9 +4,7 @@
 
 namespace doorbell::udp {
 
-namespace {
-
-ParseStatus check(const WireHeader &h, size_t payload_len)
+ParseStatus check_header(const WireHeader &h, size_t payload_len)
 {
     if (h.magic != kMagic || h.version != kVersion) {
         return ParseStatus::kForeign;
@@ -75,8 +73,6 @@ ParseStatus check(const WireHeader &h, size_t payload_len)
     return ParseStatus::kOk;
 }
 
-} // namespace
-
 ParseResult parse(const uint8_t *bytes, size_t len)
 {
     ParseResult r{};
@@ -85,7 +81,7 @@ ParseResult parse(const uint8_t *bytes, size_t len)
         return r;
     }
     std::memcpy(&r.header, bytes, sizeof(WireHeader));
-    r.status = check(r.header, len - sizeof(WireHeader));
+    r.status = check_header(r.header, len - sizeof(WireHeader));
     if (r.status == ParseStatus::kOk) {
         r.payload = bytes + sizeof(WireHeader);
     }

@@ -29,6 +29,10 @@ struct ParseResult {
 /// Validates a datagram of len bytes.
 ParseResult parse(const uint8_t *bytes, size_t len);
 
+/// Validates a header read apart from its payload (a peek), for a datagram
+/// that carries payload_len bytes after it. parse() applies the same checks.
+ParseStatus check_header(const WireHeader &h, size_t payload_len);
+
 const char *parse_status_string(ParseStatus status);
 
 } // namespace doorbell::udp

@@ -243,16 +243,17 @@ doorbell_status_t UdpIface::init(const sockaddr_in &addr, uint32_t if_mtu)
         return set_error(DOORBELL_ERR_IO, "%s: epoll/timerfd failed: %s",
                          name.c_str(), strerror(errno));
     }
+    /* the socket joins the set when armed (arm): while it is in, every
+     * arriving datagram also runs the epoll callback under a lock */
     epoll_event ev{};
     ev.events  = EPOLLIN;
-    ev.data.fd = fd_;
-    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd_, &ev);
     ev.data.fd = timer_fd_;
     epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, timer_fd_, &ev);
 
     for (unsigned i = 0; i < kRxBatch; ++i) {
         rx_slots_.push_back(take_buffer());
     }
+    rearm_rx(kRxBatch);
     next_qpn_ = random_u32() | 1u;
     /* an ACK nobody asked for may wait an eighth of the first retransmit
      * timeout: well before the sender gives up on it */
@@ -431,6 +432,17 @@ void UdpIface::query_limits(doorbell_iface_limits_t &l) const
 
 doorbell_status_t UdpIface::arm()
 {
+    polls_since_arm_ = 0;
+    if (!fd_in_epoll_) {
+        epoll_event ev{};
+        ev.events  = EPOLLIN;
+        ev.data.fd = fd_;
+        if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd_, &ev) != 0) {
+            return set_error(DOORBELL_ERR_IO, "%s: epoll_ctl(ADD) failed: %s",
+                             name.c_str(), strerror(errno));
+        }
+        fd_in_epoll_ = true; /* level-triggered: data already queued wakes */
+    }
     uint64_t dummy;
     while (read(timer_fd_, &dummy, sizeof(dummy)) > 0) {
     }

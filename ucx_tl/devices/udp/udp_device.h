@@ -49,6 +49,14 @@ static constexpr uint32_t kReadPieceSegments = 16; ///< paced read piece, chunks
 static constexpr uint64_t kHostPathDelayNs = 500000;
 /// Shortest tail-loss probe timeout, ns (a probe is one header-only packet).
 static constexpr uint64_t kTlpMinNs = 1000000;
+static constexpr unsigned kEpollIdlePolls = 64; ///< progress calls without
+                                                ///< arm before the socket
+                                                ///< leaves the wake-up set
+static constexpr uint32_t kPlaceMin = 8192; ///< MTU from which read data is
+                                            ///< received in place (a peek
+                                            ///< per datagram beats a copy)
+static constexpr size_t   kLinearTx = 1024; ///< payload bytes a lone packet
+                                            ///< is copied behind its header
 static_assert(kBufSize >= kMaxDatagram + 512, "datagram fits a buffer");
 
 /// One packet a requester sent (or will send) and the peer has not ACKed.
@@ -192,12 +200,17 @@ private:
     void stage(const WireHeader &hdr, const void *a, size_t alen,
                const void *b, size_t blen, const sockaddr_in &to);
     void flush_tx();
+    struct TxSlot;
+    void send_linear(const TxSlot &s);
     void check_timer(UdpQp &qp);
     void arm_timer(UdpQp &qp);
     void retire(UdpQp &qp);
 
     /* receive */
     unsigned receive();
+    void rearm_rx(unsigned count);
+    int place_read_response();
+    int receive_batch(unsigned want);
     void handle_datagram(uint8_t *buf, size_t len, const sockaddr_in &from,
                          bool ce, size_t slot);
     void handle_response(const WireHeader &h, const uint8_t *payload,
@@ -239,6 +252,8 @@ private:
     int         fd_       = -1;
     int         epoll_fd_ = -1;
     int         timer_fd_ = -1;
+    bool        fd_in_epoll_ = false;    ///< the socket is in epoll_fd_
+    unsigned    polls_since_arm_ = 0;
     sockaddr_in local_{};
     uint32_t    mtu_      = 0;   ///< payload bytes per packet
     uint64_t    window_   = 0;   ///< unacknowledged bytes per QP
@@ -278,17 +293,27 @@ private:
     std::array<iovec, kRxBatch>            rx_iov_{};
     std::array<sockaddr_in, kRxBatch>      rx_addr_{};
     std::array<std::array<uint8_t, 64>, kRxBatch> rx_cmsg_{};
+    unsigned rx_want_ = 1; ///< datagrams the next recvmmsg asks for
+    /* READ data received in place (place_read_response) */
+    bool                  rx_place_  = false;   ///< a read waits for data
+    const uint8_t        *rx_placed_ = nullptr; ///< entry 0's payload went here
+    WireHeader            rx_placed_header_{};  ///< the header peeked for it
+    std::array<iovec, 2>  rx_place_iov_{};
 
     /* transmit staging: one sendmmsg */
     struct TxSlot {
         WireHeader  hdr;
         iovec       iov[3];
         sockaddr_in to;
+        unsigned    iovcnt; ///< leading iov entries in use
         size_t      bytes;
     };
     std::array<TxSlot, kTxBatch>      tx_{};
     unsigned                          tx_count_ = 0;
     std::array<mmsghdr, 2 * kTxBatch> tx_msgs_{};
+    /* a lone small packet leaves through sendto from one buffer: no
+     * msghdr and iovec for the kernel to copy in */
+    std::array<uint8_t, sizeof(WireHeader) + kLinearTx> tx_linear_{};
 
     std::unique_ptr<FaultInjector> faults_;
     PacingFactory                  pacing_;
