@@ -211,10 +211,6 @@ doorbell_status_t UdpIface::init(const sockaddr_in &addr, uint32_t if_mtu)
         return set_error(DOORBELL_ERR_IO, "%s: setsockopt(IP_TOS) failed: %s",
                          name.c_str(), strerror(errno));
     }
-    /* the kernel's arrival time of every datagram (SCM_TIMESTAMPNS): RTT
-     * samples then exclude the time a datagram waited for this process;
-     * without it samples fall back to the time of processing */
-    setsockopt(fd_, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof(on));
     /* large socket buffers: the window below follows what the kernel grants
      * (FORCE works with CAP_NET_ADMIN, else rmem_max caps the request) */
     int want = 16 << 20;

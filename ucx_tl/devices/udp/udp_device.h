@@ -130,6 +130,7 @@ struct UdpQp : public QpCore {
     uint64_t                 tail_probes    = 0;
     uint64_t                 tlp_at_ns      = 0; ///< tail-loss probe due; 0: none
     bool                     last_ack_req   = false; ///< the last packet asked for an ACK
+    bool                     paced          = false; ///< the pacer has limited it
     double                   min_rate       = 0; ///< lowest pacer rate seen, B/s
 };
 
@@ -223,6 +224,8 @@ private:
     uint64_t path_rtt(uint64_t ts_echo, uint32_t hold_ns) const;
     uint32_t read_charge(uint32_t len) const;
     uint32_t read_piece_max(const UdpQp &qp) const;
+    void mark_paced(UdpQp &qp);
+    void enable_rx_timestamps();
     uint64_t read_window(const UdpQp &qp) const;
     void handle_request(const WireHeader &h, uint8_t *buf,
                         const sockaddr_in &from, bool ce, size_t slot);
@@ -259,6 +262,7 @@ private:
     uint64_t    window_   = 0;   ///< unacknowledged bytes per QP
     uint64_t    now_      = 0;   ///< clock of the current progress call
     uint64_t    rx_ts_    = 0;   ///< kernel arrival of the datagram in hand
+    bool        rx_timestamps_ = false; ///< SO_TIMESTAMPNS is on
     uint32_t    next_qpn_ = 0;
     unsigned    depth_    = 0;   ///< nesting of progress (deferred frees)
     std::unordered_map<uint32_t, UdpQp *> qp_by_num_;
