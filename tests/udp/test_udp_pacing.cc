@@ -149,7 +149,7 @@ TEST(UdpPacing, ReadsAreChargedToTheRequesterInShortPieces)
     EXPECT_EQ(DOORBELL_OK, c.status);
     EXPECT_EQ(data, dest);
     const uint64_t mtu   = g_log.ctx.mtu;
-    const uint64_t piece = 16 * mtu;
+    const uint64_t piece = 4 * mtu; /* kReadPieceSegments */
     EXPECT_GE(g_log.send_bytes, len); /* every byte read was charged */
     EXPECT_GE(g_log.sends, len / piece);
     /* no request bigger than a piece and its response headers */
@@ -210,7 +210,7 @@ TEST(UdpPacing, OutstandingReadsAreBoundedByTheRate)
     ASSERT_TRUE(pair.wait([&] { return c.count == 1; }));
     EXPECT_EQ(DOORBELL_OK, c.status);
     EXPECT_EQ(data, dest);
-    const int64_t piece = 16 * int64_t(g_log.ctx.mtu);
+    const int64_t piece = 4 * int64_t(g_log.ctx.mtu); /* kReadPieceSegments */
     EXPECT_GT(g_log.max_outstanding, 0);
     /* two pieces (plus the headers charged, which no ACK counts back);
      * unbounded, all 4 MiB would be asked for at once */

@@ -40,7 +40,7 @@ static constexpr size_t   kMaxShort  = 1024; ///< put_short / am_short bytes
 static constexpr size_t   kMaxZcopy  = size_t(1) << 30; ///< put/get bytes
 static constexpr size_t   kMaxResponders = 65536; ///< peer QPs per iface
 static constexpr uint32_t kAckEvery = 32; ///< packets per ACK without ACK_REQ
-static constexpr uint32_t kReadPieceSegments = 16; ///< paced read piece, chunks
+static constexpr uint32_t kReadPieceSegments = 4; ///< paced read piece, chunks
 /// Floor of the pacer's automatic queueing-delay target, ns. The path of a
 /// software NIC runs through kernel stacks (and, on an emulated fabric,
 /// forwarding namespaces) whose scheduling adds tens to hundreds of us
