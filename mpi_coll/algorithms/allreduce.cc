@@ -30,19 +30,19 @@ Need need(const doorbell_coll_team_t &team, const doorbell_coll_tuning_t &tuning
   const int n = team.size;
   switch (p.alg) {
   case DOORBELL_COLL_ALG_RING:
-    p.pipeline = ring_pipeline(n, seg, tuning.pipeline_block);
+    p.pipeline = chunk_pipeline(n, seg, tuning.pipeline_block);
     return {ring_scratch(n, seg), ring_flags(n, p.pipeline)};
   case DOORBELL_COLL_ALG_RABENSEIFNER:
     return {rabenseifner_scratch(n, seg), rabenseifner_flags(n)};
   case DOORBELL_COLL_ALG_HIERARCHICAL:
     p.spine_ring = seg.bytes() > tuning.small_max && p.hier.spine.size() > 2;
-    p.pipeline = p.spine_ring ? ring_pipeline(p.hier.spine.size(), seg, tuning.pipeline_block) : 1;
+    p.pipeline = p.spine_ring ? chunk_pipeline(p.hier.spine.size(), seg, tuning.pipeline_block) : 1;
     return {hierarchical_scratch(p.hier, seg, p.spine_ring, p.pipeline),
             hierarchical_flags(p.hier, p.spine_ring, p.pipeline)};
   case DOORBELL_COLL_ALG_DIRECT:
     return {direct_scratch(n, seg.bytes()), direct_flags(n)};
   case DOORBELL_COLL_ALG_TWO_STEP:
-    p.pipeline = two_step_pipeline(n, seg, tuning.pipeline_block);
+    p.pipeline = chunk_pipeline(n, seg, tuning.pipeline_block);
     return {two_step_scratch(n, seg, team.peer_scratch != nullptr),
             two_step_flags(n, p.pipeline)};
   default:

@@ -17,25 +17,6 @@
 #include <cstring>
 
 namespace doorbell::coll {
-namespace {
-
-struct Span {
-  size_t start, count;
-};
-
-// Part i of `count` elements cut into `parts` (the first count % parts get
-// one more).
-Span part(size_t count, size_t parts, size_t i) {
-  size_t q = count / parts, rest = count % parts;
-  return {i * q + std::min(i, rest), q + (i < rest ? 1 : 0)};
-}
-
-size_t chunk_max_bytes(int n, const Segment &seg) {
-  return (seg.count + n - 1) / n * seg.esize;
-}
-
-}  // namespace
-
 size_t ring_scratch(int n, const Segment &seg) {
   return 2 * static_cast<size_t>(n - 1) * chunk_max_bytes(n, seg);
 }
@@ -44,7 +25,7 @@ uint32_t ring_flags(int n, int pipeline) {
   return 2 * static_cast<uint32_t>(n - 1) * static_cast<uint32_t>(pipeline);
 }
 
-int ring_pipeline(int n, const Segment &seg, size_t block) {
+int chunk_pipeline(int n, const Segment &seg, size_t block) {
   if (block == 0)
     return 1;
   size_t p = (chunk_max_bytes(n, seg) + block - 1) / block;

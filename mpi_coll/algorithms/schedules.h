@@ -94,6 +94,25 @@ inline int log2_floor(int n) {
 
 static constexpr int kMaxPipeline = 8;  ///< ring sub-blocks per chunk, at most
 
+// The chunked schedules (ring, two-step) cut the vector into n chunks and a
+// chunk into `pipeline` sub-blocks.
+struct Span {
+  size_t start, count;  ///< elements
+};
+// Part i of `count` elements cut into `parts` (the first count % parts get
+// one more).
+inline Span part(size_t count, size_t parts, size_t i) {
+  size_t q = count / parts, rest = count % parts;
+  return {i * q + (i < rest ? i : rest), q + (i < rest ? 1 : 0)};
+}
+// Bytes of the largest of n chunks.
+inline size_t chunk_max_bytes(int n, const Segment &seg) {
+  return (seg.count + n - 1) / n * seg.esize;
+}
+// Sub-blocks per chunk for a target sub-block of `block` bytes (0: no
+// pipelining), at most kMaxPipeline.
+int chunk_pipeline(int n, const Segment &seg, size_t block);
+
 // Recursive doubling: log2(n) exchanges of the whole vector (+1 before and
 // after for the ranks beyond the largest power of two).
 size_t recursive_doubling_scratch(int n, size_t bytes);
@@ -111,14 +130,12 @@ Status direct(Round &r, const Group &g, Base base, const Segment &seg);
 size_t two_step_scratch(int n, const Segment &seg, bool peers_readable);
 uint32_t two_step_flags(int n, int pipeline);
 Status two_step(Round &r, const Group &g, Base base, const Segment &seg, int pipeline);
-int two_step_pipeline(int n, const Segment &seg, size_t block);
 
 // Ring: reduce-scatter then allgather in n-1 steps each, chunks split into
 // `pipeline` sub-blocks that move on as soon as they are reduced.
 size_t ring_scratch(int n, const Segment &seg);
 uint32_t ring_flags(int n, int pipeline);
 Status ring(Round &r, const Group &g, Base base, const Segment &seg, int pipeline);
-int ring_pipeline(int n, const Segment &seg, size_t block);
 
 // Rabenseifner: recursive-halving reduce-scatter, recursive-doubling
 // allgather.

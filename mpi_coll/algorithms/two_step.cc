@@ -31,19 +31,6 @@
 namespace doorbell::coll {
 namespace {
 
-struct Span {
-  size_t start, count;
-};
-
-Span part(size_t count, size_t parts, size_t i) {
-  size_t q = count / parts, rest = count % parts;
-  return {i * q + std::min(i, rest), q + (i < rest ? 1 : 0)};
-}
-
-size_t chunk_max_bytes(int n, const Segment &seg) {
-  return (seg.count + n - 1) / n * seg.esize;
-}
-
 // Slot that `sender` uses at `receiver`.
 int slot_of(int sender, int receiver) { return sender < receiver ? sender : sender - 1; }
 
@@ -59,13 +46,6 @@ size_t two_step_scratch(int n, const Segment &seg, bool peers_readable) {
 
 uint32_t two_step_flags(int n, int pipeline) {
   return 2 * static_cast<uint32_t>(n - 1) * static_cast<uint32_t>(pipeline);
-}
-
-int two_step_pipeline(int n, const Segment &seg, size_t block) {
-  if (block == 0)
-    return 1;
-  size_t p = (chunk_max_bytes(n, seg) + block - 1) / block;
-  return static_cast<int>(std::clamp<size_t>(p, 1, kMaxPipeline));
 }
 
 Status two_step(Round &r, const Group &g, Base base, const Segment &seg, int pipeline) {
