@@ -118,12 +118,8 @@ void check(int n, const std::vector<Case> &cases, const doorbell_coll_tuning_t &
   }
 }
 
-class Schedules : public ::testing::TestWithParam<std::tuple<doorbell_coll_algorithm_t, int>> {};
-
-// Every op on every type it is defined for.
-TEST_P(Schedules, AllOpsAllTypes) {
-  auto [alg, n] = GetParam();
-  std::mt19937_64 rng(static_cast<uint64_t>(alg) * 131 + n);
+// One case per supported (type, op): a small random count, in place or not.
+std::vector<Case> every_op_and_type(doorbell_coll_algorithm_t alg, std::mt19937_64 &rng) {
   std::vector<Case> cases;
   for (int t = 0; t < DOORBELL_COLL_DT_COUNT; t++)
     for (int o = 0; o < DOORBELL_COLL_OP_COUNT; o++) {
@@ -139,6 +135,16 @@ TEST_P(Schedules, AllOpsAllTypes) {
       c.seed = rng();
       cases.push_back(c);
     }
+  return cases;
+}
+
+class Schedules : public ::testing::TestWithParam<std::tuple<doorbell_coll_algorithm_t, int>> {};
+
+// Every op on every type it is defined for.
+TEST_P(Schedules, AllOpsAllTypes) {
+  auto [alg, n] = GetParam();
+  std::mt19937_64 rng(static_cast<uint64_t>(alg) * 131 + n);
+  std::vector<Case> cases = every_op_and_type(alg, rng);
   ASSERT_GT(cases.size(), 80u);
   check(n, cases, tuning());
 }
@@ -218,21 +224,7 @@ TEST(SchedulesReadablePeers, TwoStepReadsChunksInPlace) {
                    DOORBELL_COLL_ALG_RING}) {
     for (int n : {2, 3, 4, 5, 8}) {
       std::mt19937_64 rng(static_cast<uint64_t>(alg) * 7 + n);
-      std::vector<Case> cases;
-      for (int t = 0; t < DOORBELL_COLL_DT_COUNT; t++)
-        for (int o = 0; o < DOORBELL_COLL_OP_COUNT; o++) {
-          auto dt = static_cast<doorbell_coll_dtype_t>(t);
-          auto op = static_cast<doorbell_coll_op_t>(o);
-          if (!doorbell_coll_supported(dt, op)) continue;
-          Case c;
-          c.alg = alg;
-          c.dtype = dt;
-          c.op = op;
-          c.count = rng() % 97;
-          c.in_place = rng() % 2;
-          c.seed = rng();
-          cases.push_back(c);
-        }
+      std::vector<Case> cases = every_op_and_type(alg, rng);
       check(n, cases, tuning(), kHalf, false, false, /*peers_readable=*/true);
       if (HasFatalFailure()) return;
     }
