@@ -222,7 +222,7 @@ private:
                           const uint8_t *payload, bool ce);
     uint64_t kernel_rx_time(const cmsghdr *c, int64_t rt_to_mono) const;
     uint64_t path_rtt(uint64_t ts_echo, uint32_t hold_ns) const;
-    uint32_t read_charge(uint32_t len) const;
+    uint32_t path_bytes(const TxPacket &pkt, uint32_t offset) const;
     uint32_t read_piece_max(const UdpQp &qp) const;
     void mark_paced(UdpQp &qp);
     void enable_rx_timestamps();

@@ -294,12 +294,7 @@ void UdpIface::send_packet(UdpQp &qp, const TxPacket &pkt)
     if (qp.gate) {
         /* a read request is charged what it asks for: the responses come
          * back on this path's behalf (receiver-driven reads) */
-        uint32_t charge = h.length + uint32_t(sizeof(WireHeader));
-        if (pkt.opcode == Opcode::kReadReq) {
-            charge += read_charge(pkt.length - std::min(h.msg_offset,
-                                                        pkt.length));
-        }
-        qp.gate->on_send(now_, charge);
+        qp.gate->on_send(now_, path_bytes(pkt, h.msg_offset));
     }
     if (qp.deadline_ns == 0) {
         qp.deadline_ns = now_ + qp.rto_ns;
@@ -320,10 +315,7 @@ void UdpIface::transmit(UdpQp &qp)
             continue; /* a NOP: nothing to send */
         }
         const TxPacket &pkt = qp.unacked[qp.tx_psn - qp.una];
-        uint32_t bytes = pkt.opcode == Opcode::kReadReq
-                             ? uint32_t(sizeof(WireHeader)) + read_charge(pkt.length)
-                             : pkt.length + uint32_t(sizeof(WireHeader));
-        if (qp.gate && qp.gate->next_send_ns(now_, bytes) > now_) {
+        if (qp.gate && qp.gate->next_send_ns(now_, path_bytes(pkt, 0)) > now_) {
             ++counters.paced_waits;
             ++qp.paced_waits;
             mark_paced(qp);
@@ -623,10 +615,16 @@ uint64_t UdpIface::path_rtt(uint64_t ts_echo, uint32_t hold_ns) const
     return hold_ns < elapsed ? elapsed - hold_ns : 0;
 }
 
-/// Bytes a read of len bytes brings back: its data and a header per chunk.
-uint32_t UdpIface::read_charge(uint32_t len) const
+/// Bytes a packet costs its path: its datagram, and for a read request the
+/// data (with a header per chunk) it asks back from offset on.
+uint32_t UdpIface::path_bytes(const TxPacket &pkt, uint32_t offset) const
 {
-    return len + (len + mtu_ - 1) / mtu_ * uint32_t(sizeof(WireHeader));
+    if (pkt.opcode != Opcode::kReadReq) {
+        return pkt.length + uint32_t(sizeof(WireHeader));
+    }
+    uint32_t len = pkt.length - std::min(offset, pkt.length);
+    return uint32_t(sizeof(WireHeader)) + len +
+           (len + mtu_ - 1) / mtu_ * uint32_t(sizeof(WireHeader));
 }
 
 /// Read bytes a QP may have outstanding: the window; on a paced QP at most
