@@ -52,7 +52,8 @@ typedef struct doorbell_gpu_memory_ops {
     doorbell_status_t (*alloc_shared)(void *arg, size_t bytes, void **host_p,
                                       void **device_p);
     void              (*free_shared)(void *arg, void *host);
-    /* Zeroed memory only producers touch (the reservation counter). */
+    /* Zeroed memory only producers touch (the reservation counter and the
+     * highest rung: device memory on a GPU, where its atomics are valid). */
     doorbell_status_t (*alloc_producer)(void *arg, size_t bytes, void **ptr_p);
     void              (*free_producer)(void *arg, void *ptr);
     void              *arg;

@@ -102,7 +102,7 @@ struct doorbell_gpu_queue {
     void                         *post_arg;
     doorbell_gpu_memory_ops_t     memory;
     void                         *shared_host;
-    void                         *reserve;
+    void                         *producer;   /* ring's producer words */
     doorbell_gpu_ring_t           host_ring;   /* consumer's view */
     doorbell_gpu_ring_t           device_ring; /* producers' view */
 
@@ -323,7 +323,7 @@ void engine_run(doorbell_gpu_engine *e)
 void queue_free(doorbell_gpu_queue *q)
 {
     q->memory.free_shared(q->memory.arg, q->shared_host);
-    q->memory.free_producer(q->memory.arg, q->reserve);
+    q->memory.free_producer(q->memory.arg, q->producer);
     delete q;
 }
 
@@ -492,7 +492,8 @@ doorbell_status_t doorbell_gpu_queue_create(doorbell_gpu_engine_t *engine,
     if (st != DOORBELL_OK) {
         goto err_free;
     }
-    st = q->memory.alloc_producer(q->memory.arg, sizeof(uint64_t), &q->reserve);
+    st = q->memory.alloc_producer(q->memory.arg, sizeof(doorbell_gpu_ring_producer_words_t),
+                                  &q->producer);
     if (st != DOORBELL_OK) {
         goto err_free_shared;
     }
@@ -500,10 +501,11 @@ doorbell_status_t doorbell_gpu_queue_create(doorbell_gpu_engine_t *engine,
     {
         uint32_t flags = (q->mode == DOORBELL_GPU_MODE_PROXY) ? DOORBELL_GPU_RING_PROXY :
                          mlx5 ? DOORBELL_GPU_RING_MLX5 : 0;
-        q->host_ring   = doorbell_gpu_ring_layout(q->shared_host, (uint64_t*)q->reserve,
-                                                  params->size, flags, params->timeout_ns);
-        q->device_ring = doorbell_gpu_ring_layout(shared_device, (uint64_t*)q->reserve,
-                                                  params->size, flags, params->timeout_ns);
+        auto *producer = static_cast<doorbell_gpu_ring_producer_words_t*>(q->producer);
+        q->host_ring   = doorbell_gpu_ring_layout(q->shared_host, producer, params->size,
+                                                  flags, params->timeout_ns);
+        q->device_ring = doorbell_gpu_ring_layout(shared_device, producer, params->size,
+                                                  flags, params->timeout_ns);
         if (mlx5) {
             /* the slots stay unused: the producers write the NIC's queue;
              * the ring's error word still cancels their waits */

@@ -13,17 +13,20 @@
  *   2. write     the WQE into its slot (plain stores);
  *   3. publish   seq[slot] = i + 1 with release order: a consumer that reads
  *                seq with acquire order never sees a half-written WQE;
- *   4. doorbell  fetch_max(doorbell, end) with release order (one per group
- *                or batch): the consumer polls this one word, not the ring;
+ *   4. doorbell  raise rung to end (fetch_max), then store the doorbell
+ *                word until it holds the highest rung (one per group or
+ *                batch): the consumer polls this one word, not the ring;
  *   5. complete  the engine stores completed = end of each finished batch
  *                (release); producers wait on it. Error completions set
  *                `error`, which every wait returns: no endless waits.
  *
- * Who writes which word. Atomics on host-mapped memory are atomic only among
- * the GPU's own threads unless the platform has native host atomics, so no
- * word is read-modify-written from both sides:
- *   reserve          producers fetch_add     (device memory for a GPU ring)
- *   seq[], doorbell  producers store/max     engine loads
+ * Who writes which word. A system-scoped read-modify-write of host-mapped
+ * memory is invalid unless the platform has native host atomics (x86 over
+ * PCIe has none; compute-sanitizer reports each one), so the host-mapped
+ * words are only ever loaded and stored, and every read-modify-write is on
+ * producer memory (device memory for a GPU ring):
+ *   reserve, rung    producers fetch_add/max (producer memory)
+ *   seq[], doorbell  producers store         engine loads
  *   completed, error engine stores           producers load
  *   producer_error   producers store         engine loads (set when a
  *                    producer gives up holding reserved slots: the gap can
@@ -92,19 +95,31 @@ DOORBELL_HD uint64_t fetch_add_relaxed(uint64_t *p, uint64_t v)
     return atomic_ref<uint64_t>(*p).fetch_add(v, mo::memory_order_relaxed);
 }
 
-/* Raises *p to at least v. libcu++ has fetch_max; std::atomic_ref gets it
- * only in C++26, so the host uses a compare-exchange loop. */
-DOORBELL_HD void fetch_max_release(uint64_t *p, uint64_t v)
+DOORBELL_HD uint64_t load_seq_cst(uint64_t *p)
+{
+    return atomic_ref<uint64_t>(*p).load(mo::memory_order_seq_cst);
+}
+
+DOORBELL_HD void store_seq_cst(uint64_t *p, uint64_t v)
+{
+    atomic_ref<uint64_t>(*p).store(v, mo::memory_order_seq_cst);
+}
+
+/* Raises *p to at least v and returns the value before. libcu++ has
+ * fetch_max; std::atomic_ref gets it only in C++26, so the host uses a
+ * compare-exchange loop. */
+DOORBELL_HD uint64_t fetch_max_seq_cst(uint64_t *p, uint64_t v)
 {
 #if defined(__CUDACC__)
-    atomic_ref<uint64_t>(*p).fetch_max(v, mo::memory_order_release);
+    return atomic_ref<uint64_t>(*p).fetch_max(v, mo::memory_order_seq_cst);
 #else
     atomic_ref<uint64_t> ref(*p);
     uint64_t cur = ref.load(mo::memory_order_relaxed);
     while (cur < v &&
-           !ref.compare_exchange_weak(cur, v, mo::memory_order_release,
+           !ref.compare_exchange_weak(cur, v, mo::memory_order_seq_cst,
                                       mo::memory_order_relaxed)) {
     }
+    return cur;
 #endif
 }
 
@@ -155,7 +170,9 @@ typedef struct doorbell_gpu_ring {
     uint64_t       *seq;            /* size words: seq[i & mask] == i + 1 once
                                        WQE i is written */
     uint64_t       *reserve;        /* next index to reserve */
-    uint64_t       *doorbell;       /* producer index rung (doorbell record) */
+    uint64_t       *rung;           /* highest index rung (producer memory) */
+    uint64_t       *doorbell;       /* the rung the consumer sees (doorbell
+                                       record; follows rung, stores only) */
     uint64_t       *completed;      /* every WQE below this index completed */
     int32_t        *error;          /* engine-set doorbell_status_t, 0 = OK */
     int32_t        *producer_error; /* producer-set doorbell_status_t */
@@ -166,6 +183,13 @@ typedef struct doorbell_gpu_ring {
     uint64_t        timeout_ns;     /* longest wait for space or completion */
     const struct doorbell_mlx5_qp *mlx5; /* DOORBELL_GPU_RING_MLX5: the QP */
 } doorbell_gpu_ring_t;
+
+/* Producer words: read-modify-written by producers only, so a GPU ring keeps
+ * them in device memory, where the GPU's atomics are valid. Zeroed. */
+typedef struct doorbell_gpu_ring_producer_words {
+    uint64_t reserve;
+    uint64_t rung;
+} doorbell_gpu_ring_producer_words_t;
 
 /* Shared words, each on its own cache line (producer and consumer lines
  * apart, so polling one side does not bounce the other's line). */
@@ -188,9 +212,9 @@ DOORBELL_HD uint64_t doorbell_gpu_ring_shared_bytes(uint32_t size)
 }
 
 /* Lays a ring over zeroed memory: `shared` of doorbell_gpu_ring_shared_bytes
- * bytes (64-byte aligned) and one zeroed 64-bit reserve word. */
+ * bytes (64-byte aligned) and zeroed producer words. */
 DOORBELL_HD doorbell_gpu_ring_t doorbell_gpu_ring_layout(void *shared,
-                                                         uint64_t *reserve,
+                                                         doorbell_gpu_ring_producer_words_t *producer,
                                                          uint32_t size,
                                                          uint32_t flags,
                                                          uint64_t timeout_ns)
@@ -205,7 +229,8 @@ DOORBELL_HD doorbell_gpu_ring_t doorbell_gpu_ring_layout(void *shared,
     p      += (uint64_t)size * sizeof(uint64_t);
     w       = (doorbell_gpu_ring_words_t*)p;
 
-    r.reserve        = reserve;
+    r.reserve        = &producer->reserve;
+    r.rung           = &producer->rung;
     r.doorbell       = &w->doorbell;
     r.completed      = &w->completed;
     r.error          = &w->error;
@@ -295,11 +320,29 @@ DOORBELL_HD void doorbell_gpu_ring_write(const doorbell_gpu_ring_t &r, uint64_t 
 }
 
 /* Rings the doorbell: every index below end is written (by this group or
- * an earlier one; the consumer stops at a slot not yet published). */
+ * an earlier one; the consumer stops at a slot not yet published).
+ * The doorbell word is host-mapped, so it is stored, never max'ed: rung
+ * takes the max, and whoever raised it stores the doorbell, then reads rung
+ * again and stores once more if another producer raised it meanwhile. With
+ * every step seq_cst, the last store to the doorbell holds the highest rung:
+ * if a lower store landed last, its producer's re-read follows the higher
+ * raise and stores that. The doorbell may step back for a moment (a late
+ * lower store); the consumer re-reads it each pass and loses nothing. */
 DOORBELL_HD void doorbell_gpu_ring_doorbell(const doorbell_gpu_ring_t &r, uint64_t end)
 {
-    if (!(r.flags & DOORBELL_GPU_RING_PROXY)) {
-        doorbell_gpu_port::fetch_max_release(r.doorbell, end);
+    if (r.flags & DOORBELL_GPU_RING_PROXY) {
+        return;
+    }
+    if (doorbell_gpu_port::fetch_max_seq_cst(r.rung, end) >= end) {
+        return; /* a later group raised it and publishes at least end */
+    }
+    for (uint64_t v = end;;) {
+        doorbell_gpu_port::store_seq_cst(r.doorbell, v);
+        uint64_t m = doorbell_gpu_port::load_seq_cst(r.rung);
+        if (m <= v) {
+            return;
+        }
+        v = m;
     }
 }
 

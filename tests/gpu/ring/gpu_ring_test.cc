@@ -30,7 +30,7 @@ class HostRing {
     {
         shared_ = std::aligned_alloc(64, (doorbell_gpu_ring_shared_bytes(size) + 63) & ~63ull);
         std::memset(shared_, 0, doorbell_gpu_ring_shared_bytes(size));
-        ring_ = doorbell_gpu_ring_layout(shared_, &reserve_, size, flags, timeout_ns);
+        ring_ = doorbell_gpu_ring_layout(shared_, &producer_, size, flags, timeout_ns);
     }
     ~HostRing() { std::free(shared_); }
     HostRing(const HostRing&) = delete;
@@ -40,7 +40,7 @@ class HostRing {
 
   private:
     void               *shared_;
-    alignas(64) uint64_t reserve_ = 0;
+    alignas(64) doorbell_gpu_ring_producer_words_t producer_ = {};
     doorbell_gpu_ring_t ring_;
 };
 
@@ -283,4 +283,36 @@ TEST(gpu_ring, many_producers_wrap_around_exactly_once_in_order)
     }
     EXPECT_EQ(kTotal, *r.reserve);
     EXPECT_EQ(kTotal, *r.doorbell);
+}
+
+/* The doorbell word is only stored to (host-mapped memory takes no atomics
+ * from the GPU), yet producers ringing out of order must leave it at the
+ * highest end rung. A plain "store my end" fails this in the first round;
+ * the corrective re-read after a late lower store closes a window too narrow
+ * to hit reliably on a CPU (the argument is in doorbell_gpu_ring_doorbell). */
+TEST(gpu_ring, concurrent_doorbells_leave_the_highest_rung)
+{
+    constexpr uint32_t kProducers = 4, kRounds = 2000;
+
+    for (uint32_t round = 0; round < kRounds; ++round) {
+        HostRing h(8);
+        std::atomic<uint32_t> ready{0};
+        std::vector<std::thread> threads;
+        for (uint32_t t = 0; t < kProducers; ++t) {
+            threads.emplace_back([&, t] {
+                ready.fetch_add(1);
+                while (ready.load() < kProducers) {
+                    std::this_thread::yield();
+                }
+                /* interleaved ends: every producer rings below and above the others */
+                for (uint64_t end = t + 1; end <= 4 * kProducers; end += kProducers) {
+                    doorbell_gpu_ring_doorbell(h.ring(), end);
+                }
+            });
+        }
+        for (auto &th : threads) {
+            th.join();
+        }
+        ASSERT_EQ(uint64_t(4 * kProducers), *h.ring().doorbell) << "round " << round;
+    }
 }
