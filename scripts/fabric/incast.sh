@@ -4,7 +4,9 @@
 # Three senders (h1, h2, h3 under leaf 1) stream to one receiver (h4 under
 # leaf 2) through a single spine; the leaf-1 uplink (200 Mb/s, 64 KiB buffer,
 # ECN K 20 KiB) is the bottleneck. Each sender is a ucx_perftest UCP tag_bw
-# client of its own server on h4. Modes:
+# client of its own server on h4, waiting on the worker's wake-up fd
+# (`-I -E sleep`): six polling processes on two cores would take the CPU
+# from the very senders the pacer schedules. Modes:
 #   ibrc   doorbell transport, UCX_DOORBELL_CC=ibrc (closed-loop pacing)
 #   dcqcn, timely  doorbell transport with the other built-in controllers
 #   none   doorbell transport, UCX_DOORBELL_CC=none (unpaced)
@@ -107,7 +109,7 @@ run_mode() {   # mode -> writes $out/<mode>.* and a line to $out/modes.txt
   for s in 1 2 3; do
     port=$((13500 + s))
     "${F[@]}" exec h4 -- env "${env_extra[@]}" UCX_NET_DEVICES=fab0 \
-      timeout "$limit" ucx_perftest -p "$port" > "$out/$mode.server$s.txt" 2>&1 &
+      timeout "$limit" ucx_perftest -p "$port" -I -E sleep > "$out/$mode.server$s.txt" 2>&1 &
     pids+=($!)
   done
   # Servers listen before clients connect: wait for their ports (bounded).
@@ -122,7 +124,7 @@ run_mode() {   # mode -> writes $out/<mode>.* and a line to $out/modes.txt
   local cpids=()
   for s in 1 2 3; do
     "${F[@]}" exec "h$s" -- env "${env_extra[@]}" UCX_NET_DEVICES=fab0 \
-      timeout "$limit" ucx_perftest "$receiver" -p $((13500 + s)) -t tag_bw -s "$msg" -n "$iters" -w 2 -f \
+      timeout "$limit" ucx_perftest "$receiver" -p $((13500 + s)) -t tag_bw -s "$msg" -n "$iters" -w 2 -f -I -E sleep \
       > "$out/$mode.client$s.txt" 2>&1 &
     cpids+=($!)
   done

@@ -5,6 +5,8 @@
 #include "devices/udp/pacing_gate.h"
 #include "core/clock.h"
 
+#include <poll.h>
+
 using namespace doorbell::test;
 using namespace doorbell::udp;
 
@@ -25,12 +27,16 @@ struct FakeGate : PacingGate {
         int64_t  outstanding = 0; ///< bytes charged and not yet acknowledged
         int64_t  max_outstanding = 0;
         double   rate_Bps    = 1e9; ///< what rate() says
+        uint64_t release_ns  = 0;   ///< nonzero: closed until then (ns, now_ns clock)
         int      gates       = 0;
         PacingContext ctx;
     };
     explicit FakeGate(Log &log) : log_(log) {}
     uint64_t next_send_ns(uint64_t now, uint32_t) override
     {
+        if (log_.release_ns != 0) {
+            return std::max(now, log_.release_ns);
+        }
         return log_.open ? now : now + 1000000000ull;
     }
     void on_send(uint64_t, uint32_t bytes) override
@@ -103,6 +109,36 @@ TEST(UdpPacing, GateHoldsPacketsAndIsFedByAcks)
     EXPECT_GE(g_log.sends, 17u); /* 1 MiB in <= 65000-byte packets */
     EXPECT_GE(g_log.acked_bytes, size_t(1) << 20);
     EXPECT_GT(g_log.rtt_samples, 0u);
+}
+
+/* A sender that waits on the event fd while the pacer holds its packets
+ * sleeps until the pacer's departure time (a timer), instead of being told
+ * "busy" and spinning: on a shared core the spin takes the CPU from the very
+ * peers it waits for. */
+TEST(UdpPacing, ArmSleepsUntilThePacerReleases)
+{
+    doorbell_iface_params_t p = gated(lo_params(), false);
+    LoopbackPair pair(p, p);
+    Region target(pair.pd, 4096, DOORBELL_ACCESS_REMOTE_WRITE);
+    auto data = pattern(4096, 5);
+    iovec iov{data.data(), data.size()};
+    Completion c;
+    g_log.release_ns = doorbell::now_ns() + 3600ull * 1000000000ull; /* far away */
+    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_put_zcopy(pair.qa, &iov, 1,
+                                                         target.addr(),
+                                                         target.rkey, &c));
+    pair.progress();
+    ASSERT_EQ(0u, pair.counters(pair.a).tx_packets); /* held by the pacer */
+
+    pollfd pfd{doorbell_iface_event_fd(pair.a), POLLIN, 0};
+    ASSERT_EQ(DOORBELL_OK, doorbell_iface_arm(pair.a)) << "paced: may sleep";
+    EXPECT_EQ(0, poll(&pfd, 1, 0)) << "nothing is due before the release";
+
+    g_log.release_ns = doorbell::now_ns() + 1000000; /* 1 ms */
+    ASSERT_EQ(DOORBELL_OK, doorbell_iface_arm(pair.a));
+    ASSERT_EQ(1, poll(&pfd, 1, 10000)) << "the release time wakes the sender";
+    ASSERT_TRUE(pair.wait([&] { return c.count == 1; }));
+    EXPECT_EQ(data, target.bytes);
 }
 
 TEST(UdpPacing, GateHearsCeAndLoss)

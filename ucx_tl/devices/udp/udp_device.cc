@@ -448,15 +448,39 @@ doorbell_status_t UdpIface::arm()
             deadline = r->ack_deadline;
         }
     }
+    const uint64_t now = now_ns();
+    auto wake_at = [&deadline](uint64_t at) {
+        if (at != 0 && (deadline == 0 || at < deadline)) {
+            deadline = at;
+        }
+    };
     for (QpCore *core : qps) {
         auto *qp = static_cast<UdpQp *>(core);
-        if (!qp->cq.empty() || qp->in_error() || qp->ring.unrung() != 0 ||
-            qp->tx_psn != qp->next_psn) {
+        if (!qp->cq.empty() || qp->in_error() || qp->ring.unrung() != 0) {
             return DOORBELL_ERR_NO_RESOURCE;
         }
-        uint64_t d = std::max(qp->deadline_ns, qp->hold_until_ns);
-        if (d != 0 && (deadline == 0 || d < deadline)) {
-            deadline = d;
+        if (qp->tx_psn != qp->next_psn) {
+            /* Packets cut but not sent: sleep only if the pacer holds them
+             * (a paced sender then sleeps until its departure time instead
+             * of spinning; on a shared core the spin starves the others). */
+            if (now < qp->hold_until_ns) {
+                wake_at(qp->hold_until_ns);
+            } else {
+                const TxPacket &pkt = qp->unacked[qp->tx_psn - qp->una];
+                uint64_t at =
+                    qp->gate ? qp->gate->next_send_ns(now, path_bytes(pkt, 0)) : 0;
+                if (at <= now) {
+                    return DOORBELL_ERR_NO_RESOURCE;
+                }
+                wake_at(at);
+            }
+        }
+        wake_at(std::max(qp->deadline_ns, qp->hold_until_ns));
+        if (qp->deadline_ns != 0 && qp->tlp_at_ns != 0 && qp->tlp_at_ns < qp->deadline_ns) {
+            if (qp->tlp_at_ns <= now) {
+                return DOORBELL_ERR_NO_RESOURCE; /* a tail-loss probe is due */
+            }
+            wake_at(qp->tlp_at_ns);
         }
     }
     pollfd pfd{fd_, POLLIN, 0};
