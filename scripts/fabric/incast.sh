@@ -73,11 +73,14 @@ mapfile -t hosts < <("${F[@]}" hosts)
 receiver=${hosts[3]}
 rate_bps=$(awk '/^SPINE_BPS=/{split($0,a,"="); print a[2]}' "/run/doorbell-fabric/$name/config")
 
-port_counters() {   # "drop marked" of the bottleneck port (leaf 1 -> spine 1)
+port_counters() {   # "drop marked sent_bytes" of the bottleneck port (leaf 1 -> spine 1)
   "${F[@]}" status 2>/dev/null | awk -v ns="$name-l1" '$1 == ns && $2 == "s1" {
-    d = 0; m = 0
-    for (i = 1; i <= NF; i++) { if ($i ~ /^drop=/) d = substr($i, 6); if ($i ~ /^marked=/) m = substr($i, 8) }
-    print d, m }'
+    d = 0; m = 0; b = 0
+    for (i = 1; i <= NF; i++) {
+      if ($i ~ /^drop=/) d = substr($i, 6); if ($i ~ /^marked=/) m = substr($i, 8)
+      if ($i ~ /^[0-9]+B$/) b = substr($i, 1, length($i) - 1)
+    }
+    print d, m, b }'
 }
 
 tcp_counters() {   # "OutSegs RetransSegs" summed over the senders (kernel TCP)
@@ -98,12 +101,12 @@ run_mode() {   # mode -> writes $out/<mode>.* and a line to $out/modes.txt
         echo "$mode not_built" >> "$out/modes.txt"
         return
       fi
-      env_extra=(LD_PRELOAD="$transport" UCX_TLS=doorbell,self UCX_DOORBELL_CC="$mode" UCX_DOORBELL_STATS=y) ;;
+      env_extra=(LD_PRELOAD="$transport" UCX_TLS=doorbell,self UCX_DOORBELL_CC="$mode" UCX_DOORBELL_STATS=y ${INCAST_ENV:-}) ;;
     tcp) env_extra=(UCX_TLS=tcp,self) ;;
     *) die "unknown mode '$mode' (ibrc, dcqcn, timely, none, tcp)" ;;
   esac
   log "$mode: 3 senders x $mib MiB in $msg-byte messages -> $receiver"
-  read -r drop0 mark0 < <(port_counters)
+  read -r drop0 mark0 sent0 < <(port_counters)
   read -r segs0 retr0 < <(tcp_counters)
   local pids=() s port
   for s in 1 2 3; do
@@ -134,10 +137,10 @@ run_mode() {   # mode -> writes $out/<mode>.* and a line to $out/modes.txt
   kill -INT "$ping_pid" 2>/dev/null || true
   wait "$ping_pid" 2>/dev/null || true
   for p in "${pids[@]}"; do wait "$p" || ok=0; done
-  read -r drop1 mark1 < <(port_counters)
+  read -r drop1 mark1 sent1 < <(port_counters)
   read -r segs1 retr1 < <(tcp_counters)
   echo "$mode ran ok=$ok seconds=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }') bytes=$((3 * iters * msg))" \
-    "port_drops=$((drop1 - drop0)) port_marks=$((mark1 - mark0)) tcp_segs=$((segs1 - segs0)) tcp_retrans=$((retr1 - retr0))" >> "$out/modes.txt"
+    "port_drops=$((drop1 - drop0)) port_marks=$((mark1 - mark0)) port_bytes=$((sent1 - sent0)) tcp_segs=$((segs1 - segs0)) tcp_retrans=$((retr1 - retr0))" >> "$out/modes.txt"
   ((ok)) || log "$mode: a sender or receiver failed (see $out/$mode.*.txt)"
 }
 

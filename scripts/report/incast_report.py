@@ -103,6 +103,9 @@ def main():
                 r["client_sum_mbps"] = mbs * 8 * 1.048576 if mbs is not None else None  # MiB/s -> Mb/s
                 r["port_drops"] = int(kv["port_drops"])
                 r["port_marks"] = int(kv["port_marks"])
+                # what the bottleneck port sent (frames: headers, retransmits
+                # and probes included) over the same wall time
+                r["link_busy"] = int(kv["port_bytes"]) * 8 / secs / bps if "port_bytes" in kv else None
                 rt = rtts(os.path.join(out, mode + ".ping.txt"))
                 r["rtt_p50_us"], r["rtt_p99_us"], r["rtt_samples"] = percentile(rt, 50), percentile(rt, 99), len(rt)
                 if mode == "tcp":
@@ -123,16 +126,18 @@ def main():
     def f(v, fmt):
         return fmt % v if v is not None else "—"
 
-    head = ["mode", "goodput (Mb/s)", "of bottleneck", "retransmit %", "CE marks (stats)",
+    head = ["mode", "goodput (Mb/s)", "of bottleneck", "link busy", "retransmit %", "CE marks (stats)",
             "marks at port", "drops at port", "RTT p50 (us)", "RTT p99 (us)"]
     lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
     for r in rows:
         if r["state"] != "ran":
-            lines.append("| %s | not built | | | | | | | |" % r["mode"])
+            lines.append("| %s | not built | | | | | | | | |" % r["mode"])
             continue
-        lines.append("| %s%s | %s | %s | %s | %s | %d | %d | %s | %s |" % (
+        lines.append("| %s%s | %s | %s | %s | %s | %s | %d | %d | %s | %s |" % (
             r["mode"], "" if r["ok"] else " (failed)", f(r["goodput_mbps"], "%.1f"),
-            f(100 * r["bottleneck_share"], "%.0f %%"), f(r["retransmit_pct"], "%.2f"),
+            f(100 * r["bottleneck_share"], "%.0f %%"),
+            f(100 * r["link_busy"] if r["link_busy"] is not None else None, "%.0f %%"),
+            f(r["retransmit_pct"], "%.2f"),
             f(r["ce_marks"], "%d"), r["port_marks"], r["port_drops"],
             f(r["rtt_p50_us"], "%.0f"), f(r["rtt_p99_us"], "%.0f")))
     table = "\n".join(lines) + "\n"
@@ -141,6 +146,8 @@ def main():
         fo.write("# Incast 3 -> 1 across the spine (bottleneck %.0f Mb/s)\n\n" % (bps / 1e6))
         fo.write(table)
         fo.write("\nGoodput: bytes delivered / wall time of the slowest sender (includes connection set-up). "
+                 "Link busy: bytes the bottleneck port sent (Ethernet frames: headers, retransmits, probes) "
+                 "over the same time. "
                  "RTT: 200-Hz ping probes h1 -> h4 through the bottleneck queue. Retransmit %%: doorbell "
                  "counters (UCX_DOORBELL_STATS=y) for the doorbell modes, kernel TCP counters for tcp.\n")
     if jpath:

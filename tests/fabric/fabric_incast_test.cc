@@ -1,12 +1,12 @@
 // The pacing experiment (scripts/fabric/incast.sh): three senders into one
 // receiver across the spine, shallow buffer. With UCX_DOORBELL_CC=ibrc the
 // doorbell transport must retransmit at most a tenth of what the unpaced
-// (none) transport retransmits. The utilization goal (90 % of the
-// bottleneck) is NOT asserted, and neither is goodput against unpaced (it
-// swings from run to run on two shared cores): on this emulated fabric IBRC
-// holds 5-11 % of the bottleneck; incast.sh reports the share,
-// docs/fabric.md the numbers. Skipped with the reason until the transport is
-// installed.
+// (none) transport retransmits, deliver at least twice its goodput, and keep
+// at least 80 % of the bottleneck's rate busy with first transmissions.
+// The 90 % goal is not asserted: these short runs (8 MiB per sender, start-up
+// included) on two shared cores measured 87-91 % of the link busy; the
+// longer runs of incast.sh and docs/fabric.md give 88-94 %. Skipped with the
+// reason until the transport is installed.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -20,7 +20,7 @@ namespace {
 const std::string kInstall = DOORBELL_INSTALL_PREFIX;
 const std::string kTransport = kInstall + "/lib/ucx/libuct_doorbell.so";
 
-TEST(FabricIncast, IbrcRetransmitsATenthOfUnpaced) {
+TEST(FabricIncast, IbrcKeepsTheBottleneckBusyWithATenthOfTheUnpacedRetransmits) {
   if (std::string why = cannot_build_fabric(); !why.empty()) GTEST_SKIP() << why;
   if (run("command -v ucx_perftest").rc != 0) GTEST_SKIP() << "ucx_perftest (ucx-utils) is not installed";
   if (!std::filesystem::exists(kTransport)) GTEST_SKIP() << "doorbell transport not built: " << kTransport << " is absent";
@@ -41,12 +41,12 @@ TEST(FabricIncast, IbrcRetransmitsATenthOfUnpaced) {
 
   auto v = run("python3 -c 'import json,sys; m={x[\"mode\"]: x for x in json.load(open(sys.argv[1]))[\"modes\"]};"
                " print(int(m[\"ibrc\"][\"ok\"]), int(m[\"none\"][\"ok\"]), m[\"ibrc\"][\"bottleneck_share\"], m[\"none\"][\"bottleneck_share\"],"
-               " m[\"ibrc\"][\"retransmit_pct\"], m[\"none\"][\"retransmit_pct\"])' " + json);
+               " m[\"ibrc\"][\"retransmit_pct\"], m[\"none\"][\"retransmit_pct\"], m[\"ibrc\"][\"link_busy\"])' " + json);
   ASSERT_EQ(v.rc, 0) << v.out << r.out;
   std::istringstream in(v.out);
   int ibrc_ok = 0, none_ok = 0;
-  std::string share_s, none_share_s, ibrc_rt_s, none_rt_s;
-  in >> ibrc_ok >> none_ok >> share_s >> none_share_s >> ibrc_rt_s >> none_rt_s;
+  std::string share_s, none_share_s, ibrc_rt_s, none_rt_s, busy_s;
+  in >> ibrc_ok >> none_ok >> share_s >> none_share_s >> ibrc_rt_s >> none_rt_s >> busy_s;
   ASSERT_TRUE(ibrc_ok && none_ok) << r.out;
   ASSERT_NE(ibrc_rt_s, "None") << "no retransmit counters in the UCX_DOORBELL_STATS dump\n" << r.out;
   ASSERT_NE(none_rt_s, "None") << "no retransmit counters in the UCX_DOORBELL_STATS dump\n" << r.out;
@@ -56,6 +56,9 @@ TEST(FabricIncast, IbrcRetransmitsATenthOfUnpaced) {
   EXPECT_GT(none_share, 0) << r.out;
   EXPECT_GT(none_rt, 0) << "the unpaced run saw no retransmits: no congestion to compare\n" << r.out;
   EXPECT_LE(ibrc_rt, none_rt / 10) << r.out;
+  EXPECT_GE(share, 2 * none_share) << r.out;
+  ASSERT_NE(busy_s, "None") << "no bottleneck port counters\n" << r.out;
+  EXPECT_GE(std::stod(busy_s) * (1 - ibrc_rt / 100), 0.80) << r.out;
 }
 
 }  // namespace

@@ -182,16 +182,61 @@ TEST(IbrcLaw, CeBurstCutsOncePerRtt) {
   f.run(400000);
   double before = p.rate();
   // Three RTTs of marks, one ACK per us: at most one cut per loop time
-  // (~6 us), each by kIbrcCeBeta, not one per ACK.
+  // (~6 us), each by the default ce_beta, not one per ACK.
   f.ce_burst = true;
   f.run(15000);
   f.ce_burst = false;
   double after = p.rate();
   EXPECT_LT(after, before * 0.6);
-  EXPECT_GT(after, before * std::pow(1 - kIbrcCeBeta, 4) * 0.99);
+  EXPECT_GT(after, before * std::pow(1 - Config{}.ce_beta, 4) * 0.99);
   // And it recovers.
   f.run(1000000);
   EXPECT_GT(p.rate(), 0.9 * kC);
+}
+
+// A host path's settings (the UDP device's): a short burst of marks after a
+// long clean stretch moves the smoothed estimate little, so it cuts a little;
+// marks that persist raise it toward 1 and the rate falls far; it recovers.
+TEST(IbrcLaw, SmoothedMarksCutLittleForABurstAndFarWhenTheyPersist) {
+  Fluid f;
+  Config c = ibrc();
+  c.ce_gain = 1.0 / 16;
+  c.ce_beta = 0.25;
+  Pacer &p = f.add(c);
+  f.run(400000);
+  double before = p.rate();
+  f.ce_burst = true;
+  f.run(15000);  // three RTTs
+  f.ce_burst = false;
+  EXPECT_LT(p.rate(), before);
+  EXPECT_GT(p.rate(), before * 0.8) << "the default law cuts this burst to below 0.6";
+  f.run(400000);
+  before = p.rate();
+  f.ce_burst = true;
+  f.run(300000);
+  f.ce_burst = false;
+  EXPECT_LT(p.rate(), before * 0.1);
+  f.run(1000000);
+  EXPECT_GT(p.rate(), 0.9 * kC);
+}
+
+// The probe's additive floor: from the bottom of its range a flow on an
+// empty queue gains at least probe_step of the ceiling per loop time, where
+// the multiplicative probe alone gains a few per cent of its own rate.
+TEST(IbrcLaw, ProbeFloorAddsTheSameStepToEveryFlow) {
+  auto climb = [](double probe_step) {
+    Config c = ibrc();
+    c.init_rate_Bps = kC / 1000;
+    c.probe_step = probe_step;
+    auto p = make_pacer(c, nullptr);
+    uint64_t t = 0;
+    for (; t < 200000; t += 1000)  // empty queue: every sample at the base RTT
+      p->on_ack(t, 4096, 0, kBase);
+    return p->rate();
+  };
+  double plain = climb(0), floored = climb(1.0 / 512);
+  EXPECT_GT(floored, plain * 2);
+  EXPECT_GT(floored, kC / 1000 + 30 * kC / 512) << "at least one step per loop time (~6 us)";
 }
 
 TEST(IbrcLaw, LossCutsOncePerRtt) {

@@ -70,6 +70,21 @@ TEST(PacerConfig, FactoryRejectsBadValues) {
   c.mtu_bytes = 10;
   EXPECT_EQ(make_pacer(c, &err), nullptr);
   EXPECT_NE(err.find("segment"), std::string::npos);
+
+  c = base_config(Policy::kIbrc);
+  c.ce_gain = 0;
+  EXPECT_EQ(make_pacer(c, &err), nullptr);
+  EXPECT_NE(err.find("CE estimate"), std::string::npos);
+
+  c = base_config(Policy::kIbrc);
+  c.ce_beta = 1;
+  EXPECT_EQ(make_pacer(c, &err), nullptr);
+  EXPECT_NE(err.find("CE cut"), std::string::npos);
+
+  c = base_config(Policy::kIbrc);
+  c.probe_step = -0.1;
+  EXPECT_EQ(make_pacer(c, &err), nullptr);
+  EXPECT_NE(err.find("probe step"), std::string::npos);
 }
 
 TEST(PacerConfig, ResolvesAutoValues) {

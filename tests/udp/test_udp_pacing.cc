@@ -3,6 +3,7 @@
 
 #include "devices/udp/fault_injector.h"
 #include "devices/udp/pacing_gate.h"
+#include "devices/udp/udp_device.h"
 #include "core/clock.h"
 
 #include <poll.h>
@@ -90,6 +91,11 @@ TEST(UdpPacing, GateHoldsPacketsAndIsFedByAcks)
     EXPECT_EQ(2, g_log.gates); /* one per QP */
     EXPECT_EQ("lo", g_log.ctx.device);
     EXPECT_EQ("test-gate", g_log.ctx.policy);
+    /* a host path's settings around the law reach the gate */
+    EXPECT_EQ(kHostPathDelayNs, g_log.ctx.target_floor_ns);
+    EXPECT_EQ(kHostCeGain, g_log.ctx.ce_gain);
+    EXPECT_EQ(kHostCeBeta, g_log.ctx.ce_beta);
+    EXPECT_EQ(kHostProbeStep, g_log.ctx.probe_step);
 
     Region target(pair.pd, 1 << 20, DOORBELL_ACCESS_REMOTE_WRITE);
     auto data = pattern(1 << 20, 2);
@@ -251,38 +257,6 @@ TEST(UdpPacing, OutstandingReadsAreBoundedByTheRate)
     /* two pieces (plus the headers charged, which no ACK counts back);
      * unbounded, all 4 MiB would be asked for at once */
     EXPECT_LE(g_log.max_outstanding, 2 * piece + (32 << 10));
-}
-
-/* Kernel arrival times cost a fifth of an 8-byte round trip: an iface takes
- * them only once a QP's pacer limits it, and the peer (asked by the paced
- * QP's packets) only then times its hold from them. */
-TEST(UdpPacing, KernelTimestampsOnlyOncePaced)
-{
-    doorbell_iface_params_t p = gated(lo_params(), true);
-    LoopbackPair pair(p, p);
-    Region target(pair.pd, 8, DOORBELL_ACCESS_REMOTE_WRITE);
-    uint64_t v = 1;
-    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(),
-                                                 target.rkey));
-    ASSERT_EQ(DOORBELL_OK, pair.flush(pair.qa));
-    EXPECT_EQ(0u, pair.counters(pair.a).rx_timestamped);
-    EXPECT_EQ(0u, pair.counters(pair.b).rx_timestamped);
-
-    g_log.open = false; /* the pacer holds the next put: the QP is paced */
-    v          = 2;
-    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(),
-                                                 target.rkey));
-    doorbell_iface_progress(pair.a);
-    EXPECT_GT(pair.counters(pair.a).paced_waits, 0u);
-    g_log.open = true;
-    ASSERT_EQ(DOORBELL_OK, pair.flush(pair.qa));
-    v = 3;
-    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(),
-                                                 target.rkey));
-    ASSERT_EQ(DOORBELL_OK, pair.flush(pair.qa));
-    EXPECT_EQ(v, *reinterpret_cast<uint64_t *>(target.bytes.data()));
-    EXPECT_GT(pair.counters(pair.a).rx_timestamped, 0u); /* its ACKs */
-    EXPECT_GT(pair.counters(pair.b).rx_timestamped, 0u); /* the paced puts */
 }
 
 TEST(UdpPacing, UnknownPolicyMeansUnpaced)

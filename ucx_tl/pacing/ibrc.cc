@@ -94,6 +94,10 @@ void Ibrc::update(uint64_t now_ns) {
   last_update_ns_ = now_ns;
 
   double ce_frac = win_acked_ ? double(win_ce_) / win_acked_ : (win_ce_ ? 1 : 0);
+  // DCTCP's estimator (with ce_gain 1: this loop time's fraction alone). On
+  // a slow flow a loop time holds a handful of packets, so one burst marks
+  // all of them; the estimate keeps a burst from reading as a full window.
+  alpha_ = (1 - params_.ce_gain) * alpha_ + params_.ce_gain * std::min(1.0, ce_frac);
   bool have_delay = n_delay_ > 0;
   double delay = have_delay ? sum_delay_ns_ / n_delay_ : 0;
   sum_delay_ns_ = 0;
@@ -101,7 +105,7 @@ void Ibrc::update(uint64_t now_ns) {
   win_acked_ = win_ce_ = 0;
 
   if (ce_frac > 0) {
-    cut(now_ns, 1 - kIbrcCeBeta * std::min(1.0, ce_frac));
+    cut(now_ns, 1 - params_.ce_beta * alpha_);
     return;
   }
   if (!have_delay)
@@ -122,13 +126,23 @@ void Ibrc::update(uint64_t now_ns) {
   double err = (delay - own_target) / (T * 1e9);
   // An empty queue says only "below target": probe as if well below.
   double err_i = err;
-  if (delay < kIbrcEmptyFraction * params_.target_ns)
+  bool empty = delay < kIbrcEmptyFraction * params_.target_ns;
+  if (empty)
     err_i = std::min(err, -kIbrcProbeError);
   double step = -a * err_i * dt / T;
   if (have_prev_)
     step -= p * (err - prev_err_);
   step = std::clamp(step, -kIbrcMaxStep, kIbrcMaxStep);
+  double before = rate_;
   rate_ *= 1 + step;
+  if (empty && params_.probe_step > 0) {
+    // The multiplicative probe keeps rate ratios; an additive floor gives
+    // every flow the same step, so a small flow catches up with a large one
+    // (additive increase, multiplicative decrease). Scaled with the gain, as
+    // a user gain scales the whole controller.
+    double add = params_.probe_step * params_.max_rate_Bps * (a / design_.a) * dt / T;
+    rate_ = std::max(rate_, before + add);
+  }
   prev_err_ = err;
   have_prev_ = true;
   clamp();

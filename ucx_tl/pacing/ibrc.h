@@ -1,5 +1,6 @@
 // IBRC: integral control of the measured queueing delay toward a target, with
-// a multiplicative cut on ECN marks and loss. docs/pacing.md derives the gain.
+// a multiplicative cut on ECN marks (by an estimate of the marked fraction)
+// and loss. docs/pacing.md derives the gain.
 //
 // Plant: the bottleneck queue integrates the excess rate, q' = sum(r_i) - C,
 // and is observed one RTT later through the RTT samples (queueing delay
@@ -31,7 +32,6 @@ static constexpr double kIbrcProbeError = 4;          ///< empty queue counts as
 static constexpr double kIbrcEmptyFraction = 0.25;    ///< queue "empty" below 1/4 of the target
 static constexpr double kIbrcFairness = 2;            ///< own target = target (1 + f log(max/r) / log(max/min))
 static constexpr double kIbrcInitFraction = 1.0 / 16; ///< first rate, of the ceiling
-static constexpr double kIbrcCeBeta = 0.5;            ///< cut r *= 1 - beta * (CE fraction), once per RTT
 static constexpr double kIbrcLossBeta = 0.5;          ///< cut on loss, once per RTT
 static constexpr double kIbrcMaxStep = 0.5;           ///< one update changes the rate by at most 50 %
 static constexpr uint32_t kIbrcIdleLoops = 4;         ///< idle this many loop times: restart low
@@ -58,6 +58,9 @@ struct IbrcParams {
   double init_rate_Bps;
   uint64_t target_ns;
   double gain; ///< 1/s, 0 = derived
+  double ce_gain = 1;     ///< alpha <- (1 - g) alpha + g * (CE fraction of a loop time)
+  double ce_beta = 0.5;   ///< a marked loop time cuts r *= 1 - ce_beta * alpha
+  double probe_step = 0;  ///< empty-queue probe: at least this of the ceiling per loop time
 };
 
 class Ibrc {
@@ -89,6 +92,7 @@ class Ibrc {
   uint32_t n_delay_ = 0;
   uint64_t win_acked_ = 0;      ///< bytes acked since the update
   uint64_t win_ce_ = 0;         ///< of which CE-marked
+  double alpha_ = 1;            ///< estimated CE fraction (DCTCP's alpha)
   double prev_err_ = 0;         ///< e of the previous update, RTTs
   bool have_prev_ = false;
   uint64_t last_send_ns_ = 0;   ///< time of the last send

@@ -14,7 +14,8 @@ std::variant<Ibrc, Dcqcn, Timely, FixedRate> make_controller(const Config &c) {
   switch (c.policy) {
   case Policy::kIbrc:
     return Ibrc({c.line_rate_Bps, c.min_rate_Bps, c.max_rate_Bps,
-                 c.init_rate_Bps, c.target_delay_ns, c.gain});
+                 c.init_rate_Bps, c.target_delay_ns, c.gain, c.ce_gain, c.ce_beta,
+                 c.probe_step});
   case Policy::kDcqcn:
     return Dcqcn({c.line_rate_Bps, c.min_rate_Bps, c.max_rate_Bps,
                   c.init_rate_Bps});
@@ -86,6 +87,12 @@ bool resolve_config(const Config &in, Config *out_p, std::string *error_p) {
     err << "segment size " << c.mtu_bytes << " B out of range [64, 1 MiB]";
   else if (c.target_delay_ns > 1000000000ull)
     err << "target delay " << c.target_delay_ns << " ns exceeds 1 s";
+  else if (!(c.ce_gain > 0 && c.ce_gain <= 1))
+    err << "CE estimate weight " << c.ce_gain << " outside (0, 1]";
+  else if (!(c.ce_beta > 0 && c.ce_beta < 1))
+    err << "CE cut " << c.ce_beta << " outside (0, 1)";
+  else if (!(c.probe_step >= 0 && c.probe_step < 1))
+    err << "probe step " << c.probe_step << " outside [0, 1)";
   if (!err.str().empty())
     return fail(error_p, err.str());
 

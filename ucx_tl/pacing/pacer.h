@@ -33,6 +33,13 @@ struct Config {
   double init_rate_Bps = 0;         ///< first rate, bytes/s; 0 = policy default
   uint32_t mtu_bytes = 4096;        ///< segment size, sets auto target and bucket depth
   uint32_t burst_bytes = 0;         ///< token bucket depth, bytes; 0 = 2 segments
+  // IBRC around its linear law (docs/pacing.md); the defaults are the
+  // fabric's law, a noisy host path sets its own (the UDP device does).
+  double ce_gain = 1;               ///< weight of one loop time's CE fraction in the
+                                    ///< estimate alpha (DCTCP's g); 1 = that alone
+  double ce_beta = 0.5;             ///< a marked loop time cuts r *= 1 - ce_beta * alpha
+  double probe_step = 0;            ///< an empty-queue probe adds at least this
+                                    ///< fraction of the ceiling per loop time; 0 = none
 };
 
 // Counters a device can expose; all monotonic.

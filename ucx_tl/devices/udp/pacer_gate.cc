@@ -53,6 +53,9 @@ bool pacing_config_for(const PacingContext &ctx, pacing::Config *config_p,
     c.target_floor_ns = ctx.target_floor_ns;
     c.min_rate_Bps  = ctx.min_rate;
     c.max_rate_Bps  = ctx.max_rate;
+    c.ce_gain       = ctx.ce_gain;
+    c.ce_beta       = ctx.ce_beta;
+    c.probe_step    = ctx.probe_step;
     pacing::Config resolved;
     if (!pacing::resolve_config(c, &resolved, error_p)) {
         *error_p = ctx.device + ": pacing " + ctx.policy + ": " + *error_p;

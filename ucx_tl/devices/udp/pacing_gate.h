@@ -50,6 +50,11 @@ struct PacingContext {
     uint64_t    target_floor_ns = 0;
     double      min_rate  = 0;   ///< floor, bytes/s; 0 = policy default
     double      max_rate  = 0;   ///< ceiling, bytes/s; 0 = line_rate
+    /// IBRC around its law (pacing::Config): the CE estimate's weight, the
+    /// cut per marked loop time, the empty-queue probe's additive floor
+    double      ce_gain    = 1;
+    double      ce_beta    = 0.5;
+    double      probe_step = 0;
 };
 
 /// Creates the gate of a new QP, or nullptr for "unlimited".

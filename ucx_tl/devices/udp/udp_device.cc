@@ -347,6 +347,9 @@ doorbell_status_t UdpIface::create_qp(const void *device_addr,
         ctx.mtu             = mtu_;
         ctx.target_delay_ns = params.cc_target_delay_ns;
         ctx.target_floor_ns = kHostPathDelayNs;
+        ctx.ce_gain         = kHostCeGain;
+        ctx.ce_beta         = kHostCeBeta;
+        ctx.probe_step      = kHostProbeStep;
         ctx.min_rate        = params.cc_min_rate;
         ctx.max_rate        = params.cc_max_rate;
         qp->gate            = pacing_(ctx);

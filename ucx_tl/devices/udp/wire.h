@@ -44,9 +44,7 @@ enum HeaderFlags : uint8_t {
     kFlagLast  = 1u << 1, ///< last segment of a message
     kFlagRetry = 1u << 2, ///< READ_REQ sent again: re-read even if already seen
     kFlagAckReq = 1u << 3, ///< someone waits on this packet: ACK at once
-    kFlagPaced = 1u << 4, ///< the sender's pacer limits it: time the hold of
-                          ///< this answer from the kernel's arrival time
-    kFlagMask  = kFlagFirst | kFlagLast | kFlagRetry | kFlagAckReq | kFlagPaced
+    kFlagMask  = kFlagFirst | kFlagLast | kFlagRetry | kFlagAckReq
 };
 
 enum class NakCode : uint8_t {
