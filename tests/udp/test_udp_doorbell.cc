@@ -283,7 +283,8 @@ TEST(UdpDoorbell, CountersDumpAtClose)
                              "rx_bytes", "retransmits", "rx_dropped",
                              "rx_duplicates", "naks", "ce_marks", "rtt_samples",
                              "remote_access_errors", "timeouts",
-                             "paced_waits", "busy_naks", "tail_probes"}) {
+                             "paced_waits", "busy_naks", "tail_probes",
+                             "rx_timestamped"}) {
         EXPECT_NE(out.find(std::string("lo ") + name + " "), std::string::npos)
             << name;
     }

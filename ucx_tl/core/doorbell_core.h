@@ -225,6 +225,7 @@ typedef struct doorbell_counters {
     uint64_t paced_waits;        /* sends held back by the pacer */
     uint64_t busy_naks;          /* receiver-busy NAKs received (AM held back) */
     uint64_t tail_probes;        /* tail-loss probes sent (ACK requests) */
+    uint64_t rx_timestamped;     /* datagrams received with a kernel arrival time */
 } doorbell_counters_t;
 void doorbell_iface_get_counters(const doorbell_iface_t *iface,
                                  doorbell_counters_t *counters);

@@ -251,6 +251,7 @@ void IfaceCore::dump_counters() const
         {"paced_waits", c.paced_waits},
         {"busy_naks", c.busy_naks},
         {"tail_probes", c.tail_probes},
+        {"rx_timestamped", c.rx_timestamped},
     };
     for (const auto &[counter, value] : rows) {
         fprintf(stderr, "%s %s %llu\n", name.c_str(), counter,

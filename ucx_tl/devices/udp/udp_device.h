@@ -48,8 +48,7 @@ static constexpr uint32_t kReadPieceSegments = 4; ///< paced read piece, chunks
 /// and hold every flow at its floor. Not far above it either: with the
 /// fairness term a flow at its share aims at up to 2.3 targets, and 500 us
 /// put that (1.2 ms) above the emulated switch's ECN threshold (20 KiB at
-/// 200 Mb/s, 0.8 ms), so delay control and marks fought (incast 70 % of the
-/// bottleneck against 81-85 % at 200 us).
+/// 200 Mb/s, 0.8 ms), so delay control and marks fought.
 static constexpr uint64_t kHostPathDelayNs = 200000;
 /// IBRC around its law on a host path (pacing::Config; the fabric's defaults
 /// are 1, 0.5, 0). A flow here paced at a few MB/s sends a handful of packets
@@ -59,8 +58,7 @@ static constexpr uint64_t kHostPathDelayNs = 200000;
 /// 36 MB/s. So marks are smoothed over loop times as DCTCP does (weight
 /// 1/16), a marked loop time cuts by a quarter of the estimate, and an empty
 /// queue is probed by at least 1/512 of the ceiling per loop time, the same
-/// step for every flow, so that small flows catch up. Emulated incast (3 -> 1
-/// at 200 Mb/s, docs/fabric.md): 54 % of the bottleneck -> 84-86 %.
+/// step for every flow, so that small flows catch up (docs/pacing.md).
 static constexpr double kHostCeGain    = 1.0 / 16;
 static constexpr double kHostCeBeta    = 0.25;
 static constexpr double kHostProbeStep = 1.0 / 512;
@@ -147,6 +145,7 @@ struct UdpQp : public QpCore {
     uint64_t                 tail_probes    = 0;
     uint64_t                 tlp_at_ns      = 0; ///< tail-loss probe due; 0: none
     bool                     last_ack_req   = false; ///< the last packet asked for an ACK
+    bool                     paced          = false; ///< the pacer has limited it
     double                   min_rate       = 0; ///< lowest pacer rate seen, B/s
 };
 
@@ -236,8 +235,12 @@ private:
     void handle_nak(UdpQp &qp, const WireHeader &h);
     void handle_read_resp(UdpQp &qp, const WireHeader &h,
                           const uint8_t *payload, bool ce);
+    uint64_t kernel_rx_time(const cmsghdr *c, int64_t rt_to_mono) const;
+    uint64_t path_rtt(uint64_t ts_echo, uint32_t hold_ns) const;
     uint32_t path_bytes(const TxPacket &pkt, uint32_t offset) const;
     uint32_t read_piece_max(const UdpQp &qp) const;
+    void mark_paced(UdpQp &qp);
+    void enable_rx_timestamps();
     uint64_t read_window(const UdpQp &qp) const;
     void handle_request(const WireHeader &h, uint8_t *buf,
                         const sockaddr_in &from, bool ce, size_t slot);
@@ -273,6 +276,8 @@ private:
     uint32_t    mtu_      = 0;   ///< payload bytes per packet
     uint64_t    window_   = 0;   ///< unacknowledged bytes per QP
     uint64_t    now_      = 0;   ///< clock of the current progress call
+    uint64_t    rx_ts_    = 0;   ///< kernel arrival of the datagram in hand
+    bool        rx_timestamps_ = false; ///< SO_TIMESTAMPNS is on
     uint32_t    next_qpn_ = 0;
     unsigned    depth_    = 0;   ///< nesting of progress (deferred frees)
     std::unordered_map<uint32_t, UdpQp *> qp_by_num_;

@@ -69,6 +69,17 @@ bool same_peer(const sockaddr_in &a, const sockaddr_in &b)
     return a.sin_addr.s_addr == b.sin_addr.s_addr && a.sin_port == b.sin_port;
 }
 
+/// CLOCK_REALTIME - CLOCK_MONOTONIC now, ns: the kernel stamps arrivals on
+/// the realtime scale, the wire and the timers use the monotonic one.
+int64_t realtime_minus_monotonic_ns()
+{
+    timespec rt, mono;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    clock_gettime(CLOCK_MONOTONIC, &mono);
+    return (int64_t(rt.tv_sec) - int64_t(mono.tv_sec)) * 1000000000ll +
+           (int64_t(rt.tv_nsec) - int64_t(mono.tv_nsec));
+}
+
 } // namespace
 
 /* ------------------------------------------------------------- transmit */
@@ -304,6 +315,7 @@ void UdpIface::transmit(UdpQp &qp)
         if (qp.gate && qp.gate->next_send_ns(now_, path_bytes(pkt, 0)) > now_) {
             ++counters.paced_waits;
             ++qp.paced_waits;
+            mark_paced(qp);
             break; /* paced: progress sends it later */
         }
         send_packet(qp, pkt);
@@ -481,6 +493,7 @@ void UdpIface::check_timer(UdpQp &qp)
          * probe can show the loss; ask for the rest now */
         if (rerequest_reads(qp) != 0 && qp.gate) {
             qp.gate->on_loss(now_);
+            mark_paced(qp);
             note_rate(qp);
         }
         return;
@@ -503,6 +516,7 @@ void UdpIface::check_timer(UdpQp &qp)
     qp.deadline_ns = now_ + qp.rto_ns;
     if (qp.gate) {
         qp.gate->on_loss(now_);
+        mark_paced(qp);
         note_rate(qp);
     }
     /* A timeout is as often a descheduled peer (or a descheduled us) as a
@@ -547,6 +561,56 @@ unsigned UdpIface::rerequest_reads(UdpQp &qp)
 }
 
 /* -------------------------------------------------------------- receive */
+
+/// A QP whose pacer limits it (it had to wait, or was told of marks or
+/// loss) needs RTT samples free of this host's scheduling: from now on the
+/// iface takes kernel arrival times. Until then it does not pay for them (a
+/// timestamp and its control message cost 0.2-0.3 us per datagram, a fifth
+/// of an 8-byte UCP round trip on lo). The peer's side of the sample is its
+/// deliberate hold alone (see handle_request).
+void UdpIface::mark_paced(UdpQp &qp)
+{
+    if (!qp.paced) {
+        qp.paced = true;
+        enable_rx_timestamps();
+    }
+}
+
+void UdpIface::enable_rx_timestamps()
+{
+    if (rx_timestamps_) {
+        return;
+    }
+    int on = 1;
+    rx_timestamps_ =
+        setsockopt(fd_, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof(on)) == 0;
+}
+
+/// The kernel's arrival time of a datagram (SCM_TIMESTAMPNS) on the
+/// monotonic scale, at most now_: the time it waited in the socket for this
+/// process to run is no part of the path.
+uint64_t UdpIface::kernel_rx_time(const cmsghdr *c, int64_t rt_to_mono) const
+{
+    timespec ts;
+    std::memcpy(&ts, CMSG_DATA(c), sizeof(ts));
+    int64_t mono = int64_t(ts.tv_sec) * 1000000000ll + ts.tv_nsec - rt_to_mono;
+    if (mono <= 0 || uint64_t(mono) > now_) {
+        return now_;
+    }
+    return uint64_t(mono);
+}
+
+/// The path's round trip for an answer to a packet sent at ts_echo, which the
+/// peer held hold_ns before answering: from the kernel's arrival time, so
+/// that neither side's scheduling delay reads as queueing. 0: no sample.
+uint64_t UdpIface::path_rtt(uint64_t ts_echo, uint32_t hold_ns) const
+{
+    if (ts_echo == 0 || ts_echo > rx_ts_) {
+        return 0;
+    }
+    uint64_t elapsed = rx_ts_ - ts_echo;
+    return hold_ns < elapsed ? elapsed - hold_ns : 0;
+}
 
 /// Bytes a packet costs its path: its datagram, and for a read request the
 /// data (with a header per chunk) it asks back from offset on.
@@ -630,6 +694,8 @@ unsigned UdpIface::progress()
 unsigned UdpIface::receive()
 {
     unsigned total = 0;
+    int64_t  rt_to_mono = 0; /* CLOCK_REALTIME - CLOCK_MONOTONIC, ns */
+    bool     have_offset = false;
     for (unsigned round = 0; round < kRxRounds; ++round) {
         /* After a quiet poll ask for one datagram: a lone message (a ping)
          * then costs no second, failing receive attempt in the kernel. A
@@ -656,11 +722,21 @@ unsigned UdpIface::receive()
         for (int i = 0; i < n; ++i) {
             msghdr &m = rx_msgs_[i].msg_hdr;
             bool ce   = false;
+            rx_ts_    = now_;
             for (cmsghdr *c = CMSG_FIRSTHDR(&m); c != nullptr;
                  c          = CMSG_NXTHDR(&m, c)) {
                 if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS &&
                     c->cmsg_len >= CMSG_LEN(1)) {
                     ce = (*CMSG_DATA(c) & 0x3) == 0x3;
+                } else if (c->cmsg_level == SOL_SOCKET &&
+                           c->cmsg_type == SCM_TIMESTAMPNS &&
+                           c->cmsg_len >= CMSG_LEN(sizeof(timespec))) {
+                    if (!have_offset) {
+                        rt_to_mono  = realtime_minus_monotonic_ns();
+                        have_offset = true;
+                    }
+                    rx_ts_ = kernel_rx_time(c, rt_to_mono);
+                    ++counters.rx_timestamped;
                 }
             }
             if (m.msg_flags & MSG_TRUNC) {
@@ -888,22 +964,19 @@ void UdpIface::handle_ack(UdpQp &qp, const WireHeader &h)
         qp.recover_ts  = UINT64_MAX; /* once per timeout */
     }
     /* The retransmit timer must cover the peer's ACK delay (srtt from the
-     * whole round trip). The pacer gets the round trip as this sender hears
-     * it, less only the time the peer kept its answer on purpose (a deferred
-     * ACK): the receiving host's socket queue and both hosts' scheduling are
-     * part of the loop it closes. Without them (kernel arrival times, the
-     * peer's kernel-timed hold) it was blind to the receiver's queue: 3.3-3.6
-     * % retransmits on the emulated incast against 0.2-0.8 %. */
+     * whole round trip); the pacer needs the network's delay, so the time
+     * the peer held its answer comes out of the sample it is given. */
     uint64_t rtt = 0;
     if (h.ts_echo != 0 && h.ts_echo <= now_) {
         uint64_t elapsed = now_ - h.ts_echo;
         qp.srtt_ns = qp.srtt_ns ? (7 * qp.srtt_ns + elapsed) / 8 : elapsed;
         ++counters.rtt_samples;
-        rtt = h.msg_offset < elapsed ? elapsed - h.msg_offset : 0;
+        rtt = path_rtt(h.ts_echo, h.msg_offset);
     }
     if (qp.gate && (acked != 0 || rtt != 0 || h.aux != 0)) {
         qp.gate->on_ack(now_, acked, h.aux, rtt);
         if (h.aux != 0) {
+            mark_paced(qp); /* marked: the controller is at work */
         }
         note_rate(qp);
     }
@@ -923,6 +996,7 @@ void UdpIface::handle_nak(UdpQp &qp, const WireHeader &h)
         }
         if (qp.gate) {
             qp.gate->on_loss(now_);
+            mark_paced(qp);
             note_rate(qp);
         }
         break;
@@ -979,19 +1053,19 @@ void UdpIface::handle_read_resp(UdpQp &qp, const WireHeader &h,
         std::memcpy(piece.dest + h.msg_offset, payload, h.length);
     }
     piece.got[idx] = true;
-    uint64_t rtt = 0;
     if ((h.flags & kFlagFirst) && h.ts_echo != 0 && h.ts_echo <= now_) {
         /* a read-only QP gets few ACKs: its timers learn from the data */
         uint64_t elapsed = now_ - h.ts_echo;
         qp.srtt_ns = qp.srtt_ns ? (7 * qp.srtt_ns + elapsed) / 8 : elapsed;
-        rtt = elapsed; /* a read is answered when it is processed */
     }
     qp.tlp_at_ns   = now_ + tlp_timeout(qp);
     if (qp.gate) {
         /* the requester paces its reads: the data's marks and delay are
          * its feedback (the first response of a request carries the RTT) */
+        uint64_t rtt = (h.flags & kFlagFirst) ? path_rtt(h.ts_echo, h.aux) : 0;
         qp.gate->on_ack(now_, h.length, ce ? h.length : 0, rtt);
         if (ce) {
+            mark_paced(qp);
         }
         note_rate(qp);
     }
@@ -1091,6 +1165,7 @@ void UdpIface::send_read_response(const WireHeader &req, const sockaddr_in &to)
         h.ts_send    = now_;
         h.flags      = off == req.msg_offset ? kFlagFirst : 0;
         h.ts_echo    = req.ts_send;
+        h.aux        = 0; /* answered as it is processed: no hold */
         stage(h, src + off, h.length, nullptr, 0, to);
     }
 }
@@ -1121,8 +1196,14 @@ void UdpIface::handle_request(const WireHeader &h, uint8_t *buf,
         it         = responders_.emplace(key, fresh).first;
     }
     Responder &r = it->second;
+    /* The hold an ACK reports counts from here, when the packet is processed:
+     * it is the delay kept on purpose (a deferred ACK). The time the packet
+     * waited in this socket for this process is left in the requester's
+     * sample: a receiving host that does not keep up is a queue on the path
+     * (timed from the kernel's arrival, the incast's receivers hid theirs:
+     * 5-7 % retransmits against 0.6-0.7 %). */
     r.ts_echo    = h.ts_send;
-    r.ts_echo_rx = now_; /* the ACK's hold counts from here */
+    r.ts_echo_rx = now_;
     r.last_seen  = now_;
     if (ce) {
         r.ce_bytes += h.length + uint32_t(sizeof(WireHeader));
