@@ -44,22 +44,25 @@ if [[ ${1:-} == --pack ]]; then
   cmake --build "$build" -j "$(nproc)" --target "${pack_tests[@]##*/}" "${pack_bench##*/}" ||
     { log "error: the GPU targets did not build in $build (configured without CUDA? see scripts/setup.sh)"; exit 1; }
   rm -rf "$dir" && mkdir -p "$dir/bin" "$dir/lib"
+  # pack_binary <binary> [<more libraries to leave behind>]: the stripped
+  # binary and the libraries glibc and the compiler runtime do not provide
+  # (the GPU node has its own glibc/libstdc++, newer or equal, but none of
+  # the build's packages).
+  pack_binary() {
+    local skip='libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|ld-linux[^/]*'
+    strip --strip-debug -o "$dir/bin/${1##*/}" "$1"
+    ldd "$1" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' |
+      grep -v -E "/(${skip}${2:+|$2})\\.so" |
+      while read -r lib; do cp -L -n "$lib" "$dir/lib/"; done || true
+  }
   for f in "${pack_tests[@]}" "$pack_bench"; do
     [[ -x $build/$f ]] || { log "error: $build/$f was not built"; exit 1; }
-    strip --strip-debug -o "$dir/bin/${f##*/}" "$build/$f"
-    # The libraries glibc and the compiler runtime do not provide: the GPU node
-    # has its own glibc/libstdc++ (newer or equal) but none of the build's packages.
-    ldd "$build/$f" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' |
-      grep -v -E '/(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' |
-      while read -r lib; do cp -L -n "$lib" "$dir/lib/"; done || true
+    pack_binary "$build/$f"
   done
   # The MPI sample uses the node's own Open MPI (its mpirun and libmpi.so.40
   # must match each other), so only its non-MPI libraries travel.
   if cmake --build "$build" --target "${pack_sample##*/}" >/dev/null 2>&1; then
-    strip --strip-debug -o "$dir/bin/${pack_sample##*/}" "$build/$pack_sample"
-    ldd "$build/$pack_sample" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' |
-      grep -v -E '/(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|ld-linux[^/]*|libmpi|libopen-rte|libopen-pal|libhwloc|libevent[^/]*|libudev|libz)\.so' |
-      while read -r lib; do cp -L -n "$lib" "$dir/lib/"; done || true
+    pack_binary "$build/$pack_sample" 'libmpi|libopen-rte|libopen-pal|libhwloc|libevent[^/]*|libudev|libz'
   else
     log "the MPI sample is not configured here (no MPI): not packed"
   fi

@@ -138,6 +138,21 @@ std::vector<Case> every_op_and_type(doorbell_coll_algorithm_t alg, std::mt19937_
   return cases;
 }
 
+// Messages many times a 4 KiB scratch half (int64 sums): many rounds.
+std::vector<Case> small_scratch_cases(doorbell_coll_algorithm_t alg, int n) {
+  std::vector<Case> cases;
+  for (size_t count : {size_t{5000}, size_t{777}, size_t{4096}}) {
+    Case c;
+    c.alg = alg;
+    c.count = count;
+    c.dtype = DOORBELL_COLL_DT_INT64;
+    c.seed = count + n;
+    c.in_place = count % 2;
+    cases.push_back(c);
+  }
+  return cases;
+}
+
 class Schedules : public ::testing::TestWithParam<std::tuple<doorbell_coll_algorithm_t, int>> {};
 
 // Every op on every type it is defined for.
@@ -195,17 +210,7 @@ TEST_P(SizesSweep, CommSizes1To17) {
 TEST_P(SizesSweep, ManyRoundsThroughSmallScratch) {
   doorbell_coll_algorithm_t alg = GetParam();
   for (int n : {3, 4, 6}) {
-    std::vector<Case> cases;
-    for (size_t count : {size_t{5000}, size_t{777}, size_t{4096}}) {
-      Case c;
-      c.alg = alg;
-      c.count = count;
-      c.dtype = DOORBELL_COLL_DT_INT64;
-      c.seed = count + n;
-      c.in_place = count % 2;
-      cases.push_back(c);
-    }
-    check(n, cases, tuning(), /*half=*/4096);
+    check(n, small_scratch_cases(alg, n), tuning(), /*half=*/4096);
     if (HasFatalFailure()) return;
   }
 }
@@ -244,17 +249,7 @@ TEST(SchedulesReadablePeers, TwoStepReadsChunksInPlace) {
       if (HasFatalFailure()) return;
     }
     for (int n : {3, 4, 6}) {
-      std::vector<Case> cases;
-      for (size_t count : {size_t{5000}, size_t{777}, size_t{4096}}) {
-        Case c;
-        c.alg = alg;
-        c.count = count;
-        c.dtype = DOORBELL_COLL_DT_INT64;
-        c.seed = count + n;
-        c.in_place = count % 2;
-        cases.push_back(c);
-      }
-      check(n, cases, tuning(), /*half=*/4096, false, false, true);
+      check(n, small_scratch_cases(alg, n), tuning(), /*half=*/4096, false, false, true);
       if (HasFatalFailure()) return;
     }
   }

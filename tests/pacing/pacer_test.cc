@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <utility>
 
 #include "pacer.h"
 
@@ -49,42 +50,23 @@ TEST(PacerConfig, ParsesGain) {
 }
 
 TEST(PacerConfig, FactoryRejectsBadValues) {
-  std::string err;
-  Config c = base_config(Policy::kIbrc);
-  c.line_rate_Bps = 0;
-  EXPECT_EQ(make_pacer(c, &err), nullptr);
-  EXPECT_NE(err.find("line rate"), std::string::npos);
-
-  c = base_config(Policy::kIbrc);
-  c.min_rate_Bps = 10e9;
-  c.max_rate_Bps = 1e9;
-  EXPECT_EQ(make_pacer(c, &err), nullptr);
-  EXPECT_NE(err.find("min rate"), std::string::npos);
-
-  c = base_config(Policy::kIbrc);
-  c.gain = -5;
-  EXPECT_EQ(make_pacer(c, &err), nullptr);
-  EXPECT_NE(err.find("gain"), std::string::npos);
-
-  c = base_config(Policy::kIbrc);
-  c.mtu_bytes = 10;
-  EXPECT_EQ(make_pacer(c, &err), nullptr);
-  EXPECT_NE(err.find("segment"), std::string::npos);
-
-  c = base_config(Policy::kIbrc);
-  c.ce_gain = 0;
-  EXPECT_EQ(make_pacer(c, &err), nullptr);
-  EXPECT_NE(err.find("CE estimate"), std::string::npos);
-
-  c = base_config(Policy::kIbrc);
-  c.ce_beta = 1;
-  EXPECT_EQ(make_pacer(c, &err), nullptr);
-  EXPECT_NE(err.find("CE cut"), std::string::npos);
-
-  c = base_config(Policy::kIbrc);
-  c.probe_step = -0.1;
-  EXPECT_EQ(make_pacer(c, &err), nullptr);
-  EXPECT_NE(err.find("probe step"), std::string::npos);
+  // Each bad value, and a word the message must hold.
+  const std::pair<void (*)(Config &), const char *> bad[] = {
+      {[](Config &c) { c.line_rate_Bps = 0; }, "line rate"},
+      {[](Config &c) { c.min_rate_Bps = 10e9; c.max_rate_Bps = 1e9; }, "min rate"},
+      {[](Config &c) { c.gain = -5; }, "gain"},
+      {[](Config &c) { c.mtu_bytes = 10; }, "segment"},
+      {[](Config &c) { c.ce_gain = 0; }, "CE estimate"},
+      {[](Config &c) { c.ce_beta = 1; }, "CE cut"},
+      {[](Config &c) { c.probe_step = -0.1; }, "probe step"},
+  };
+  for (const auto &[spoil, word] : bad) {
+    std::string err;
+    Config c = base_config(Policy::kIbrc);
+    spoil(c);
+    EXPECT_EQ(make_pacer(c, &err), nullptr) << word;
+    EXPECT_NE(err.find(word), std::string::npos) << err;
+  }
 }
 
 TEST(PacerConfig, ResolvesAutoValues) {

@@ -1062,7 +1062,7 @@ void UdpIface::handle_read_resp(UdpQp &qp, const WireHeader &h,
     if (qp.gate) {
         /* the requester paces its reads: the data's marks and delay are
          * its feedback (the first response of a request carries the RTT) */
-        uint64_t rtt = (h.flags & kFlagFirst) ? path_rtt(h.ts_echo, h.aux) : 0;
+        uint64_t rtt = (h.flags & kFlagFirst) ? path_rtt(h.ts_echo, 0) : 0; /* no hold */
         qp.gate->on_ack(now_, h.length, ce ? h.length : 0, rtt);
         if (ce) {
             mark_paced(qp);
@@ -1165,7 +1165,6 @@ void UdpIface::send_read_response(const WireHeader &req, const sockaddr_in &to)
         h.ts_send    = now_;
         h.flags      = off == req.msg_offset ? kFlagFirst : 0;
         h.ts_echo    = req.ts_send;
-        h.aux        = 0; /* answered as it is processed: no hold */
         stage(h, src + off, h.length, nullptr, 0, to);
     }
 }

@@ -70,11 +70,11 @@ struct [[gnu::packed]] WireHeader {
     uint32_t msg_length;   /* bytes of the whole message (read request) */
     uint32_t msg_offset;   /* offset of this payload in the message
                             * (READ_REQ: first chunk wanted; ACK/NAK: ns the
-                            * answered packet waited for this answer, so the
-                            * sender can take a delayed ACK's hold out of its
-                            * RTT sample) */
+                            * answer was kept after its packet was processed,
+                            * so the sender can take a delayed ACK's hold out
+                            * of its RTT sample) */
     uint32_t aux;          /* ACK/NAK: CE-marked bytes; READ_REQ: chunk size;
-                            * READ_RESP: ns the request waited for it */
+                            * READ_RESP: 0 (answered as it is processed) */
     uint64_t ts_send;      /* sender's monotonic clock, ns */
     uint64_t ts_echo;      /* ACK/NAK/READ_RESP: ts_send of the packet
                             * answered */
