@@ -292,6 +292,62 @@ TEST(UdpPacing, KernelTimestampsOnlyOncePaced)
     EXPECT_EQ(0u, pair.counters(pair.b).rx_timestamped); /* the responder */
 }
 
+/* CE marks are read (IP_RECVTOS) once bulk data arrives, not for a
+ * latency-bound exchange of small packets: its control message costs a
+ * fifth of an 8-byte round trip on lo. The sender marks its own packets CE
+ * through its socket's TOS byte, as a switch would on the way. */
+TEST(UdpPacing, CeIsReadOnceBulkDataArrives)
+{
+    LoopbackPair pair(lo_params(), lo_params());
+    auto &a = *static_cast<UdpIface *>(pair.a);
+    auto &b = *static_cast<UdpIface *>(pair.b);
+    int ce  = 0x03;
+    ASSERT_EQ(0, setsockopt(a.socket_fd(), IPPROTO_IP, IP_TOS, &ce, sizeof(ce)));
+    Region target(pair.pd, 64 << 10, DOORBELL_ACCESS_REMOTE_WRITE);
+    for (uint64_t v = 1; v <= 20; ++v) {
+        ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8,
+                                                     target.addr(), target.rkey));
+        ASSERT_EQ(DOORBELL_OK, pair.flush(pair.qa));
+    }
+    EXPECT_FALSE(b.reads_ce());
+    EXPECT_EQ(0u, pair.counters(pair.b).ce_marks);
+
+    auto data = pattern(16 << 10, 7); /* bulk: segments of kilobytes */
+    iovec iov{data.data(), data.size()};
+    Completion c;
+    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_put_zcopy(pair.qa, &iov, 1,
+                                                         target.addr(),
+                                                         target.rkey, &c));
+    ASSERT_TRUE(pair.wait([&] { return c.count == 1; }));
+    EXPECT_TRUE(b.reads_ce());
+    uint64_t v = 21; /* marked, and now read */
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8,
+                                                 target.addr(), target.rkey));
+    ASSERT_EQ(DOORBELL_OK, pair.flush(pair.qa));
+    EXPECT_GT(pair.counters(pair.b).ce_marks, 0u);
+    EXPECT_TRUE(std::equal(data.begin() + 8, data.end(), target.bytes.begin() + 8));
+}
+
+/* A stream of small datagrams that queue up at the receiver turns CE
+ * reading on as well (kCeQueuedDatagrams found by one receive). */
+TEST(UdpPacing, CeIsReadOnceSmallDatagramsQueueUp)
+{
+    LoopbackPair pair(lo_params(), lo_params());
+    auto &b = *static_cast<UdpIface *>(pair.b);
+    Region target(pair.pd, 8, DOORBELL_ACCESS_REMOTE_WRITE);
+    for (uint64_t v = 1; v <= 2 * kCeQueuedDatagrams; ++v) {
+        ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8,
+                                                     target.addr(), target.rkey));
+    }
+    /* a rang them out before b looks: they wait in b's socket together */
+    doorbell_iface_progress(pair.a);
+    EXPECT_FALSE(b.reads_ce());
+    ASSERT_EQ(DOORBELL_OK, pair.flush(pair.qa));
+    EXPECT_TRUE(b.reads_ce());
+    EXPECT_EQ(2 * kCeQueuedDatagrams,
+              *reinterpret_cast<uint64_t *>(target.bytes.data()));
+}
+
 TEST(UdpPacing, UnknownPolicyMeansUnpaced)
 {
     g_log                     = {};

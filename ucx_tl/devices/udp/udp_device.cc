@@ -204,10 +204,11 @@ doorbell_status_t UdpIface::init(const sockaddr_in &addr, uint32_t if_mtu)
     socklen_t len = sizeof(local_);
     getsockname(fd_, reinterpret_cast<sockaddr *>(&local_), &len);
 
-    /* ECT(0) on every packet; CE marks of received ones come as cmsg */
-    int tos = 0x02, on = 1;
+    /* ECT(0) on every packet; CE marks of received ones come as cmsg once
+     * bulk traffic arrives (enable_ce) */
+    int tos = 0x02, off = 0;
     if (setsockopt(fd_, IPPROTO_IP, IP_TOS, &tos, sizeof(tos)) != 0 ||
-        setsockopt(fd_, IPPROTO_IP, IP_RECVTOS, &on, sizeof(on)) != 0) {
+        setsockopt(fd_, IPPROTO_IP, IP_RECVTOS, &off, sizeof(off)) != 0) {
         return set_error(DOORBELL_ERR_IO, "%s: setsockopt(IP_TOS) failed: %s",
                          name.c_str(), strerror(errno));
     }

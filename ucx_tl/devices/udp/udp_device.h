@@ -70,6 +70,13 @@ static constexpr unsigned kEpollIdlePolls = 64; ///< progress calls without
 static constexpr uint32_t kPlaceMin = 8192; ///< MTU from which read data is
                                             ///< received in place (a peek
                                             ///< per datagram beats a copy)
+/// CE reading (IP_RECVTOS) starts with the first datagram of at least
+/// kCeBulkBytes (a segment of bulk data) or the first receive that finds
+/// kCeQueuedDatagrams waiting (a stream of small ones): the traffic that
+/// builds queues (enable_ce). Fewer do not tell: a connection's set-up
+/// messages, or an ACK beside a reply, arrive in twos and threes.
+static constexpr size_t   kCeBulkBytes       = 1024;
+static constexpr unsigned kCeQueuedDatagrams = 8;
 static constexpr size_t   kLinearTx = 1024; ///< payload bytes a lone packet
                                             ///< is copied behind its header
 static_assert(kBufSize >= kMaxDatagram + 512, "datagram fits a buffer");
@@ -196,6 +203,10 @@ public:
     void set_faults(const FaultConfig *config);
     uint16_t port() const { return ntohs(local_.sin_port); }
     uint32_t payload_mtu() const { return mtu_; }
+    /// The datagram socket (tests set its TOS byte to send CE-marked packets).
+    int socket_fd() const { return fd_; }
+    /// Whether CE marks of received datagrams are read (enable_ce).
+    bool reads_ce() const { return rx_ce_; }
 
     /* data path (udp_device_datapath.cc) */
     /// The doorbell: WQEs up to the ring's tail become the device's; one
@@ -241,6 +252,7 @@ private:
     uint32_t read_piece_max(const UdpQp &qp) const;
     void mark_paced(UdpQp &qp);
     void enable_rx_timestamps();
+    void enable_ce();
     uint64_t read_window(const UdpQp &qp) const;
     void handle_request(const WireHeader &h, uint8_t *buf,
                         const sockaddr_in &from, bool ce, size_t slot);
@@ -278,6 +290,7 @@ private:
     uint64_t    now_      = 0;   ///< clock of the current progress call
     uint64_t    rx_ts_    = 0;   ///< kernel arrival of the datagram in hand
     bool        rx_timestamps_ = false; ///< SO_TIMESTAMPNS is on
+    bool        rx_ce_ = false;  ///< IP_RECVTOS is on (CE marks are read)
     uint32_t    next_qpn_ = 0;
     unsigned    depth_    = 0;   ///< nesting of progress (deferred frees)
     std::unordered_map<uint32_t, UdpQp *> qp_by_num_;
@@ -313,6 +326,8 @@ private:
     std::array<sockaddr_in, kRxBatch>      rx_addr_{};
     std::array<std::array<uint8_t, 64>, kRxBatch> rx_cmsg_{};
     unsigned rx_want_ = 1; ///< datagrams the next recvmmsg asks for
+    unsigned rx_singles_ = 0; ///< receives in a row that got the one asked for
+    size_t   rx_bytes_ = 0;   ///< bytes received by this progress call
     /* READ data received in place (place_read_response) */
     bool                  rx_place_  = false;   ///< a read waits for data
     const uint8_t        *rx_placed_ = nullptr; ///< entry 0's payload went here
