@@ -19,7 +19,7 @@
 #   scripts/fabric/incast.sh [--modes ibrc,none,tcp] [--mib-per-sender N]
 #                            [--msg BYTES] [--out DIR] [--json FILE] [--name FABRIC]
 #                            [--spine-rate R] [--buffer B] [--ecn-k B]
-#                            [--timeout S]  (per mode, default 120)
+#                            [--mtu N] [--timeout S]  (per mode, default 120)
 #
 # Needs root, doorbell-fabric, ucx_perftest (ucx-utils), ping; for the ibrc
 # and none modes install/lib/ucx/libuct_doorbell.so with UCX_DOORBELL_CC and
@@ -31,7 +31,7 @@ log() { printf '[incast] %s\n' "$*" >&2; }
 die() { printf '[incast] error: %s\n' "$*" >&2; exit 1; }
 
 modes=ibrc,none,tcp mib=24 msg=65536 out="" json="" name=dbinc limit=120
-rate=200mbit buffer=64k ecn_k=20k
+rate=200mbit buffer=64k ecn_k=20k mtu=1500
 while (($#)); do
   case $1 in
     --modes) modes=$2; shift 2 ;;
@@ -44,6 +44,7 @@ while (($#)); do
     --spine-rate) rate=$2; shift 2 ;;
     --buffer) buffer=$2; shift 2 ;;
     --ecn-k) ecn_k=$2; shift 2 ;;
+    --mtu) mtu=$2; shift 2 ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
   esac
@@ -68,7 +69,7 @@ iters=$(((mib << 20) / msg))
 cleanup() { "${F[@]}" -q down || true; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-"${F[@]}" up --leaves 2 --hosts-per-leaf 3 --spines 1 --spine-rate "$rate" --buffer "$buffer" --ecn-k "$ecn_k" >&2
+"${F[@]}" up --leaves 2 --hosts-per-leaf 3 --spines 1 --spine-rate "$rate" --buffer "$buffer" --ecn-k "$ecn_k" --mtu "$mtu" >&2
 mapfile -t hosts < <("${F[@]}" hosts)
 receiver=${hosts[3]}
 rate_bps=$(awk '/^SPINE_BPS=/{split($0,a,"="); print a[2]}' "/run/doorbell-fabric/$name/config")
@@ -123,6 +124,22 @@ run_mode() {   # mode -> writes $out/<mode>.* and a line to $out/modes.txt
   done
   "${F[@]}" exec h1 -- ping -n -i 0.005 -w "$limit" "$receiver" > "$out/$mode.ping.txt" 2>&1 &
   local ping_pid=$!
+  # The bottleneck port's byte counter every 5 ms: the report finds the
+  # transfer in it (connection set-up and teardown are not the pacer's).
+  rm -f "$out/$mode.port.txt"
+  ip netns exec "$name-l1" python3 -c '
+import sys, time
+f = open("/sys/class/net/s1/statistics/tx_bytes")
+while True:
+    f.seek(0)
+    print("%.6f %s" % (time.monotonic(), f.read().strip()), flush=True)
+    time.sleep(0.005)' > "$out/$mode.port.txt" 2>/dev/null &
+  local sampler_pid=$!
+  tries=0
+  until [[ -s $out/$mode.port.txt ]]; do   # its first sample: the baseline
+    ((++tries < 100)) || die "$mode: the port sampler did not start"
+    sleep 0.05
+  done
   local t0 t1; t0=$(date +%s.%N)
   local cpids=()
   for s in 1 2 3; do
@@ -136,6 +153,8 @@ run_mode() {   # mode -> writes $out/<mode>.* and a line to $out/modes.txt
   t1=$(date +%s.%N)
   kill -INT "$ping_pid" 2>/dev/null || true
   wait "$ping_pid" 2>/dev/null || true
+  kill "$sampler_pid" 2>/dev/null || true
+  wait "$sampler_pid" 2>/dev/null || true
   for p in "${pids[@]}"; do wait "$p" || ok=0; done
   read -r drop1 mark1 sent1 < <(port_counters)
   read -r segs1 retr1 < <(tcp_counters)
