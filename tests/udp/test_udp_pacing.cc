@@ -348,6 +348,25 @@ TEST(UdpPacing, CeIsReadOnceSmallDatagramsQueueUp)
               *reinterpret_cast<uint64_t *>(target.bytes.data()));
 }
 
+/* "auto" paces a network device with IBRC and leaves a loopback device
+ * unpaced: there the window is the only thing between the peers. */
+TEST(UdpPacing, AutoPacesNetworkDevicesAndNotLoopback)
+{
+    EXPECT_EQ("ibrc", resolve_pacing_policy("auto", false));
+    EXPECT_EQ("none", resolve_pacing_policy("auto", true));
+    EXPECT_EQ("ibrc", resolve_pacing_policy("ibrc", true)); /* asked for */
+    EXPECT_EQ("timely", resolve_pacing_policy("timely", false));
+    EXPECT_EQ("none", resolve_pacing_policy(nullptr, false));
+
+    doorbell_iface_params_t p = lo_params();
+    p.cc                      = "auto";
+    LoopbackPair pair(p, p);
+    EXPECT_EQ("none", static_cast<UdpIface *>(pair.a)->pacing_policy());
+    p.cc = "ibrc";
+    LoopbackPair paced(p, p);
+    EXPECT_EQ("ibrc", static_cast<UdpIface *>(paced.a)->pacing_policy());
+}
+
 TEST(UdpPacing, UnknownPolicyMeansUnpaced)
 {
     g_log                     = {};

@@ -111,7 +111,9 @@ typedef struct doorbell_iface_params {
     uint64_t    rto_min_ns;      /* first retransmit timeout */
     uint64_t    rto_max_ns;      /* backoff ceiling */
     uint32_t    retry_count;     /* retransmits before DOORBELL_ERR_TIMED_OUT */
-    const char *cc;              /* pacing policy: "ibrc", "dcqcn", "timely", "none" */
+    const char *cc;              /* pacing policy: "ibrc", "dcqcn", "timely",
+                                  * "none" (NULL alike), or "auto": ibrc, but
+                                  * none on a loopback device */
     double      ibrc_gain;       /* 0 = derived from the measured RTT */
     uint64_t    cc_target_delay_ns; /* queueing-delay target; 0 = automatic */
     double      cc_min_rate;     /* pacing floor, bytes/s; 0 = line rate / 2048 */

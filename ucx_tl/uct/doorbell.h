@@ -29,6 +29,7 @@ typedef enum uct_doorbell_cc {
     UCT_DOORBELL_CC_DCQCN,
     UCT_DOORBELL_CC_TIMELY,
     UCT_DOORBELL_CC_NONE,
+    UCT_DOORBELL_CC_AUTO,
     UCT_DOORBELL_CC_LAST
 } uct_doorbell_cc_t;
 

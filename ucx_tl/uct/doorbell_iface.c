@@ -26,6 +26,7 @@ static const char *uct_doorbell_cc_names[] = {
     [UCT_DOORBELL_CC_DCQCN]  = "dcqcn",
     [UCT_DOORBELL_CC_TIMELY] = "timely",
     [UCT_DOORBELL_CC_NONE]   = "none",
+    [UCT_DOORBELL_CC_AUTO]   = "auto",
     [UCT_DOORBELL_CC_LAST]   = NULL
 };
 
@@ -93,9 +94,11 @@ static ucs_config_field_t uct_doorbell_iface_config_table[] = {
      ucs_offsetof(uct_doorbell_iface_config_t, retry_count),
      UCS_CONFIG_TYPE_UINT},
 
-    {"CC", "ibrc",
+    {"CC", "auto",
      "Pacing policy of each queue pair: ibrc (closed-loop rate control on RTT,\n"
-     "ECN and loss), dcqcn, timely or none (send as fast as the window allows).",
+     "ECN and loss), dcqcn, timely, none (send as fast as the window allows), or\n"
+     "auto: ibrc, except none on a loopback device (nothing on it to pace: its\n"
+     "only queue is the peer's socket buffer, which the window bounds).",
      ucs_offsetof(uct_doorbell_iface_config_t, cc),
      UCS_CONFIG_TYPE_ENUM(uct_doorbell_cc_names)},
 

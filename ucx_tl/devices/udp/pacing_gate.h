@@ -70,6 +70,9 @@ void register_pacing_policy(const std::string &policy, PacingFactory factory);
 /// The factory registered for policy, else the built-in one (ucx_tl/pacing:
 /// "ibrc", "dcqcn", "timely"), or an empty function.
 PacingFactory find_pacing_policy(const std::string &policy);
+/// The policy a device runs for doorbell_iface_params_t::cc ("auto": ibrc,
+/// or none on a loopback device; NULL: none).
+std::string resolve_pacing_policy(const char *policy, bool loopback);
 
 /// The built-in doorbell_pacing controller for a policy name; empty for
 /// "none" and unknown names (pacer_gate.cc).

@@ -207,6 +207,8 @@ public:
     int socket_fd() const { return fd_; }
     /// Whether CE marks of received datagrams are read (enable_ce).
     bool reads_ce() const { return rx_ce_; }
+    /// The pacing policy in force (params.cc resolved: resolve_pacing_policy).
+    const std::string &pacing_policy() const { return cc_; }
 
     /* data path (udp_device_datapath.cc) */
     /// The doorbell: WQEs up to the ring's tail become the device's; one
@@ -352,6 +354,8 @@ private:
     std::unique_ptr<FaultInjector> faults_;
     PacingFactory                  pacing_;
     double                         line_rate_ = 0;
+    bool                           loopback_  = false;
+    std::string                    cc_;  ///< the pacing policy in force
 };
 
 /// Devices: the host's interfaces with an IPv4 address that are up.

@@ -425,7 +425,8 @@ doorbell_status_t VerbsIface::init(const PortInfo &port)
                          name.c_str());
     }
     keys_attached_ = true;
-    pacing_        = udp::find_pacing_policy(params.cc ? params.cc : "none");
+    pacing_        = udp::find_pacing_policy(
+        udp::resolve_pacing_policy(params.cc, false)); /* a NIC's port */
     next_qpn_      = random_u32();
     debug("%s: %s, gid index %d, lid 0x%x, max_inline %u, max_sge %u, "
           "hw pacing %s, timestamps %s, bounce pool on %s",
@@ -871,7 +872,7 @@ doorbell_status_t VerbsIface::create_qp_common(const void *device_addr,
         return status;
     }
     if (pacing_) {
-        udp::PacingContext pc{name, params.cc ? params.cc : "none",
+        udp::PacingContext pc{name, udp::resolve_pacing_policy(params.cc, false),
                               params.ibrc_gain, line_rate_,
                               mtu_bytes(port_.attr.active_mtu)};
         qp->gate = pacing_(pc);
