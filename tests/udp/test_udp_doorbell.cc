@@ -1,10 +1,14 @@
-/* The batcher, selective signaling, the wake-up fd and the counters dump,
+/* The batcher, selective signaling, fences, the wake-up fd and the counters dump,
  * observed through a real UDP iface. */
 #include "loopback_pair.h"
+
+#include "devices/udp/fault_injector.h"
 
 #include <poll.h>
 
 using namespace doorbell::test;
+using doorbell::udp::FaultConfig;
+using doorbell::udp::set_fault_injection;
 
 namespace {
 
@@ -141,6 +145,69 @@ TEST(UdpDoorbell, RawWqesAndFence)
     EXPECT_EQ(DOORBELL_ERR_UNSUPPORTED, doorbell_qp_post(pair.qa, &bad, 1));
     bad.opcode = 99;
     EXPECT_EQ(DOORBELL_ERR_INVALID_PARAM, doorbell_qp_post(pair.qa, &bad, 1));
+}
+
+/* A fence orders as IBV_SEND_FENCE does: behind earlier reads, not behind
+ * the ACKs of earlier writes (the responder executes in PSN order, so the
+ * flag written after the data lands after it). With every answer to the
+ * requester lost, the fenced put still leaves at once. */
+TEST(UdpDoorbell, FenceDoesNotWaitForTheAcksOfWrites)
+{
+    LoopbackPair pair;
+    Region target(pair.pd, 64, DOORBELL_ACCESS_REMOTE_WRITE);
+    FaultConfig deaf{.rx_drop = 1.0, .seed = 11};
+    set_fault_injection(pair.a, &deaf); /* no ACK reaches the requester */
+    uint64_t data = 0x1111, flag = 0x2222;
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &data, 8, target.addr(0),
+                                                 target.rkey));
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_fence(pair.qa));
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &flag, 8, target.addr(8),
+                                                 target.rkey));
+    ASSERT_TRUE(pair.wait([&] {
+        return *reinterpret_cast<uint64_t *>(target.bytes.data() + 8) == flag;
+    }));
+    EXPECT_EQ(data, *reinterpret_cast<uint64_t *>(target.bytes.data()));
+    set_fault_injection(pair.a, nullptr);
+    EXPECT_EQ(DOORBELL_OK, pair.flush(pair.qa));
+}
+
+/* ... but a write fenced behind a read of the same bytes waits for the
+ * read's data: the read returns what was there before the write. */
+TEST(UdpDoorbell, FencedWriteWaitsForAnEarlierRead)
+{
+    LoopbackPair pair;
+    Region target(pair.pd, 4096, DOORBELL_ACCESS_REMOTE_WRITE |
+                                     DOORBELL_ACCESS_REMOTE_READ);
+    auto before = pattern(4096, 5);
+    std::copy(before.begin(), before.end(), target.bytes.begin());
+    std::vector<uint8_t> back(4096), after(4096, 0xee);
+    FaultConfig deaf{.rx_drop = 1.0, .seed = 12};
+    set_fault_injection(pair.a, &deaf); /* the read's data is lost */
+    iovec iov{back.data(), back.size()};
+    Completion c;
+    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_get_zcopy(pair.qa, &iov, 1,
+                                                         target.addr(),
+                                                         target.rkey, &c));
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_fence(pair.qa));
+    iovec out{after.data(), after.size()};
+    Completion w;
+    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_put_zcopy(pair.qa, &out, 1,
+                                                         target.addr(),
+                                                         target.rkey, &w));
+    /* b answers the read (and a drops the answer); the write stays back */
+    const uint64_t b_sent = pair.counters(pair.b).tx_packets;
+    ASSERT_TRUE(pair.wait([&] { return pair.counters(pair.b).tx_packets > b_sent; }));
+    for (int i = 0; i < 100; ++i) {
+        pair.progress();
+    }
+    EXPECT_EQ(before, target.bytes);
+    EXPECT_EQ(0u, w.count);
+    set_fault_injection(pair.a, nullptr);
+    ASSERT_TRUE(pair.wait([&] { return c.count == 1 && w.count == 1; }));
+    EXPECT_EQ(DOORBELL_OK, c.status);
+    EXPECT_EQ(DOORBELL_OK, w.status);
+    EXPECT_EQ(before, back);
+    EXPECT_EQ(after, target.bytes);
 }
 
 TEST(UdpDoorbell, ArmReportsPendingWorkAndEventFdWakes)

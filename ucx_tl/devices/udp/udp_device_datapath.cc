@@ -105,9 +105,15 @@ bool UdpIface::cut_packet(UdpQp &qp)
     while (qp.cursor < qp.ring.rung()) {
         const doorbell_wqe_t &w = qp.ring.wqe(qp.cursor);
         if (qp.cursor_offset == 0) {
-            if ((w.flags & DOORBELL_WQE_FENCE) && qp.done < qp.cursor) {
-                qp.probe_due = !qp.unacked.empty(); /* waits on ACKs */
-                return false; /* fence: earlier WQEs first */
+            /* Fence, as IBV_SEND_FENCE: after the reads before it. The
+             * responder executes requests strictly in PSN order, so a write,
+             * send or read after a write needs nothing more; but a read's
+             * data leaves the responder's memory when its response is sent,
+             * and a later write must not change it first. (Waiting for every
+             * earlier WQE's ACK cost a round trip per fence: UCP's fence
+             * between a put and its flag, 4-9x on small allreduces.) */
+            if ((w.flags & DOORBELL_WQE_FENCE) && !qp.reads.empty()) {
+                return false;
             }
             if (qp.tracks.empty() || qp.tracks.back().wqe != qp.cursor) {
                 WqeTrack t;
