@@ -157,6 +157,18 @@ int doorbell_coll_supported(doorbell_coll_dtype_t dtype, doorbell_coll_op_t op) 
 
 size_t doorbell_coll_dtype_size(doorbell_coll_dtype_t dtype) { return dtype_size(dtype); }
 
+int doorbell_coll_deliver_put_signal(doorbell_coll_team_t *team, const void *src, size_t len,
+                                     uint64_t offset, uint32_t slot, uint64_t value) {
+  const uint64_t scratch = 2 * static_cast<uint64_t>(team->scratch_half);
+  if (team->scratch == nullptr || team->flags == nullptr || offset > scratch ||
+      len > scratch - offset || slot >= 2 * static_cast<uint64_t>(team->flag_half) ||
+      (len != 0 && src == nullptr))
+    return -1;
+  if (len != 0) std::memcpy(team->scratch + offset, src, len);
+  __atomic_store_n(&team->flags[slot], value, __ATOMIC_RELEASE);
+  return 0;
+}
+
 uint32_t doorbell_coll_flags_needed(int size) {
   // Worst case: hierarchical with every rank its own node and a pipelined
   // ring on the spine; ring alone needs less.

@@ -165,6 +165,19 @@ size_t doorbell_coll_dtype_size(doorbell_coll_dtype_t dtype);
 /* Flag slots per half a team of `size` ranks needs for any algorithm. */
 uint32_t doorbell_coll_flags_needed(int size);
 
+/*
+ * The target's side of a put_signal that arrived as one message (a transport
+ * that carries the bytes and the flag together, e.g. an active message, so
+ * the flag needs no fence and no packet of its own). Remote input: checks
+ * that len bytes at offset lie in this rank's scratch halves and slot among
+ * its flags; then copies the bytes and raises flag[slot] to value with
+ * release order. Returns 0, or -1 with nothing written.
+ */
+int doorbell_coll_deliver_put_signal(doorbell_coll_team_t *team,
+                                     const void *src, size_t len,
+                                     uint64_t offset, uint32_t slot,
+                                     uint64_t value);
+
 /* The algorithm `auto` (or a forced one) resolves to. */
 doorbell_coll_algorithm_t
 doorbell_coll_select(const doorbell_coll_team_t *team,

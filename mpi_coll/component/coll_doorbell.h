@@ -37,6 +37,10 @@ typedef struct mca_coll_doorbell_ucp {
     int               num_eps;
     int               max_eps;
     int               ucp_teams;     /* teams with a peer reached by UCP puts */
+    /* Teams by region, for put_signals arriving as active messages. */
+    struct mca_coll_doorbell_team **teams;
+    int               num_teams;
+    int               max_teams;
 } mca_coll_doorbell_ucp_t;
 
 typedef struct mca_coll_doorbell_component_t {
@@ -54,6 +58,8 @@ typedef struct mca_coll_doorbell_component_t {
     size_t   ring_min;             /* bytes; ring from here */
     size_t   pipeline_block;       /* bytes per ring sub-block */
     size_t   scratch_size;         /* bytes per scratch half per communicator */
+    size_t   am_max;               /* bytes; put_signals up to here travel as
+                                      one active message (0: always puts) */
     char     *tls;                 /* UCX transports of our UCP context */
     int      timeout_ms;           /* a peer silent this long is an error */
     char     *topology_file;       /* host -> leaf map, or "" */
@@ -84,6 +90,10 @@ typedef struct mca_coll_doorbell_team {
     int                  *node_of;
     int                  *leaf_of;
     uint64_t             signal_value; /* source of flag puts (this round) */
+    struct mca_coll_doorbell_am_block *am_blocks; /* headers of AM put_signals
+                                                     in flight, reused after quiet */
+    unsigned             am_used;      /* headers taken since the last quiet */
+    int                  registered;   /* in ucp.teams */
     int                  outstanding;  /* puts not yet complete locally */
     int                  failed;       /* a put completed with an error */
     uint64_t             wait_since_ns; /* first idle poll of this wait */

@@ -38,6 +38,7 @@ mca_coll_doorbell_component_t mca_coll_doorbell_component = {
     DOORBELL_COLL_ALG_AUTO,
     0, 0, 0, 0, 0, /* thresholds: set from doorbell_coll_tuning_default() */
     1048576,    /* doorbell_scratch_size: two halves stay in cache */
+    2048,       /* doorbell_am_max */
     NULL,       /* doorbell_tls */
     30000,      /* doorbell_timeout (ms) */
     NULL,       /* doorbell_topology_file */
@@ -115,6 +116,10 @@ static int mca_coll_doorbell_register(void)
              "the ring (Rabenseifner below, on 2^k ranks)", &cm->ring_min);
     reg_size("pipeline_block", "Ring and two-step sub-block size in bytes "
              "(0: no pipelining)", &cm->pipeline_block);
+    reg_size("am_max", "Puts to a peer reached over the network of up to "
+             "this many bytes travel with their flag as one active message "
+             "(the target's handler writes them), larger ones as a put, a "
+             "fence and a flag put; 0: always the latter", &cm->am_max);
     reg_size("scratch_size", "Pre-registered scratch bytes per half per "
              "communicator (two halves); larger messages go in rounds",
              &cm->scratch_size);

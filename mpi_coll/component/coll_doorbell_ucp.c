@@ -6,9 +6,11 @@
  * through the lower module's allgather: a coll component opens after the
  * modex, so it cannot publish there.
  *
- * The transport ops the schedules call: put_signal = put the bytes, fence,
- * put the flag; quiet = wait for local completion of every put; progress =
- * one ucp_worker_progress; idle = yield, or sleep on the region's bell.
+ * The transport ops the schedules call: put_signal = one active message
+ * carrying the bytes and the flag (up to coll_doorbell_am_max bytes; the target's
+ * handler checks and applies it), else put the bytes, fence, put the flag;
+ * quiet = wait for local completion of every send; progress = one
+ * ucp_worker_progress; idle = yield, or sleep on the region's bell.
  *
  * The bell: two 32-bit words after the flags. A rank that has waited for
  * DOORBELL_SPIN_NS (yielding) while its peers run (more ranks than cores)
@@ -48,6 +50,25 @@
                                              sleeper also looks again then */
 #define DOORBELL_SPIN_NS      50000       /* a wait yields this long before
                                              it sleeps */
+#define DOORBELL_AM_ID        0x44        /* put_signal as an active message */
+#define DOORBELL_AM_BLOCK     64          /* headers per allocation */
+
+/* A put_signal sent as one active message: the data and the flag travel
+ * together, so the flag needs neither a fence nor a packet of its own. */
+typedef struct mca_coll_doorbell_am_hdr {
+    uint64_t region;                      /* the target's region: which team */
+    uint64_t offset;                      /* scratch offset of the bytes */
+    uint64_t value;                       /* the flag's new value */
+    uint32_t slot;                        /* the flag */
+    uint32_t len;                         /* bytes after the header */
+} mca_coll_doorbell_am_hdr_t;
+
+/* UCP 1.13 reads an AM header until the send completes: headers live in
+ * blocks that never move, reused once quiet() saw every send complete. */
+typedef struct mca_coll_doorbell_am_block {
+    mca_coll_doorbell_am_hdr_t        hdr[DOORBELL_AM_BLOCK];
+    struct mca_coll_doorbell_am_block *next;
+} mca_coll_doorbell_am_block_t;
 
 /* What each rank contributes to the exchange, followed by the worker
  * address and the packed rkey. */
@@ -73,11 +94,91 @@ static int mca_coll_doorbell_progress(void)
     return (int)ucp_worker_progress(u->worker);
 }
 
+/* The target's side of an AM put_signal. Remote input: the header names a
+ * region this process registered, and the library checks the bounds. */
+static ucs_status_t mca_coll_doorbell_am_recv(void *arg, const void *header,
+                                              size_t header_length, void *data,
+                                              size_t length,
+                                              const ucp_am_recv_param_t *param)
+{
+    mca_coll_doorbell_ucp_t *u = arg;
+    mca_coll_doorbell_am_hdr_t hdr;
+    int i;
+
+    if (header_length != sizeof(hdr) ||
+        (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
+        DOORBELL_ERROR("dropped a put_signal message with a %zu-byte header%s",
+                       header_length,
+                       (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ?
+                       " sent by rendezvous" : "");
+        return UCS_OK;
+    }
+    memcpy(&hdr, header, sizeof(hdr));
+    for (i = 0; i < u->num_teams; i++) {
+        mca_coll_doorbell_team_t *team = u->teams[i];
+
+        if ((uint64_t)(uintptr_t)team->region != hdr.region) {
+            continue;
+        }
+        if (hdr.len != length ||
+            doorbell_coll_deliver_put_signal(&team->super, data, length,
+                                             hdr.offset, hdr.slot,
+                                             hdr.value) != 0) {
+            DOORBELL_ERROR("rank %d: dropped a put_signal of %zu bytes at "
+                           "offset %llu, flag %u: outside the team's region",
+                           team->super.rank, length,
+                           (unsigned long long)hdr.offset, hdr.slot);
+        }
+        return UCS_OK;
+    }
+    DOORBELL_ERROR("dropped a put_signal for region 0x%llx: no such team here",
+                   (unsigned long long)hdr.region);
+    return UCS_OK;
+}
+
+static int mca_coll_doorbell_register_team(mca_coll_doorbell_team_t *team)
+{
+    mca_coll_doorbell_ucp_t *u = &mca_coll_doorbell_component.ucp;
+
+    if (u->num_teams == u->max_teams) {
+        int max = u->max_teams ? 2 * u->max_teams : 8;
+        void *p = realloc(u->teams, max * sizeof(*u->teams));
+
+        if (p == NULL) {
+            return OMPI_ERR_OUT_OF_RESOURCE;
+        }
+        u->teams     = p;
+        u->max_teams = max;
+    }
+    /* What the handler writes into: the scratch halves and the flags. */
+    team->super.scratch = team->region;
+    team->super.flags   = (uint64_t *)((char *)team->region +
+                                       2 * team->super.scratch_half);
+    u->teams[u->num_teams++] = team;
+    team->registered = 1;
+    return OMPI_SUCCESS;
+}
+
+static void mca_coll_doorbell_unregister_team(mca_coll_doorbell_team_t *team)
+{
+    mca_coll_doorbell_ucp_t *u = &mca_coll_doorbell_component.ucp;
+    int i;
+
+    for (i = 0; team->registered && i < u->num_teams; i++) {
+        if (u->teams[i] == team) {
+            u->teams[i] = u->teams[--u->num_teams];
+            break;
+        }
+    }
+    team->registered = 0;
+}
+
 int mca_coll_doorbell_ucp_init(void)
 {
     mca_coll_doorbell_component_t *cm = &mca_coll_doorbell_component;
     mca_coll_doorbell_ucp_t *u = &cm->ucp;
     ucp_worker_params_t worker_params;
+    ucp_am_handler_param_t am;
     ucp_params_t params;
     ucp_config_t *config;
     ucs_status_t status;
@@ -102,7 +203,7 @@ int mca_coll_doorbell_ucp_init(void)
     }
     memset(&params, 0, sizeof(params));
     params.field_mask = UCP_PARAM_FIELD_FEATURES;
-    params.features   = UCP_FEATURE_RMA;
+    params.features   = UCP_FEATURE_RMA | UCP_FEATURE_AM;
     status = ucp_init(&params, config, &u->context);
     ucp_config_release(config);
     if (status != UCS_OK) {
@@ -118,6 +219,19 @@ int mca_coll_doorbell_ucp_init(void)
     if (status != UCS_OK) {
         DOORBELL_ERROR("ucp_worker_create() failed: %s", ucs_status_string(status));
         goto err_cleanup;
+    }
+    memset(&am, 0, sizeof(am));
+    am.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
+                    UCP_AM_HANDLER_PARAM_FIELD_CB |
+                    UCP_AM_HANDLER_PARAM_FIELD_ARG;
+    am.id         = DOORBELL_AM_ID;
+    am.cb         = mca_coll_doorbell_am_recv;
+    am.arg        = u;
+    status = ucp_worker_set_am_recv_handler(u->worker, &am);
+    if (status != UCS_OK) {
+        DOORBELL_ERROR("ucp_worker_set_am_recv_handler() failed: %s",
+                       ucs_status_string(status));
+        goto err_destroy_worker;
     }
     status = ucp_worker_get_address(u->worker, &u->address, &u->address_len);
     if (status != UCS_OK) {
@@ -164,6 +278,7 @@ void mca_coll_doorbell_ucp_finalize(void)
         }
     }
     free(u->eps);
+    free(u->teams);
     ucp_worker_release_address(u->worker, u->address);
     ucp_worker_destroy(u->worker);
     ucp_cleanup(u->context);
@@ -224,7 +339,7 @@ static void mca_coll_doorbell_put_done(void *request, ucs_status_t status,
 
     team->outstanding--;
     if (status != UCS_OK) {
-        DOORBELL_ERROR("rank %d: put completed with %s", team->super.rank,
+        DOORBELL_ERROR("rank %d: a put completed with %s", team->super.rank,
                        ucs_status_string(status));
         team->failed = 1;
     }
@@ -238,7 +353,7 @@ static int mca_coll_doorbell_track(mca_coll_doorbell_team_t *team, void *req,
         return 0;                              /* completed in place */
     }
     if (UCS_PTR_IS_ERR(req)) {
-        DOORBELL_ERROR("rank %d: ucp_put_nbx() to rank %d failed: %s",
+        DOORBELL_ERROR("rank %d: a put to rank %d failed: %s",
                        team->super.rank, peer,
                        ucs_status_string(UCS_PTR_STATUS(req)));
         team->failed = 1;
@@ -246,6 +361,28 @@ static int mca_coll_doorbell_track(mca_coll_doorbell_team_t *team, void *req,
     }
     team->outstanding++;
     return 0;
+}
+
+/* The next free AM header of the team (blocks never move: UCP reads a
+ * header until its send completes). */
+static mca_coll_doorbell_am_hdr_t *
+mca_coll_doorbell_am_hdr(mca_coll_doorbell_team_t *team)
+{
+    mca_coll_doorbell_am_block_t **b = &team->am_blocks;
+    unsigned i = team->am_used;
+
+    while (i >= DOORBELL_AM_BLOCK) {
+        if (*b == NULL && (*b = calloc(1, sizeof(**b))) == NULL) {
+            return NULL;
+        }
+        b  = &(*b)->next;
+        i -= DOORBELL_AM_BLOCK;
+    }
+    if (*b == NULL && (*b = calloc(1, sizeof(**b))) == NULL) {
+        return NULL;
+    }
+    team->am_used++;
+    return &(*b)->hdr[i];
 }
 
 static int mca_coll_doorbell_put_signal(void *ctx, int peer, const void *src,
@@ -281,6 +418,25 @@ static int mca_coll_doorbell_put_signal(void *ctx, int peer, const void *src,
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     param.cb.send      = mca_coll_doorbell_put_done;
     param.user_data    = team;
+    if (len <= mca_coll_doorbell_component.am_max) {
+        mca_coll_doorbell_am_hdr_t *hdr = mca_coll_doorbell_am_hdr(team);
+
+        if (hdr == NULL) {
+            DOORBELL_ERROR("rank %d: no memory for a put_signal header",
+                           team->super.rank);
+            return -1;
+        }
+        hdr->region = team->remote_base[peer];
+        hdr->offset = offset;
+        hdr->value  = value;
+        hdr->slot   = slot;
+        hdr->len    = (uint32_t)len;
+        param.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
+        param.flags         = UCP_AM_SEND_FLAG_EAGER;
+        req = ucp_am_send_nbx(team->eps[peer], DOORBELL_AM_ID, hdr, sizeof(*hdr),
+                              src, len, &param);
+        return mca_coll_doorbell_track(team, req, peer);
+    }
     if (len > 0) {
         req = ucp_put_nbx(team->eps[peer], src, len,
                           team->remote_base[peer] + offset, team->rkeys[peer],
@@ -324,6 +480,7 @@ static int mca_coll_doorbell_quiet(void *ctx)
             return -1;
         }
     }
+    team->am_used = 0; /* every header's send has completed */
     return team->failed ? -1 : 0;
 }
 
@@ -385,6 +542,13 @@ void mca_coll_doorbell_team_destroy(mca_coll_doorbell_team_t *team)
     mca_coll_doorbell_ucp_t *u = &mca_coll_doorbell_component.ucp;
     int i;
 
+    mca_coll_doorbell_unregister_team(team);
+    while (team->am_blocks != NULL) {
+        mca_coll_doorbell_am_block_t *next = team->am_blocks->next;
+
+        free(team->am_blocks);
+        team->am_blocks = next;
+    }
     if (team->counted) {
         u->ucp_teams--;
     }
@@ -524,7 +688,10 @@ int mca_coll_doorbell_team_create(mca_coll_doorbell_module_t *module,
     }
     team->super.size = n;
     team->super.rank = me;
+    /* Registered before any peer learns the region: a put_signal message
+     * that arrives as soon as a peer is done setting up finds its team. */
     local_ok = mca_coll_doorbell_team_local(team, n) == OMPI_SUCCESS &&
+               mca_coll_doorbell_register_team(team) == OMPI_SUCCESS &&
                mca_coll_doorbell_local_blob(team, &blob, &blob_len) == OMPI_SUCCESS;
     my_len = local_ok ? blob_len : 0;
 

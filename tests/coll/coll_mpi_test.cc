@@ -183,7 +183,8 @@ TEST(CollMpiParams, OmpiInfoListsParameters) {
                         "coll_doorbell_np", "coll_doorbell_allreduce_algorithm",
                         "coll_doorbell_small_max", "coll_doorbell_hier_max",
                         "coll_doorbell_ring_min", "coll_doorbell_tls", "coll_doorbell_timeout",
-                        "coll_doorbell_topology_file", "coll_doorbell_scratch_size"})
+                        "coll_doorbell_topology_file", "coll_doorbell_scratch_size",
+                        "coll_doorbell_am_max"})
     EXPECT_NE(r.out.find(p), std::string::npos) << p;
 }
 

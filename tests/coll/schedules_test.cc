@@ -410,3 +410,32 @@ TEST(SchedulesLarge, ByteSizeBeyond2GiB) {
 }
 
 }  // namespace
+
+// The target's side of a put_signal carried in one message: remote input,
+// so anything outside the scratch halves or the flags is refused untouched.
+TEST(DeliverPutSignal, WritesInBoundsAndRefusesTheRest) {
+  std::vector<unsigned char> scratch(2 * 256, 0);
+  std::vector<uint64_t> flags(2 * 4, 0);
+  doorbell_coll_team_t team{};
+  team.scratch = scratch.data();
+  team.scratch_half = 256;
+  team.flags = flags.data();
+  team.flag_half = 4;
+  const unsigned char data[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+
+  EXPECT_EQ(0, doorbell_coll_deliver_put_signal(&team, data, 16, 496, 7, 42));
+  EXPECT_EQ(0, std::memcmp(scratch.data() + 496, data, 16));
+  EXPECT_EQ(42u, flags[7]);
+  EXPECT_EQ(0, doorbell_coll_deliver_put_signal(&team, nullptr, 0, 512, 0, 5)); // flag only
+  EXPECT_EQ(5u, flags[0]);
+
+  const auto before_scratch = scratch;
+  const auto before_flags = flags;
+  EXPECT_EQ(-1, doorbell_coll_deliver_put_signal(&team, data, 16, 497, 1, 9));      // past the end
+  EXPECT_EQ(-1, doorbell_coll_deliver_put_signal(&team, data, 1, 513, 1, 9));       // offset beyond
+  EXPECT_EQ(-1, doorbell_coll_deliver_put_signal(&team, data, 16, UINT64_MAX - 4, 1, 9)); // wraps
+  EXPECT_EQ(-1, doorbell_coll_deliver_put_signal(&team, data, 16, 0, 8, 9));        // no such flag
+  EXPECT_EQ(-1, doorbell_coll_deliver_put_signal(&team, nullptr, 16, 0, 1, 9));     // no bytes
+  EXPECT_EQ(before_scratch, scratch);
+  EXPECT_EQ(before_flags, flags);
+}
