@@ -93,7 +93,6 @@ typedef struct mca_coll_doorbell_team {
     struct mca_coll_doorbell_am_block *am_blocks; /* headers of AM put_signals
                                                      in flight, reused after quiet */
     unsigned             am_used;      /* headers taken since the last quiet */
-    int                  registered;   /* in ucp.teams */
     int                  outstanding;  /* puts not yet complete locally */
     int                  failed;       /* a put completed with an error */
     uint64_t             wait_since_ns; /* first idle poll of this wait */

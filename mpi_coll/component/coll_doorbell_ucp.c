@@ -155,7 +155,6 @@ static int mca_coll_doorbell_register_team(mca_coll_doorbell_team_t *team)
     team->super.flags   = (uint64_t *)((char *)team->region +
                                        2 * team->super.scratch_half);
     u->teams[u->num_teams++] = team;
-    team->registered = 1;
     return OMPI_SUCCESS;
 }
 
@@ -164,13 +163,12 @@ static void mca_coll_doorbell_unregister_team(mca_coll_doorbell_team_t *team)
     mca_coll_doorbell_ucp_t *u = &mca_coll_doorbell_component.ucp;
     int i;
 
-    for (i = 0; team->registered && i < u->num_teams; i++) {
+    for (i = 0; i < u->num_teams; i++) {
         if (u->teams[i] == team) {
             u->teams[i] = u->teams[--u->num_teams];
             break;
         }
     }
-    team->registered = 0;
 }
 
 int mca_coll_doorbell_ucp_init(void)
@@ -828,10 +826,7 @@ int mca_coll_doorbell_team_create(mca_coll_doorbell_module_t *module,
     }
     team->super.ops        = &mca_coll_doorbell_ops;
     team->super.ctx        = team;
-    team->super.scratch    = team->region;
-    team->super.flags      = (uint64_t *)((char *)team->region +
-                                          2 * team->super.scratch_half);
-    team->super.node_of    = team->node_of;
+    team->super.node_of    = team->node_of; /* scratch, flags: at registration */
     team->super.leaf_of    = have_leaves ? team->leaf_of : NULL;
     team->super.seq        = 0;
     team->super.timeout_ns = (uint64_t)cm->timeout_ms * 1000000ull;

@@ -236,7 +236,7 @@ private:
     void retire(UdpQp &qp);
 
     /* receive */
-    unsigned receive();
+    unsigned receive(size_t &bytes);
     void rearm_rx(unsigned count);
     int place_read_response();
     int receive_batch(unsigned want);
@@ -329,7 +329,6 @@ private:
     std::array<std::array<uint8_t, 64>, kRxBatch> rx_cmsg_{};
     unsigned rx_want_ = 1; ///< datagrams the next recvmmsg asks for
     unsigned rx_singles_ = 0; ///< receives in a row that got the one asked for
-    size_t   rx_bytes_ = 0;   ///< bytes received by this progress call
     /* READ data received in place (place_read_response) */
     bool                  rx_place_  = false;   ///< a read waits for data
     const uint8_t        *rx_placed_ = nullptr; ///< entry 0's payload went here

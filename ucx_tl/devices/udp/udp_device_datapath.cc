@@ -694,9 +694,9 @@ unsigned UdpIface::progress()
     }
     flush_tx();
     rx_place_ = reading && mtu_ >= kPlaceMin && !faults_;
-    rx_bytes_      = 0;
-    unsigned count = receive();
-    if (count > 1 || rx_bytes_ >= kLinearTx) {
+    size_t   bytes = 0;
+    unsigned count = receive(bytes);
+    if (count > 1 || bytes >= kLinearTx) {
         /* copying the data took time; an empty poll, or one small datagram
          * (a ping, an ACK), did not: the clock read above still holds */
         now_ = now_ns();
@@ -715,7 +715,9 @@ unsigned UdpIface::progress()
     return count;
 }
 
-unsigned UdpIface::receive()
+/// Takes what the socket holds (up to kRxRounds batches); returns the
+/// datagrams and adds their bytes to bytes.
+unsigned UdpIface::receive(size_t &bytes)
 {
     unsigned total = 0;
     int64_t  rt_to_mono = 0; /* CLOCK_REALTIME - CLOCK_MONOTONIC, ns */
@@ -776,7 +778,7 @@ unsigned UdpIface::receive()
                             rx_msgs_[i].msg_len >= kCeBulkBytes)) {
                 enable_ce();
             }
-            rx_bytes_ += rx_msgs_[i].msg_len;
+            bytes += rx_msgs_[i].msg_len;
             handle_datagram(rx_slots_[i], rx_msgs_[i].msg_len, rx_addr_[i], ce,
                             size_t(i));
         }

@@ -268,6 +268,7 @@ private:
     std::unique_ptr<RegCache> rcache_;
     BouncePool       pool_;
     udp::PacingFactory pacing_;
+    std::string        cc_; ///< the pacing policy in force (params.cc resolved)
     double           line_rate_ = 0;
     uint32_t         next_qpn_ = 0;
     PostStats        post_stats_;
