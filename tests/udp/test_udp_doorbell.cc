@@ -274,6 +274,35 @@ TEST(UdpDoorbell, BackgroundProgressKeepsTheEventFdArmed)
     ASSERT_EQ(DOORBELL_OK, pair.flush(pair.qa));
 }
 
+/* A worker asleep on the event fd while a timer progresses for it: what the
+ * background pass takes from the socket (here the ACK that frees the QP)
+ * must still wake the sleeper, or a request waiting for that ACK waits for
+ * the next arrival that may never come. */
+TEST(UdpDoorbell, BackgroundProgressThatTakesAnArrivalWakesTheSleeper)
+{
+    LoopbackPair pair(steady_params(), steady_params());
+    Region target(pair.pd, 64, DOORBELL_ACCESS_REMOTE_WRITE);
+    int fd = doorbell_iface_event_fd(pair.a);
+    uint64_t v = 5;
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(),
+                                                 target.rkey));
+    ASSERT_EQ(DOORBELL_OK, doorbell_iface_arm(pair.a)); /* a sleeps */
+    pollfd pfd{fd, POLLIN, 0};
+    ASSERT_EQ(0, poll(&pfd, 1, 0));
+    /* b runs until its ACK reaches a's socket */
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+    while (poll(&pfd, 1, 0) == 0) {
+        doorbell_iface_progress(pair.b);
+        ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "no ACK from b";
+    }
+    ASSERT_GT(doorbell_iface_progress_background(pair.a), 0u);
+    EXPECT_EQ(1, poll(&pfd, 1, 0)) << "the sleeper was not woken";
+    /* once it has looked (armed again), an empty pass does not wake it */
+    ASSERT_EQ(DOORBELL_OK, doorbell_iface_arm(pair.a));
+    EXPECT_EQ(0u, doorbell_iface_progress_background(pair.a));
+    EXPECT_EQ(0, poll(&pfd, 1, 0));
+}
+
 TEST(UdpDoorbell, CompletionHandlerWithArgumentGetsItBack)
 {
     LoopbackPair pair;

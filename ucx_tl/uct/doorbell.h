@@ -219,6 +219,11 @@ uct_doorbell_ep_process_pending(ucs_arbiter_t *arbiter,
                                 ucs_arbiter_group_t *group,
                                 ucs_arbiter_elem_t *elem, void *arg);
 
+ucs_arbiter_cb_result_t
+uct_doorbell_ep_pending_ready(ucs_arbiter_t *arbiter,
+                              ucs_arbiter_group_t *group,
+                              ucs_arbiter_elem_t *elem, void *arg);
+
 UCS_CLASS_DECLARE_NEW_FUNC(uct_doorbell_ep_t, uct_ep_t, const uct_ep_params_t *);
 UCS_CLASS_DECLARE_DELETE_FUNC(uct_doorbell_ep_t, uct_ep_t);
 

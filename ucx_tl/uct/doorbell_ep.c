@@ -231,6 +231,25 @@ uct_doorbell_ep_process_pending(ucs_arbiter_t *arbiter,
     return UCS_ARBITER_CB_RESULT_RESCHED_GROUP;
 }
 
+/* Called from event_arm, one pass over the endpoints with pending requests:
+ * sets *arg if one of them could send now. The others wait for their queue
+ * pair to free slots, which only an arrival (the event fd) or a timer does. */
+ucs_arbiter_cb_result_t
+uct_doorbell_ep_pending_ready(ucs_arbiter_t *arbiter,
+                              ucs_arbiter_group_t *group,
+                              ucs_arbiter_elem_t *elem, void *arg)
+{
+    uct_doorbell_ep_t *ep = ucs_container_of(group, uct_doorbell_ep_t,
+                                             arb_group);
+
+    if (doorbell_qp_can_send(ep->qp)) {
+        *(int*)arg = 1;
+        return UCS_ARBITER_CB_RESULT_STOP;
+    }
+
+    return UCS_ARBITER_CB_RESULT_RESCHED_GROUP;
+}
+
 static ucs_arbiter_cb_result_t
 uct_doorbell_ep_purge_cb(ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
                          ucs_arbiter_elem_t *elem, void *arg)

@@ -379,10 +379,15 @@ static ucs_status_t uct_doorbell_iface_event_arm(uct_iface_h tl_iface,
     uct_doorbell_iface_t *iface = ucs_derived_of(tl_iface,
                                                  uct_doorbell_iface_t);
     doorbell_status_t status;
+    int pending_ready           = 0;
 
     UCT_DOORBELL_ENTER(iface);
-    if (!ucs_arbiter_is_empty(&iface->arbiter) ||
-        !ucs_queue_is_empty(&iface->deferred)) {
+    /* A pending request keeps the worker awake only if its endpoint could
+     * send it now; one waiting for ACKs (a full ring, a paced QP) sleeps
+     * until they arrive, instead of spinning the core its peers need */
+    ucs_arbiter_dispatch(&iface->arbiter, 1, uct_doorbell_ep_pending_ready,
+                         &pending_ready);
+    if (pending_ready || !ucs_queue_is_empty(&iface->deferred)) {
         status = DOORBELL_ERR_NO_RESOURCE;
     } else {
         status = doorbell_iface_arm(iface->core);

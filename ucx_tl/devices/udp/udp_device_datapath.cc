@@ -6,6 +6,7 @@
 
 #include <arpa/inet.h>
 #include <sys/epoll.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -709,6 +710,15 @@ unsigned UdpIface::progress()
     }
     flush_tx();
     count += poll_completions();
+    if (background && count != 0) {
+        /* what this took from the socket (ACKs that free slots a pending
+         * request waits for, completions to deliver) took the event fd's
+         * readiness with it: fire the wake-up timer now, so a worker asleep
+         * on the fd comes for it */
+        itimerspec its{};
+        its.it_value.tv_nsec = 1;
+        timerfd_settime(timer_fd_, 0, &its, nullptr);
+    }
     if (--depth_ == 0) {
         graveyard_.clear();
     }
