@@ -11,8 +11,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (r.status == ParseStatus::kOk) {
         const WireHeader &h = r.header;
         /* what the receive path relies on */
-        if (size != sizeof(WireHeader) + h.length ||
-            r.payload != data + sizeof(WireHeader)) {
+        if (size != r.header_bytes + h.length ||
+            r.payload != data + r.header_bytes) {
+            abort();
+        }
+        if (r.header_bytes != sizeof(WireHeader) &&
+            ((h.opcode != uint8_t(Opcode::kWrite) &&
+              h.opcode != uint8_t(Opcode::kSend)) ||
+             r.header_bytes != data_header_bytes(Opcode(h.opcode)))) {
             abort();
         }
         bool data_op = h.opcode == uint8_t(Opcode::kWrite) ||

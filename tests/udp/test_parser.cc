@@ -38,9 +38,34 @@ WireHeader header(Opcode op, uint32_t length, uint32_t msg_length,
     return h;
 }
 
+/// h as a data segment (DataHeader) with payload bytes after it.
+std::vector<uint8_t> data_datagram(const WireHeader &h, size_t payload)
+{
+    uint8_t hdr[64];
+    uint32_t n = encode_data_header(h, hdr);
+    std::vector<uint8_t> v(hdr, hdr + n);
+    v.resize(n + payload, 0x5c);
+    return v;
+}
+
+WireHeader segment(Opcode op, uint32_t msg_length, uint32_t offset)
+{
+    WireHeader h  = header(op, 0, msg_length, offset);
+    h.src_qp      = 0x1234;
+    h.psn         = 77;
+    h.flags       = kFlagLast;
+    h.ts_send     = 0x1122334455667788ull;
+    h.am_id       = op == Opcode::kSend ? 5 : 0;
+    h.remote_addr = op == Opcode::kWrite ? 0x7f0000001000ull : 0;
+    h.rkey        = op == Opcode::kWrite ? 0xabcd : 0;
+    return h;
+}
+
 std::vector<std::vector<uint8_t>> valid_samples()
 {
     return {
+        data_datagram(segment(Opcode::kWrite, 3000, 2000), 1000),
+        data_datagram(segment(Opcode::kSend, 3000, 1000), 1000),
         datagram(header(Opcode::kWrite, 100, 300, 200), 100),
         datagram(header(Opcode::kWrite, 0, 0, 0), 0),
         datagram(header(Opcode::kSend, 8, 8, 0), 8),
@@ -57,8 +82,13 @@ void check_invariants(const ParseResult &r, const uint8_t *bytes, size_t len)
 {
     ASSERT_EQ(ParseStatus::kOk, r.status);
     const WireHeader &h = r.header;
-    ASSERT_EQ(len, sizeof(WireHeader) + h.length);
-    ASSERT_EQ(bytes + sizeof(WireHeader), r.payload);
+    ASSERT_EQ(len, r.header_bytes + h.length);
+    ASSERT_EQ(bytes + r.header_bytes, r.payload);
+    if (r.header_bytes != sizeof(WireHeader)) {
+        ASSERT_TRUE(h.opcode == uint8_t(Opcode::kWrite) ||
+                    h.opcode == uint8_t(Opcode::kSend));
+        ASSERT_EQ(data_header_bytes(Opcode(h.opcode)), r.header_bytes);
+    }
     ASSERT_GT(h.opcode, 0);
     ASSERT_LT(h.opcode, uint8_t(Opcode::kLast));
     switch (Opcode(h.opcode)) {
@@ -120,6 +150,51 @@ TEST(Parser, ClassifiesBadPackets)
     chunk.aux  = 0;
     auto cd    = datagram(chunk, 0);
     EXPECT_EQ(ParseStatus::kMalformed, parse(cd.data(), cd.size()).status);
+}
+
+TEST(Parser, DataSegmentsExpandToTheFullHeader)
+{
+    for (Opcode op : {Opcode::kWrite, Opcode::kSend}) {
+        WireHeader h = segment(op, 3000, 1000);
+        auto d       = data_datagram(h, 1000);
+        ParseResult r = parse(d.data(), d.size());
+        ASSERT_EQ(ParseStatus::kOk, r.status);
+        EXPECT_EQ(data_header_bytes(op), r.header_bytes);
+        EXPECT_EQ(op == Opcode::kWrite ? 48u : 32u, r.header_bytes);
+        h.length = 1000; /* the datagram's rest */
+        EXPECT_EQ(0, std::memcmp(&h, &r.header, sizeof(h)));
+        check_invariants(r, d.data(), d.size());
+    }
+}
+
+TEST(Parser, ClassifiesBadDataSegments)
+{
+    auto w = data_datagram(segment(Opcode::kWrite, 3000, 1000), 1000);
+    EXPECT_EQ(ParseStatus::kTruncated, parse(w.data(), 31).status);
+    EXPECT_EQ(ParseStatus::kTruncated, parse(w.data(), 40).status); /* no target */
+    auto version = w;
+    version[4]   = kVersion + 1;
+    EXPECT_EQ(ParseStatus::kForeign, parse(version.data(), version.size()).status);
+    auto reserved = w;
+    reserved[44]  = 1;
+    EXPECT_EQ(ParseStatus::kMalformed, parse(reserved.data(), reserved.size()).status);
+    auto am_id = w;
+    am_id[7]   = 1; /* a WRITE has none */
+    EXPECT_EQ(ParseStatus::kMalformed, parse(am_id.data(), am_id.size()).status);
+    auto past = w;
+    past.resize(past.size() + 1001); /* offset + length beyond msg_length */
+    EXPECT_EQ(ParseStatus::kMalformed, parse(past.data(), past.size()).status);
+    auto flags = w;
+    flags[6]   = 0x80;
+    EXPECT_EQ(ParseStatus::kMalformed, parse(flags.data(), flags.size()).status);
+    /* only WRITE and SEND travel in data segments */
+    for (Opcode op : {Opcode::kAck, Opcode::kNak, Opcode::kReadReq,
+                      Opcode::kReadResp, Opcode::kSignal, Opcode::kAckReq}) {
+        auto other = data_datagram(segment(Opcode::kSend, 3000, 0), 100);
+        other[5]   = uint8_t(op);
+        EXPECT_EQ(ParseStatus::kMalformed, parse(other.data(), other.size()).status)
+            << int(op);
+    }
 }
 
 TEST(Parser, SignalIsOneWordSetOrAdd)

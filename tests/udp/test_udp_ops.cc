@@ -195,7 +195,7 @@ TEST(UdpOps, ActiveMessagesInOrder)
     ASSERT_EQ(DOORBELL_OK, doorbell_qp_am_short(pair.qa, 3, 0x1122334455667788ull,
                                                 payload.data(), payload.size()));
     ASSERT_EQ(DOORBELL_OK, doorbell_qp_am_short(pair.qa, 4, 7, nullptr, 0));
-    auto big = pattern(l.max_bcopy, 6);
+    auto big = pattern(l.max_am_bcopy, 6);
     PackArg arg{big.data(), big.size()};
     ASSERT_EQ(ssize_t(big.size()), doorbell_qp_am_bcopy(pair.qa, 5, pack, &arg));
     uint8_t hdr[8] = {1, 2, 3, 4, 5, 6, 7, 8};

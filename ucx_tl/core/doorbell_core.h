@@ -140,7 +140,8 @@ int  doorbell_iface_is_reachable(const doorbell_iface_t *iface,
 /* Limits the adapter advertises. */
 typedef struct doorbell_iface_limits {
     size_t max_short;     /* put_short / am_short payload (AM: header included) */
-    size_t max_bcopy;     /* put_bcopy / get_bcopy / am_bcopy */
+    size_t max_bcopy;     /* put_bcopy / get_bcopy */
+    size_t max_am_bcopy;  /* am_bcopy, header included */
     size_t max_zcopy;     /* put/get zcopy total */
     size_t max_iov;       /* entries per zcopy */
     size_t max_am_header; /* am_zcopy header */

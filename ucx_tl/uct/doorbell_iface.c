@@ -54,7 +54,9 @@ static ucs_config_field_t uct_doorbell_iface_config_table[] = {
 
     {"SEG_SIZE", "8k",
      "Largest active message including its header, in bytes; this is also the\n"
-     "size of each receive buffer and the largest bcopy put or get.",
+     "size of each receive buffer and the largest bcopy put or get. Where an\n"
+     "active message takes several packets, the software device rounds its\n"
+     "active message limits down to whole packets.",
      ucs_offsetof(uct_doorbell_iface_config_t, seg_size),
      UCS_CONFIG_TYPE_MEMUNITS},
 
@@ -201,7 +203,7 @@ static ucs_status_t uct_doorbell_iface_query(uct_iface_h tl_iface,
     attr->cap.get.max_iov         = max_iov;
 
     attr->cap.am.max_short        = limits->max_short;
-    attr->cap.am.max_bcopy        = limits->max_bcopy;
+    attr->cap.am.max_bcopy        = limits->max_am_bcopy;
     attr->cap.am.min_zcopy        = 0;
     attr->cap.am.max_zcopy        = limits->max_am_zcopy;
     attr->cap.am.opt_zcopy_align  = 1;

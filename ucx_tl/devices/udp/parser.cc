@@ -73,9 +73,74 @@ ParseStatus check_header(const WireHeader &h, size_t payload_len)
     return ParseStatus::kOk;
 }
 
+namespace {
+
+/// A DataHeader datagram: expanded into r.header, then the full header's
+/// checks (the length is the datagram's rest, so it always agrees).
+ParseResult parse_data(const uint8_t *bytes, size_t len)
+{
+    ParseResult r{};
+    DataHeader  d;
+    if (len < sizeof(d)) {
+        r.status = ParseStatus::kTruncated;
+        return r;
+    }
+    std::memcpy(&d, bytes, sizeof(d));
+    if (d.version != kVersion) {
+        r.status = ParseStatus::kForeign;
+        return r;
+    }
+    if (d.opcode != uint8_t(Opcode::kWrite) && d.opcode != uint8_t(Opcode::kSend)) {
+        r.status = ParseStatus::kMalformed;
+        return r;
+    }
+    uint32_t hdr_bytes = data_header_bytes(Opcode(d.opcode));
+    if (len < hdr_bytes) {
+        r.status = ParseStatus::kTruncated;
+        return r;
+    }
+    WireHeader &h = r.header;
+    h.magic       = kMagic;
+    h.version     = d.version;
+    h.opcode      = d.opcode;
+    h.flags       = d.flags;
+    h.am_id       = d.am_id;
+    h.src_qp      = d.src_qp;
+    h.psn         = d.psn;
+    h.length      = uint32_t(len - hdr_bytes);
+    h.msg_length  = d.msg_length;
+    h.msg_offset  = d.msg_offset;
+    h.ts_send     = d.ts_send;
+    if (d.opcode == uint8_t(Opcode::kWrite)) {
+        DataTarget t;
+        std::memcpy(&t, bytes + sizeof(d), sizeof(t));
+        if (t.reserved != 0 || d.am_id != 0) {
+            r.status = ParseStatus::kMalformed;
+            return r;
+        }
+        h.remote_addr = t.remote_addr;
+        h.rkey        = t.rkey;
+    }
+    r.status = check_header(h, len - hdr_bytes);
+    if (r.status == ParseStatus::kOk) {
+        r.payload      = bytes + hdr_bytes;
+        r.header_bytes = hdr_bytes;
+    }
+    return r;
+}
+
+} // namespace
+
 ParseResult parse(const uint8_t *bytes, size_t len)
 {
     ParseResult r{};
+    uint32_t magic;
+    if (bytes != nullptr && len >= sizeof(magic)) {
+        std::memcpy(&magic, bytes, sizeof(magic));
+        if (magic == kDataMagic) {
+            return parse_data(bytes, len);
+        }
+    }
     if (bytes == nullptr || len < sizeof(WireHeader)) {
         r.status = ParseStatus::kTruncated;
         return r;
@@ -83,9 +148,33 @@ ParseResult parse(const uint8_t *bytes, size_t len)
     std::memcpy(&r.header, bytes, sizeof(WireHeader));
     r.status = check_header(r.header, len - sizeof(WireHeader));
     if (r.status == ParseStatus::kOk) {
-        r.payload = bytes + sizeof(WireHeader);
+        r.payload      = bytes + sizeof(WireHeader);
+        r.header_bytes = uint32_t(sizeof(WireHeader));
     }
     return r;
+}
+
+uint32_t encode_data_header(const WireHeader &h, uint8_t *out)
+{
+    DataHeader d{};
+    d.magic      = kDataMagic;
+    d.version    = kVersion;
+    d.opcode     = h.opcode;
+    d.flags      = h.flags;
+    d.am_id      = h.am_id;
+    d.src_qp     = h.src_qp;
+    d.psn        = h.psn;
+    d.msg_length = h.msg_length;
+    d.msg_offset = h.msg_offset;
+    d.ts_send    = h.ts_send;
+    std::memcpy(out, &d, sizeof(d));
+    if (h.opcode == uint8_t(Opcode::kWrite)) {
+        DataTarget t{};
+        t.remote_addr = h.remote_addr;
+        t.rkey        = h.rkey;
+        std::memcpy(out + sizeof(d), &t, sizeof(t));
+    }
+    return data_header_bytes(Opcode(h.opcode));
 }
 
 const char *parse_status_string(ParseStatus status)

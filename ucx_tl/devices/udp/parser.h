@@ -22,12 +22,18 @@ enum class ParseStatus : uint8_t {
 
 struct ParseResult {
     ParseStatus    status;
-    WireHeader     header;       ///< valid only when status == kOk
+    WireHeader     header;       ///< valid only when status == kOk (a
+                                 ///< DataHeader comes expanded)
     const uint8_t *payload;      ///< header.length bytes
+    uint32_t       header_bytes; ///< on the wire: 64, or a DataHeader's
 };
 
 /// Validates a datagram of len bytes.
 ParseResult parse(const uint8_t *bytes, size_t len);
+
+/// Writes h (a WRITE or SEND segment) as a DataHeader (and DataTarget) to
+/// out; returns the bytes written, data_header_bytes(h.opcode).
+uint32_t encode_data_header(const WireHeader &h, uint8_t *out);
 
 /// Validates a header read apart from its payload (a peek), for a datagram
 /// that carries payload_len bytes after it. parse() applies the same checks.

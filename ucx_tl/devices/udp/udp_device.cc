@@ -443,7 +443,18 @@ void UdpIface::query_limits(doorbell_iface_limits_t &l) const
     l.max_zcopy     = kMaxZcopy;
     l.max_iov       = 8;
     l.max_am_header = DOORBELL_WQE_INLINE_MAX;
-    l.max_am_zcopy  = params.seg_size;
+    /* An active message of several packets fills whole data segments: UCP
+     * cuts a long message into fragments of this size, and 8 KiB over
+     * 1440-byte segments left a sixth packet two-thirds empty (on a 1500-byte
+     * MTU, 90.2 % of the link as payload instead of 95.1 %). */
+    uint32_t am_max = params.seg_size;
+    uint32_t seg    = mtu_ + uint32_t(sizeof(WireHeader)) -
+                      data_header_bytes(Opcode::kSend);
+    if (am_max > mtu_ && am_max >= seg) {
+        am_max = am_max / seg * seg;
+    }
+    l.max_am_bcopy = am_max;
+    l.max_am_zcopy = am_max;
 }
 
 doorbell_status_t UdpIface::arm()

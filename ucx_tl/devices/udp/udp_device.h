@@ -89,6 +89,8 @@ struct TxPacket {
     uint64_t wqe;      ///< ring index of its WQE
     uint32_t offset;   ///< message offset (READ_REQ: offset of the piece)
     uint32_t length;   ///< payload bytes (READ_REQ: bytes requested)
+    uint32_t header_bytes = sizeof(WireHeader); ///< on the wire (a DataHeader's
+                                                ///< in a message of several)
 };
 
 /// Completion tracking of one WQE the device has started.
@@ -227,7 +229,8 @@ private:
     bool cut_packet(UdpQp &qp);
     void send_packet(UdpQp &qp, const TxPacket &pkt);
     void stage(const WireHeader &hdr, const void *a, size_t alen,
-               const void *b, size_t blen, const sockaddr_in &to);
+               const void *b, size_t blen, const sockaddr_in &to,
+               uint32_t header_bytes = sizeof(WireHeader));
     void flush_tx();
     struct TxSlot;
     void send_linear(const TxSlot &s);
@@ -257,9 +260,10 @@ private:
     void enable_ce();
     uint64_t read_window(const UdpQp &qp) const;
     void handle_request(const WireHeader &h, uint8_t *buf,
-                        const sockaddr_in &from, bool ce, size_t slot);
+                        const uint8_t *payload, const sockaddr_in &from,
+                        bool ce, size_t slot);
     bool handle_send(Responder &r, const WireHeader &h, uint8_t *buf,
-                     size_t slot);
+                     const uint8_t *payload, size_t slot);
     void send_read_response(const WireHeader &h, const sockaddr_in &to);
     void send_control(const Responder &r, Opcode op, NakCode code,
                       uint32_t psn);

@@ -166,7 +166,14 @@ bool UdpIface::cut_packet(UdpQp &qp)
         case DOORBELL_OP_SEND: {
             pkt.opcode = w.opcode == DOORBELL_OP_SEND ? Opcode::kSend
                                                       : Opcode::kWrite;
-            pkt.length = std::min(mtu_, total - qp.cursor_offset);
+            /* a message of several packets travels in data segments: their
+             * shorter header leaves the payload more of the datagram */
+            uint32_t seg = mtu_;
+            if (total > mtu_) {
+                pkt.header_bytes = data_header_bytes(pkt.opcode);
+                seg = mtu_ + uint32_t(sizeof(WireHeader)) - pkt.header_bytes;
+            }
+            pkt.length = std::min(seg, total - qp.cursor_offset);
             if (!qp.unacked.empty() &&
                 qp.inflight_bytes + pkt.length + sizeof(WireHeader) > window_) {
                 return false;
@@ -288,7 +295,7 @@ void UdpIface::send_packet(UdpQp &qp, const TxPacket &pkt)
         (pkt.opcode == Opcode::kReadReq && pkt.length == 0)) {
         h.flags |= kFlagAckReq;
     }
-    stage(h, payload, h.length, nullptr, 0, qp.peer);
+    stage(h, payload, h.length, nullptr, 0, qp.peer, pkt.header_bytes);
     qp.last_ack_req = (h.flags & kFlagAckReq) != 0;
     if (resend) {
         ++counters.retransmits;
@@ -367,20 +374,27 @@ uint64_t UdpIface::tlp_timeout(const UdpQp &qp) const
     return std::min(t, qp.rto_ns);
 }
 
+/// Queues a packet for the next sendmmsg; a header_bytes other than the
+/// full header's sends hdr as a DataHeader.
 void UdpIface::stage(const WireHeader &hdr, const void *a, size_t alen,
-                     const void *b, size_t blen, const sockaddr_in &to)
+                     const void *b, size_t blen, const sockaddr_in &to,
+                     uint32_t header_bytes)
 {
     if (tx_count_ == kTxBatch) {
         flush_tx();
     }
     TxSlot &s = tx_[tx_count_++];
-    s.hdr     = hdr;
+    if (header_bytes == sizeof(WireHeader)) {
+        s.hdr = hdr;
+    } else {
+        header_bytes = encode_data_header(hdr, reinterpret_cast<uint8_t *>(&s.hdr));
+    }
     s.to      = to;
-    s.iov[0]  = {&s.hdr, sizeof(WireHeader)};
+    s.iov[0]  = {&s.hdr, header_bytes};
     s.iov[1]  = {const_cast<void *>(a), alen};
     s.iov[2]  = {const_cast<void *>(b), blen};
     s.iovcnt  = blen != 0 ? 3 : alen != 0 ? 2 : 1;
-    s.bytes   = sizeof(WireHeader) + alen + blen;
+    s.bytes   = header_bytes + alen + blen;
 }
 
 /// Sends one small staged packet with sendto from a linear copy.
@@ -639,7 +653,7 @@ uint64_t UdpIface::path_rtt(uint64_t ts_echo, uint32_t hold_ns) const
 uint32_t UdpIface::path_bytes(const TxPacket &pkt, uint32_t offset) const
 {
     if (pkt.opcode != Opcode::kReadReq) {
-        return pkt.length + uint32_t(sizeof(WireHeader));
+        return pkt.length + pkt.header_bytes;
     }
     uint32_t len = pkt.length - std::min(offset, pkt.length);
     return uint32_t(sizeof(WireHeader)) + len +
@@ -944,7 +958,7 @@ void UdpIface::handle_datagram(uint8_t *buf, size_t len,
         handle_response(r.header, r.payload, from, ce);
         break;
     default:
-        handle_request(r.header, buf, from, ce, slot);
+        handle_request(r.header, buf, r.payload, from, ce, slot);
         break;
     }
 }
@@ -1232,6 +1246,7 @@ void UdpIface::send_read_response(const WireHeader &req, const sockaddr_in &to)
 }
 
 void UdpIface::handle_request(const WireHeader &h, uint8_t *buf,
+                              const uint8_t *payload,
                               const sockaddr_in &from, bool ce, size_t slot)
 {
     ResponderKey key{from.sin_addr.s_addr, from.sin_port, h.src_qp};
@@ -1323,7 +1338,6 @@ void UdpIface::handle_request(const WireHeader &h, uint8_t *buf,
         return;
     }
 
-    const uint8_t *payload = buf + sizeof(WireHeader);
     switch (Opcode(h.opcode)) {
     case Opcode::kWrite: {
         doorbell_status_t status = pd.access(
@@ -1372,7 +1386,7 @@ void UdpIface::handle_request(const WireHeader &h, uint8_t *buf,
         send_read_response(h, from);
         break;
     case Opcode::kSend:
-        if (!handle_send(r, h, buf, slot)) {
+        if (!handle_send(r, h, buf, payload, slot)) {
             return;
         }
         break;
@@ -1398,11 +1412,13 @@ void UdpIface::handle_request(const WireHeader &h, uint8_t *buf,
 /// Takes one SEND segment in order. Returns false if it was not accepted
 /// (receiver busy: NAK sent, the peer keeps the AM; or a protocol error).
 bool UdpIface::handle_send(Responder &r, const WireHeader &h, uint8_t *buf,
-                           size_t slot)
+                           const uint8_t *payload, size_t slot)
 {
-    const uint8_t *payload = buf + sizeof(WireHeader);
-    bool first             = h.msg_offset == 0;
-    bool in_place          = first && h.length == h.msg_length;
+    bool first    = h.msg_offset == 0;
+    /* in place: the message is one packet with the full header, the 64
+     * bytes before its data that the callee gets as headroom */
+    bool in_place = first && h.length == h.msg_length &&
+                    payload == buf + sizeof(WireHeader);
     uint8_t *base          = nullptr;
     if (h.msg_length > kBufSize - sizeof(WireHeader) ||
         (first && r.am_buf != nullptr) ||

@@ -1,6 +1,9 @@
 /*
- * The UDP device's wire format: one 64-byte header in front of every
- * datagram's payload. Little-endian (static_assert below), packed, versioned.
+ * The UDP device's wire format: a 64-byte header in front of a datagram's
+ * payload; the segments of a WRITE or SEND that takes several packets carry a
+ * shorter one (DataHeader: 32 bytes, 48 for a WRITE) that the parser expands
+ * into the same WireHeader. Little-endian (static_assert below), packed,
+ * versioned.
  *
  * Requests travel from a requester QP to the responder state the peer keeps
  * for it (keyed by source address and src_qp); every request packet carries
@@ -19,8 +22,9 @@
 
 namespace doorbell::udp {
 
-static constexpr uint32_t kMagic   = 0x4c424244; ///< "DBBL" on the wire
-static constexpr uint8_t  kVersion = 1;
+static constexpr uint32_t kMagic     = 0x4c424244; ///< "DBBL" on the wire
+static constexpr uint32_t kDataMagic = 0x64424244; ///< "DBBd": a DataHeader
+static constexpr uint8_t  kVersion   = 2;
 static constexpr uint32_t kMaxDatagram = 65000; ///< bytes, header included
 
 enum class Opcode : uint8_t {
@@ -79,6 +83,43 @@ struct [[gnu::packed]] WireHeader {
     uint64_t ts_echo;      /* ACK/NAK/READ_RESP: ts_send of the packet
                             * answered */
 };
+
+/*
+ * The header of each segment of a WRITE or SEND that takes more than one
+ * packet. A bulk transfer is all segments, and on a 1500-byte MTU the 64-byte
+ * header cost 4.3 % of the link: these carry 32 bytes more payload (16 for a
+ * WRITE). Only what a segment needs travels; the payload length is the rest of
+ * the datagram, dst_qp, aux and ts_echo are 0. A one-packet message keeps the
+ * full header: an active message is delivered in place, behind its 64 bytes.
+ */
+struct [[gnu::packed]] DataHeader {
+    uint32_t magic;        /* kDataMagic */
+    uint8_t  version;      /* kVersion */
+    uint8_t  opcode;       /* kWrite or kSend */
+    uint8_t  flags;        /* HeaderFlags */
+    uint8_t  am_id;        /* SEND: AM id; WRITE: 0 */
+    uint32_t src_qp;
+    uint32_t psn;
+    uint32_t msg_length;
+    uint32_t msg_offset;
+    uint64_t ts_send;
+};
+
+/// What follows a WRITE's DataHeader: where the message goes.
+struct [[gnu::packed]] DataTarget {
+    uint64_t remote_addr;
+    uint32_t rkey;
+    uint32_t reserved;     /* 0 */
+};
+
+static_assert(sizeof(DataHeader) == 32 && sizeof(DataTarget) == 16);
+
+/// Bytes of the DataHeader (and DataTarget) of an opcode's segments.
+constexpr uint32_t data_header_bytes(Opcode op)
+{
+    return op == Opcode::kWrite ? uint32_t(sizeof(DataHeader) + sizeof(DataTarget))
+                                : uint32_t(sizeof(DataHeader));
+}
 
 static_assert(sizeof(WireHeader) == 64, "one cache line");
 static_assert(sizeof(WireHeader) == DOORBELL_AM_HEADROOM,

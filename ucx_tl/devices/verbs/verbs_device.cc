@@ -692,6 +692,7 @@ void VerbsIface::query_limits(doorbell_iface_limits_t &l) const
 {
     l.max_short     = std::min<size_t>(kMaxShortBytes, params.seg_size);
     l.max_bcopy     = params.seg_size;
+    l.max_am_bcopy  = params.seg_size;
     l.max_zcopy     = kMaxZcopy;
     l.max_iov       = max_sge_;
     l.max_am_header = 128;
