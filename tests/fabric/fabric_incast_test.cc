@@ -1,13 +1,14 @@
 // The pacing experiment (scripts/fabric/incast.sh): three senders into one
 // receiver across the spine, shallow buffer. With UCX_DOORBELL_CC=ibrc the
 // doorbell transport must retransmit at most a tenth of what the unpaced
-// (none) transport retransmits, deliver at least twice its goodput, and keep
-// at least 75 % of the bottleneck's rate busy with first transmissions over
-// the transfer (the report times it at the bottleneck port, so process
-// start-up and connection set-up are outside). These runs (8 MiB per sender)
-// measured 92 % alone on the host and 83 % once in a clean-clone CI run; 90 %
-// is not asserted, for the margin a test run on a shared two-core host needs. The payload share is lower
-// (83-84 %): a 1500-byte frame carries 1408 payload bytes (docs/fabric.md).
+// (none) transport retransmits, deliver at least twice its goodput, and hold
+// at least 90 % of the bottleneck's rate with first transmissions over the
+// transfer (the report times it at the bottleneck port, so process start-up
+// and connection set-up are outside), with at least 80 % of the rate as
+// payload. These runs (8 MiB per sender) measured 94-98 % and 86-90 % alone on
+// the host; the payload share is lower because a 1500-byte frame carries at
+// most 1440 payload bytes, and 8 MiB leaves the first round trips' ramp a
+// larger part of the transfer than the 24 MiB runs (90-92 %, docs/fabric.md).
 // Skipped with the reason until the transport is installed.
 #include <gtest/gtest.h>
 
@@ -60,7 +61,8 @@ TEST(FabricIncast, IbrcKeepsTheBottleneckBusyWithATenthOfTheUnpacedRetransmits) 
   EXPECT_LE(ibrc_rt, none_rt / 10) << r.out;
   EXPECT_GE(share, 2 * none_share) << r.out;
   ASSERT_NE(busy_s, "None") << "no bottleneck port counters\n" << r.out;
-  EXPECT_GE(std::stod(busy_s) * (1 - ibrc_rt / 100), 0.75) << r.out;
+  EXPECT_GE(std::stod(busy_s) * (1 - ibrc_rt / 100), 0.90) << r.out;
+  EXPECT_GE(share, 0.80) << r.out;
 }
 
 }  // namespace
