@@ -146,7 +146,10 @@ typedef struct doorbell_coll_team {
 
 /* Size thresholds that `auto` uses (bytes of the whole message). */
 typedef struct doorbell_coll_tuning {
-    size_t small_max;        /* <= : direct (few ranks), recursive doubling */
+    size_t small_max;        /* <= : direct (few ranks), recursive doubling;
+                                peers read in place (one node) */
+    size_t net_small_max;    /* <= : recursive doubling; peers reached over
+                                the network (not read in place) */
     int    direct_max_ranks; /* direct exchange up to this many ranks */
     size_t hier_max;         /* <= : hierarchical when ranks span nodes */
     size_t ring_min;         /* >= : ring, else Rabenseifner (2^k ranks) */

@@ -53,6 +53,7 @@ typedef struct mca_coll_doorbell_component_t {
     char     *algorithm_str;       /* coll_doorbell_allreduce_algorithm */
     doorbell_coll_algorithm_t algorithm;
     size_t   small_max;            /* bytes; direct / recursive doubling up to here */
+    size_t   net_small_max;        /* bytes; over the network: recursive doubling */
     int      direct_max_ranks;     /* direct exchange up to this many ranks */
     size_t   hier_max;             /* bytes; hierarchical up to here */
     size_t   ring_min;             /* bytes; ring from here */

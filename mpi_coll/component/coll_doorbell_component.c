@@ -36,7 +36,7 @@ mca_coll_doorbell_component_t mca_coll_doorbell_component = {
     2,          /* doorbell_np */
     NULL,       /* doorbell_allreduce_algorithm */
     DOORBELL_COLL_ALG_AUTO,
-    0, 0, 0, 0, 0, /* thresholds: set from doorbell_coll_tuning_default() */
+    0, 0, 0, 0, 0, 0, /* thresholds: set from doorbell_coll_tuning_default() */
     1048576,    /* doorbell_scratch_size: two halves stay in cache */
     2048,       /* doorbell_am_max */
     NULL,       /* doorbell_tls */
@@ -81,6 +81,7 @@ static int mca_coll_doorbell_register(void)
 
     doorbell_coll_tuning_default(&defaults);
     cm->small_max      = defaults.small_max;
+    cm->net_small_max  = defaults.net_small_max;
     cm->direct_max_ranks = defaults.direct_max_ranks;
     cm->hier_max       = defaults.hier_max;
     cm->ring_min       = defaults.ring_min;
@@ -101,10 +102,15 @@ static int mca_coll_doorbell_register(void)
     reg_string("allreduce_algorithm", "Allreduce algorithm: "
                "auto|recursive_doubling|ring|rabenseifner|hierarchical|direct|two_step",
                &cm->algorithm_str);
-    reg_size("small_max", "auto: messages up to this many bytes use the "
-             "direct exchange (up to direct_max_ranks ranks) or recursive "
-             "doubling; larger ones two-step (up to direct_max_ranks ranks), "
-             "Rabenseifner or the ring", &cm->small_max);
+    reg_size("small_max", "auto, peers read in place (one node): messages "
+             "up to this many bytes use the direct exchange (up to "
+             "direct_max_ranks ranks) or recursive doubling; larger ones "
+             "two-step (up to direct_max_ranks ranks), Rabenseifner or the "
+             "ring", &cm->small_max);
+    reg_size("net_small_max", "auto, peers reached over the network: "
+             "messages up to this many bytes use recursive doubling, larger "
+             "ones Rabenseifner (2^k ranks, below ring_min) or the ring",
+             &cm->net_small_max);
     reg_int("direct_max_ranks", "auto: largest communicator that uses the "
             "one-step direct exchange (small messages) and the two-step "
             "all-to-all reduce-scatter + allgather (larger ones)",

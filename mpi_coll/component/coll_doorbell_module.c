@@ -137,6 +137,7 @@ mca_coll_doorbell_comm_query(struct ompi_communicator_t *comm, int *priority)
     }
     module->comm                     = comm;
     module->tuning.small_max         = cm->small_max;
+    module->tuning.net_small_max     = cm->net_small_max;
     module->tuning.direct_max_ranks  = cm->direct_max_ranks;
     module->tuning.hier_max          = cm->hier_max;
     module->tuning.ring_min          = cm->ring_min;

@@ -29,6 +29,7 @@ doorbell_coll_tuning_t tuning() {
   doorbell_coll_tuning_t t;
   doorbell_coll_tuning_default(&t);
   t.small_max = 512;        // exercise every branch with small vectors
+  t.net_small_max = 256;
   t.hier_max = 4096;
   t.ring_min = 2048;
   t.pipeline_block = 64;    // several sub-blocks per chunk
@@ -336,16 +337,21 @@ TEST(SchedulesErrors, UnsupportedPairAndTooFewFlags) {
   EXPECT_EQ(out[0][0].status, DOORBELL_COLL_ERR_NO_SPACE) << out[0][0].error;
 }
 
-// auto: small -> direct (up to direct_max_ranks) or recursive doubling;
-// larger -> two-step (up to direct_max_ranks, peers read in place),
-// Rabenseifner (2^k ranks) or ring; hierarchical only when ranks share
-// nodes and span several.
+// auto, peers read in place (one node): small -> direct (up to
+// direct_max_ranks) or recursive doubling; larger -> two-step (up to
+// direct_max_ranks), Rabenseifner (2^k ranks) or ring. Peers over the
+// network: recursive doubling up to net_small_max, then Rabenseifner or
+// ring. Hierarchical only when ranks share nodes and span several.
 TEST(SchedulesSelect, AutoFollowsSizeSizeAndTopology) {
   doorbell_coll_tuning_t t = tuning();
   FakeFabric f4(4, kHalf, 64);
   doorbell_coll_team_t team = f4.team(0);
   EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 8),
-            DOORBELL_COLL_ALG_DIRECT);
+            DOORBELL_COLL_ALG_RECURSIVE_DOUBLING);
+  EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, t.net_small_max),
+            DOORBELL_COLL_ALG_RECURSIVE_DOUBLING);
+  EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, t.net_small_max + 1),
+            DOORBELL_COLL_ALG_RABENSEIFNER);
   EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 1024),
             DOORBELL_COLL_ALG_RABENSEIFNER);
   EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 1 << 20),
@@ -355,6 +361,10 @@ TEST(SchedulesSelect, AutoFollowsSizeSizeAndTopology) {
   team = f4.team(0);
   EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 8),
             DOORBELL_COLL_ALG_DIRECT);
+  EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, t.small_max),
+            DOORBELL_COLL_ALG_DIRECT);
+  EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, t.small_max + 1),
+            DOORBELL_COLL_ALG_TWO_STEP);
   EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 1024),
             DOORBELL_COLL_ALG_TWO_STEP);
   EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 1 << 20),
@@ -367,7 +377,12 @@ TEST(SchedulesSelect, AutoFollowsSizeSizeAndTopology) {
   f4.set_topology({0, 0, 0, 0}, {});  // one node: nothing to aggregate
   team = f4.team(0);
   EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 8),
+            DOORBELL_COLL_ALG_RECURSIVE_DOUBLING);  // peers not mapped
+  f4.set_peers_readable(true);
+  team = f4.team(0);
+  EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 8),
             DOORBELL_COLL_ALG_DIRECT);
+  f4.set_peers_readable(false);
   FakeFabric f5(5, kHalf, 64);
   team = f5.team(0);
   EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 8),
