@@ -151,6 +151,7 @@ bool job_exchange_firmware(Context &ctx);
 // Gathers every rank's rendered report at rank 0 and the worst status
 // everywhere. Returns the text to print on this rank (empty off rank 0).
 std::string job_gather_reports(Context &ctx, const std::string &mine, bool json, Status &worst_inout);
+/// MPI_Finalize, once this rank has printed what it prints (main.cc).
 void job_finalize();
 bool job_available();
 

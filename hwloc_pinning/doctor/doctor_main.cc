@@ -236,9 +236,7 @@ int doctor_main(const std::vector<std::string> &args, std::string &out, std::str
     out = job_gather_reports(ctx, mine, ctx.opt.json, w);
   else
     out = mine;
-  if (ctx.opt.mpi)
-    job_finalize();
-  return int(w);
+  return int(w); /* with --mpi the caller prints, then job_finalize() */
 }
 
 } // namespace doorbell::doctor
