@@ -17,7 +17,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         if (r.header_bytes != sizeof(WireHeader) &&
             ((h.opcode != uint8_t(Opcode::kWrite) &&
-              h.opcode != uint8_t(Opcode::kSend)) ||
+              h.opcode != uint8_t(Opcode::kSend) &&
+              h.opcode != uint8_t(Opcode::kReadResp)) ||
              r.header_bytes != data_header_bytes(Opcode(h.opcode)))) {
             abort();
         }

@@ -58,6 +58,11 @@ WireHeader segment(Opcode op, uint32_t msg_length, uint32_t offset)
     h.am_id       = op == Opcode::kSend ? 5 : 0;
     h.remote_addr = op == Opcode::kWrite ? 0x7f0000001000ull : 0;
     h.rkey        = op == Opcode::kWrite ? 0xabcd : 0;
+    if (op == Opcode::kReadResp) { /* a response names the requester's QP */
+        h.dst_qp  = h.src_qp;
+        h.src_qp  = 0;
+        h.ts_echo = 0x0102030405060708ull;
+    }
     return h;
 }
 
@@ -66,6 +71,7 @@ std::vector<std::vector<uint8_t>> valid_samples()
     return {
         data_datagram(segment(Opcode::kWrite, 3000, 2000), 1000),
         data_datagram(segment(Opcode::kSend, 3000, 1000), 1000),
+        data_datagram(segment(Opcode::kReadResp, 3000, 2000), 1000),
         datagram(header(Opcode::kWrite, 100, 300, 200), 100),
         datagram(header(Opcode::kWrite, 0, 0, 0), 0),
         datagram(header(Opcode::kSend, 8, 8, 0), 8),
@@ -86,7 +92,8 @@ void check_invariants(const ParseResult &r, const uint8_t *bytes, size_t len)
     ASSERT_EQ(bytes + r.header_bytes, r.payload);
     if (r.header_bytes != sizeof(WireHeader)) {
         ASSERT_TRUE(h.opcode == uint8_t(Opcode::kWrite) ||
-                    h.opcode == uint8_t(Opcode::kSend));
+                    h.opcode == uint8_t(Opcode::kSend) ||
+                    h.opcode == uint8_t(Opcode::kReadResp));
         ASSERT_EQ(data_header_bytes(Opcode(h.opcode)), r.header_bytes);
     }
     ASSERT_GT(h.opcode, 0);
@@ -100,7 +107,7 @@ void check_invariants(const ParseResult &r, const uint8_t *bytes, size_t len)
     case Opcode::kReadReq:
         ASSERT_EQ(0u, h.length);
         ASSERT_GT(h.aux, 0u);
-        ASSERT_LE(h.aux, kMaxDatagram - sizeof(WireHeader));
+        ASSERT_LE(h.aux, kMaxDatagram - data_header_bytes(Opcode::kReadResp));
         break;
     case Opcode::kSignal:
         ASSERT_EQ(8u, h.length);
@@ -154,13 +161,14 @@ TEST(Parser, ClassifiesBadPackets)
 
 TEST(Parser, DataSegmentsExpandToTheFullHeader)
 {
-    for (Opcode op : {Opcode::kWrite, Opcode::kSend}) {
+    for (Opcode op : {Opcode::kWrite, Opcode::kSend, Opcode::kReadResp}) {
         WireHeader h = segment(op, 3000, 1000);
         auto d       = data_datagram(h, 1000);
         ParseResult r = parse(d.data(), d.size());
         ASSERT_EQ(ParseStatus::kOk, r.status);
         EXPECT_EQ(data_header_bytes(op), r.header_bytes);
-        EXPECT_EQ(op == Opcode::kWrite ? 48u : 32u, r.header_bytes);
+        EXPECT_EQ(op == Opcode::kWrite ? 48u : op == Opcode::kSend ? 32u : 40u,
+                  r.header_bytes);
         h.length = 1000; /* the datagram's rest */
         EXPECT_EQ(0, std::memcmp(&h, &r.header, sizeof(h)));
         check_invariants(r, d.data(), d.size());
@@ -187,13 +195,35 @@ TEST(Parser, ClassifiesBadDataSegments)
     auto flags = w;
     flags[6]   = 0x80;
     EXPECT_EQ(ParseStatus::kMalformed, parse(flags.data(), flags.size()).status);
-    /* only WRITE and SEND travel in data segments */
+    /* a READ_RESP has no AM id either */
+    auto rr = data_datagram(segment(Opcode::kReadResp, 3000, 1000), 1000);
+    rr[7]   = 1;
+    EXPECT_EQ(ParseStatus::kMalformed, parse(rr.data(), rr.size()).status);
+    EXPECT_EQ(ParseStatus::kTruncated, parse(rr.data(), 36).status); /* no echo */
+    /* only WRITE, SEND and READ_RESP travel in data segments */
     for (Opcode op : {Opcode::kAck, Opcode::kNak, Opcode::kReadReq,
-                      Opcode::kReadResp, Opcode::kSignal, Opcode::kAckReq}) {
+                      Opcode::kSignal, Opcode::kAckReq}) {
         auto other = data_datagram(segment(Opcode::kSend, 3000, 0), 100);
         other[5]   = uint8_t(op);
         EXPECT_EQ(ParseStatus::kMalformed, parse(other.data(), other.size()).status)
             << int(op);
+    }
+}
+
+TEST(Parser, AHeaderParsesFromItsFirstBytes)
+{
+    /* a peek holds the header and part of the payload: the same result as
+     * the whole datagram, and nothing past head_len is read */
+    for (auto &d : valid_samples()) {
+        ParseResult whole = parse(d.data(), d.size());
+        ASSERT_EQ(ParseStatus::kOk, whole.status);
+        std::vector<uint8_t> head(d.begin(), d.begin() + whole.header_bytes);
+        ParseResult peek = parse_header(head.data(), head.size(), d.size());
+        ASSERT_EQ(ParseStatus::kOk, peek.status);
+        EXPECT_EQ(0, std::memcmp(&whole.header, &peek.header, sizeof(WireHeader)));
+        EXPECT_EQ(whole.header_bytes, peek.header_bytes);
+        EXPECT_EQ(ParseStatus::kTruncated,
+                  parse_header(head.data(), head.size() - 1, d.size()).status);
     }
 }
 

@@ -1,6 +1,6 @@
-/* Messages of several packets travel in data segments (the shorter
- * DataHeader), read off the wire by a plain UDP socket; one-packet messages
- * keep the full header; and a receiver takes hostile data segments apart
+/* Messages of several packets and read responses travel in data segments
+ * (the shorter DataHeader), read off the wire by a plain UDP socket;
+ * one-packet messages keep the full header; and a receiver takes hostile data segments apart
  * safely. */
 #include "loopback_pair.h"
 
@@ -19,6 +19,7 @@ namespace {
 constexpr uint32_t kMtu     = 1000;                /* full-header payload */
 constexpr uint32_t kSendSeg = kMtu + 64 - 32;      /* a SEND data segment */
 constexpr uint32_t kWriteSeg = kMtu + 64 - 48;     /* a WRITE data segment */
+constexpr uint32_t kReadChunk = kMtu + 64 - 40;    /* a READ_RESP's payload */
 
 /// A plain UDP socket on lo that a QP can be connected to: it sees the
 /// datagrams exactly as sent and answers nothing.
@@ -43,6 +44,16 @@ public:
                   doorbell_qp_create(iface, &addr_.sin_addr, &addr_.sin_port, &qp))
             << doorbell_last_error();
         return qp;
+    }
+
+    void send_to(doorbell_iface_t *iface, const void *data, size_t len) const
+    {
+        sockaddr_in dst{};
+        dst.sin_family = AF_INET;
+        doorbell_iface_get_device_address(iface, &dst.sin_addr);
+        doorbell_iface_get_address(iface, &dst.sin_port);
+        ASSERT_EQ(ssize_t(len), sendto(fd_, data, len, 0,
+                                       reinterpret_cast<sockaddr *>(&dst), sizeof(dst)));
     }
 
     /// The next datagram, progressing the sender until it comes (a busy
@@ -228,4 +239,45 @@ TEST(UdpDataSegments, ReceiverTakesDataSegmentsApartSafely)
     ASSERT_TRUE(pair.wait([&] { return target.bytes[0] != 0x33; }));
     EXPECT_EQ(0, std::memcmp(target.bytes.data(), data.data(), 64));
     close(fd);
+}
+
+TEST(UdpDataSegments, ReadResponsesTravelInDataSegments)
+{
+    LoopbackPair pair(small_mtu(), small_mtu());
+    Region source(pair.pd, 3000, DOORBELL_ACCESS_REMOTE_READ);
+    auto data = pattern(3000, 8);
+    std::memcpy(source.bytes.data(), data.data(), data.size());
+    RawPeer peer;
+
+    /* a requester's READ_REQ asks for the chunk its iface would ask for */
+    WireHeader req{};
+    req.magic       = kMagic;
+    req.version     = kVersion;
+    req.opcode      = uint8_t(Opcode::kReadReq);
+    req.flags       = kFlagFirst | kFlagLast;
+    req.src_qp      = 77;
+    req.remote_addr = source.addr();
+    req.rkey        = source.rkey;
+    req.msg_length  = 3000;
+    req.aux         = kReadChunk;
+    req.ts_send     = 0x123456789ull;
+    peer.send_to(pair.b, &req, sizeof(req));
+
+    std::vector<uint8_t> got;
+    for (uint32_t off = 0; off < data.size(); off += kReadChunk) {
+        auto d        = peer.next(pair.b);
+        ParseResult r = parse(d.data(), d.size());
+        ASSERT_EQ(ParseStatus::kOk, r.status) << "at " << off;
+        EXPECT_EQ(40u, r.header_bytes);
+        EXPECT_EQ(uint8_t(Opcode::kReadResp), r.header.opcode);
+        EXPECT_EQ(77u, r.header.dst_qp);
+        EXPECT_EQ(0u, r.header.psn);
+        EXPECT_EQ(off, r.header.msg_offset);
+        EXPECT_EQ(3000u, r.header.msg_length);
+        EXPECT_EQ(std::min<uint32_t>(kReadChunk, 3000 - off), r.header.length);
+        EXPECT_EQ(0x123456789ull, r.header.ts_echo);
+        EXPECT_EQ(off == 0, (r.header.flags & kFlagFirst) != 0);
+        got.insert(got.end(), r.payload, r.payload + r.header.length);
+    }
+    EXPECT_EQ(data, got);
 }

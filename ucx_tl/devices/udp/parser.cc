@@ -35,7 +35,7 @@ ParseStatus check_header(const WireHeader &h, size_t payload_len)
         /* msg_offset: a request asked again starts at its first missing
          * chunk */
         if (h.length != 0 || h.aux == 0 ||
-            h.aux > kMaxDatagram - sizeof(WireHeader) ||
+            h.aux > kMaxDatagram - data_header_bytes(Opcode::kReadResp) ||
             h.msg_offset > h.msg_length || h.msg_offset % h.aux != 0 ||
             h.remote_addr + h.msg_length < h.remote_addr) {
             return ParseStatus::kMalformed;
@@ -75,13 +75,14 @@ ParseStatus check_header(const WireHeader &h, size_t payload_len)
 
 namespace {
 
-/// A DataHeader datagram: expanded into r.header, then the full header's
-/// checks (the length is the datagram's rest, so it always agrees).
-ParseResult parse_data(const uint8_t *bytes, size_t len)
+/// A DataHeader: expanded into r.header, then the full header's checks (the
+/// length is the datagram's rest, so it always agrees). Reads at most
+/// head_len bytes of bytes.
+ParseResult parse_data(const uint8_t *bytes, size_t head_len, size_t len)
 {
     ParseResult r{};
     DataHeader  d;
-    if (len < sizeof(d)) {
+    if (head_len < sizeof(d) || len < sizeof(d)) {
         r.status = ParseStatus::kTruncated;
         return r;
     }
@@ -90,13 +91,18 @@ ParseResult parse_data(const uint8_t *bytes, size_t len)
         r.status = ParseStatus::kForeign;
         return r;
     }
-    if (d.opcode != uint8_t(Opcode::kWrite) && d.opcode != uint8_t(Opcode::kSend)) {
+    Opcode op = Opcode(d.opcode);
+    if (op != Opcode::kWrite && op != Opcode::kSend && op != Opcode::kReadResp) {
         r.status = ParseStatus::kMalformed;
         return r;
     }
-    uint32_t hdr_bytes = data_header_bytes(Opcode(d.opcode));
-    if (len < hdr_bytes) {
+    uint32_t hdr_bytes = data_header_bytes(op);
+    if (head_len < hdr_bytes || len < hdr_bytes) {
         r.status = ParseStatus::kTruncated;
+        return r;
+    }
+    if (op != Opcode::kSend && d.am_id != 0) {
+        r.status = ParseStatus::kMalformed;
         return r;
     }
     WireHeader &h = r.header;
@@ -105,16 +111,23 @@ ParseResult parse_data(const uint8_t *bytes, size_t len)
     h.opcode      = d.opcode;
     h.flags       = d.flags;
     h.am_id       = d.am_id;
-    h.src_qp      = d.src_qp;
     h.psn         = d.psn;
     h.length      = uint32_t(len - hdr_bytes);
     h.msg_length  = d.msg_length;
     h.msg_offset  = d.msg_offset;
     h.ts_send     = d.ts_send;
-    if (d.opcode == uint8_t(Opcode::kWrite)) {
+    if (op == Opcode::kReadResp) {
+        DataEcho e;
+        std::memcpy(&e, bytes + sizeof(d), sizeof(e));
+        h.dst_qp  = d.qp;
+        h.ts_echo = e.ts_echo;
+    } else {
+        h.src_qp = d.qp;
+    }
+    if (op == Opcode::kWrite) {
         DataTarget t;
         std::memcpy(&t, bytes + sizeof(d), sizeof(t));
-        if (t.reserved != 0 || d.am_id != 0) {
+        if (t.reserved != 0) {
             r.status = ParseStatus::kMalformed;
             return r;
         }
@@ -131,27 +144,32 @@ ParseResult parse_data(const uint8_t *bytes, size_t len)
 
 } // namespace
 
-ParseResult parse(const uint8_t *bytes, size_t len)
+ParseResult parse_header(const uint8_t *head, size_t head_len, size_t len)
 {
     ParseResult r{};
     uint32_t magic;
-    if (bytes != nullptr && len >= sizeof(magic)) {
-        std::memcpy(&magic, bytes, sizeof(magic));
+    if (head != nullptr && head_len >= sizeof(magic) && len >= sizeof(magic)) {
+        std::memcpy(&magic, head, sizeof(magic));
         if (magic == kDataMagic) {
-            return parse_data(bytes, len);
+            return parse_data(head, head_len, len);
         }
     }
-    if (bytes == nullptr || len < sizeof(WireHeader)) {
+    if (head == nullptr || head_len < sizeof(WireHeader) || len < sizeof(WireHeader)) {
         r.status = ParseStatus::kTruncated;
         return r;
     }
-    std::memcpy(&r.header, bytes, sizeof(WireHeader));
+    std::memcpy(&r.header, head, sizeof(WireHeader));
     r.status = check_header(r.header, len - sizeof(WireHeader));
     if (r.status == ParseStatus::kOk) {
-        r.payload      = bytes + sizeof(WireHeader);
+        r.payload      = head + sizeof(WireHeader);
         r.header_bytes = uint32_t(sizeof(WireHeader));
     }
     return r;
+}
+
+ParseResult parse(const uint8_t *bytes, size_t len)
+{
+    return parse_header(bytes, len, len);
 }
 
 uint32_t encode_data_header(const WireHeader &h, uint8_t *out)
@@ -162,7 +180,7 @@ uint32_t encode_data_header(const WireHeader &h, uint8_t *out)
     d.opcode     = h.opcode;
     d.flags      = h.flags;
     d.am_id      = h.am_id;
-    d.src_qp     = h.src_qp;
+    d.qp         = h.opcode == uint8_t(Opcode::kReadResp) ? h.dst_qp : h.src_qp;
     d.psn        = h.psn;
     d.msg_length = h.msg_length;
     d.msg_offset = h.msg_offset;
@@ -173,6 +191,10 @@ uint32_t encode_data_header(const WireHeader &h, uint8_t *out)
         t.remote_addr = h.remote_addr;
         t.rkey        = h.rkey;
         std::memcpy(out + sizeof(d), &t, sizeof(t));
+    } else if (h.opcode == uint8_t(Opcode::kReadResp)) {
+        DataEcho e{};
+        e.ts_echo = h.ts_echo;
+        std::memcpy(out + sizeof(d), &e, sizeof(e));
     }
     return data_header_bytes(Opcode(h.opcode));
 }

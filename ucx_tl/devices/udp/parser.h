@@ -31,8 +31,14 @@ struct ParseResult {
 /// Validates a datagram of len bytes.
 ParseResult parse(const uint8_t *bytes, size_t len);
 
-/// Writes h (a WRITE or SEND segment) as a DataHeader (and DataTarget) to
-/// out; returns the bytes written, data_header_bytes(h.opcode).
+/// Validates the header of a datagram of len bytes from its first head_len
+/// bytes (a peek): reads no more than those; payload points past the header
+/// as if the datagram were there.
+ParseResult parse_header(const uint8_t *head, size_t head_len, size_t len);
+
+/// Writes h (a WRITE or SEND segment, or a READ_RESP) as a DataHeader and
+/// what follows it to out; returns the bytes written,
+/// data_header_bytes(h.opcode).
 uint32_t encode_data_header(const WireHeader &h, uint8_t *out);
 
 /// Validates a header read apart from its payload (a peek), for a datagram

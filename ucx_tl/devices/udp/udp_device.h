@@ -205,6 +205,12 @@ public:
     void set_faults(const FaultConfig *config);
     uint16_t port() const { return ntohs(local_.sin_port); }
     uint32_t payload_mtu() const { return mtu_; }
+    /// Read response payload per datagram: the datagram of a full-header
+    /// packet less a READ_RESP's data header.
+    uint32_t read_chunk() const
+    {
+        return mtu_ + uint32_t(sizeof(WireHeader)) - data_header_bytes(Opcode::kReadResp);
+    }
     /// The datagram socket (tests set its TOS byte to send CE-marked packets).
     int socket_fd() const { return fd_; }
     /// Whether CE marks of received datagrams are read (enable_ce).

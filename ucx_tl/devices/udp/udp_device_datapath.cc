@@ -201,10 +201,10 @@ bool UdpIface::cut_packet(UdpQp &qp)
                 piece.remote_addr = w.remote_addr + qp.cursor_offset;
                 piece.rkey        = w.rkey;
                 piece.length      = pkt.length;
-                piece.chunk       = mtu_;
+                piece.chunk       = read_chunk();
                 piece.dest = reinterpret_cast<uint8_t *>(uintptr_t(w.local_addr)) +
                              qp.cursor_offset;
-                piece.missing = (pkt.length + mtu_ - 1) / mtu_;
+                piece.missing = (pkt.length + piece.chunk - 1) / piece.chunk;
                 piece.got.assign(piece.missing, false);
                 qp.reads.push_back(std::move(piece));
                 rx_place_ = mtu_ >= kPlaceMin && !faults_; /* see receive */
@@ -269,7 +269,7 @@ void UdpIface::send_packet(UdpQp &qp, const TxPacket &pkt)
         h.remote_addr = w.remote_addr + pkt.offset;
         h.rkey        = w.rkey;
         h.msg_length  = pkt.length;
-        h.aux         = mtu_;
+        h.aux         = read_chunk();
         if (resend) {
             /* the data may have been lost too: ask from the first chunk
              * missing (none missing: only the ACK is wanted) */
@@ -656,8 +656,9 @@ uint32_t UdpIface::path_bytes(const TxPacket &pkt, uint32_t offset) const
         return pkt.length + pkt.header_bytes;
     }
     uint32_t len = pkt.length - std::min(offset, pkt.length);
+    uint32_t chunk = read_chunk();
     return uint32_t(sizeof(WireHeader)) + len +
-           (len + mtu_ - 1) / mtu_ * uint32_t(sizeof(WireHeader));
+           (len + chunk - 1) / chunk * data_header_bytes(Opcode::kReadResp);
 }
 
 /// Read bytes a QP may have outstanding: the window; on a paced QP at most
@@ -681,7 +682,7 @@ uint32_t UdpIface::read_piece_max(const UdpQp &qp) const
 {
     uint64_t max = std::max<uint64_t>(window_ / 2, mtu_);
     if (qp.gate) {
-        max = std::min<uint64_t>(max, uint64_t(kReadPieceSegments) * mtu_);
+        max = std::min<uint64_t>(max, uint64_t(kReadPieceSegments) * read_chunk());
     }
     return uint32_t(max);
 }
@@ -827,9 +828,9 @@ unsigned UdpIface::receive(size_t &bytes)
 /// the datagram takes the normal path, -1 when the socket is empty.
 int UdpIface::place_read_response()
 {
-    WireHeader h;
+    uint8_t head[sizeof(WireHeader)];
     sockaddr_in from{};
-    iovec iov{&h, sizeof(h)};
+    iovec iov{head, sizeof(head)};
     msghdr m{};
     m.msg_name    = &from;
     m.msg_namelen = sizeof(from);
@@ -839,11 +840,13 @@ int UdpIface::place_read_response()
     if (len < 0) {
         return errno == EINTR ? 0 : -1;
     }
-    if (size_t(len) < sizeof(WireHeader) || size_t(len) > kBufSize) {
+    if (size_t(len) > kBufSize) {
         return 0;
     }
-    if (check_header(h, size_t(len) - sizeof(WireHeader)) != ParseStatus::kOk ||
-        Opcode(h.opcode) != Opcode::kReadResp) {
+    ParseResult pr = parse_header(head, std::min(sizeof(head), size_t(len)),
+                                  size_t(len));
+    const WireHeader &h = pr.header;
+    if (pr.status != ParseStatus::kOk || Opcode(h.opcode) != Opcode::kReadResp) {
         return 0;
     }
     auto it = qp_by_num_.find(h.dst_qp);
@@ -860,7 +863,7 @@ int UdpIface::place_read_response()
             piece.got[h.msg_offset / piece.chunk]) {
             return 0;
         }
-        rx_place_iov_[0]  = {rx_slots_[0], sizeof(WireHeader)};
+        rx_place_iov_[0]  = {rx_slots_[0], pr.header_bytes};
         rx_place_iov_[1]  = {piece.dest + h.msg_offset, h.length};
         msghdr &e         = rx_msgs_[0].msg_hdr;
         e.msg_iov         = rx_place_iov_.data();
@@ -1241,7 +1244,8 @@ void UdpIface::send_read_response(const WireHeader &req, const sockaddr_in &to)
         h.ts_send    = now_;
         h.flags      = off == req.msg_offset ? kFlagFirst : 0;
         h.ts_echo    = req.ts_send;
-        stage(h, src + off, h.length, nullptr, 0, to);
+        stage(h, src + off, h.length, nullptr, 0, to,
+              data_header_bytes(Opcode::kReadResp));
     }
 }
 

@@ -1,8 +1,8 @@
 /*
  * The UDP device's wire format: a 64-byte header in front of a datagram's
- * payload; the segments of a WRITE or SEND that takes several packets carry a
- * shorter one (DataHeader: 32 bytes, 48 for a WRITE) that the parser expands
- * into the same WireHeader. Little-endian (static_assert below), packed,
+ * payload; read responses and the segments of a WRITE or SEND that takes
+ * several packets carry a shorter one (DataHeader: 32 bytes, 48 for a WRITE,
+ * 40 for a READ_RESP) that the parser expands into the same WireHeader. Little-endian (static_assert below), packed,
  * versioned.
  *
  * Requests travel from a requester QP to the responder state the peer keeps
@@ -86,19 +86,20 @@ struct [[gnu::packed]] WireHeader {
 
 /*
  * The header of each segment of a WRITE or SEND that takes more than one
- * packet. A bulk transfer is all segments, and on a 1500-byte MTU the 64-byte
- * header cost 4.3 % of the link: these carry 32 bytes more payload (16 for a
- * WRITE). Only what a segment needs travels; the payload length is the rest of
- * the datagram, dst_qp, aux and ts_echo are 0. A one-packet message keeps the
+ * packet, and of every READ_RESP. A bulk transfer is all segments, and on a
+ * 1500-byte MTU the 64-byte header cost 4.3 % of the link: these carry 32
+ * bytes more payload (16 for a WRITE, 24 for a READ_RESP). Only what a
+ * segment needs travels; the payload length is the rest of the datagram, the
+ * fields a segment does not have are 0. A one-packet WRITE or SEND keeps the
  * full header: an active message is delivered in place, behind its 64 bytes.
  */
 struct [[gnu::packed]] DataHeader {
     uint32_t magic;        /* kDataMagic */
     uint8_t  version;      /* kVersion */
-    uint8_t  opcode;       /* kWrite or kSend */
+    uint8_t  opcode;       /* kWrite, kSend or kReadResp */
     uint8_t  flags;        /* HeaderFlags */
-    uint8_t  am_id;        /* SEND: AM id; WRITE: 0 */
-    uint32_t src_qp;
+    uint8_t  am_id;        /* SEND: AM id; otherwise 0 */
+    uint32_t qp;           /* WRITE, SEND: src_qp; READ_RESP: dst_qp */
     uint32_t psn;
     uint32_t msg_length;
     uint32_t msg_offset;
@@ -112,13 +113,21 @@ struct [[gnu::packed]] DataTarget {
     uint32_t reserved;     /* 0 */
 };
 
-static_assert(sizeof(DataHeader) == 32 && sizeof(DataTarget) == 16);
+/// What follows a READ_RESP's DataHeader: the request's ts_send (an RTT
+/// sample when the FIRST flag is set).
+struct [[gnu::packed]] DataEcho {
+    uint64_t ts_echo;
+};
 
-/// Bytes of the DataHeader (and DataTarget) of an opcode's segments.
+static_assert(sizeof(DataHeader) == 32 && sizeof(DataTarget) == 16 &&
+              sizeof(DataEcho) == 8);
+
+/// Bytes of the DataHeader (and what follows it) of an opcode's segments.
 constexpr uint32_t data_header_bytes(Opcode op)
 {
-    return op == Opcode::kWrite ? uint32_t(sizeof(DataHeader) + sizeof(DataTarget))
-                                : uint32_t(sizeof(DataHeader));
+    return op == Opcode::kWrite    ? uint32_t(sizeof(DataHeader) + sizeof(DataTarget))
+           : op == Opcode::kReadResp ? uint32_t(sizeof(DataHeader) + sizeof(DataEcho))
+                                     : uint32_t(sizeof(DataHeader));
 }
 
 static_assert(sizeof(WireHeader) == 64, "one cache line");
