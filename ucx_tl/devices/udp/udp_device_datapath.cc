@@ -1423,7 +1423,7 @@ bool UdpIface::handle_send(Responder &r, const WireHeader &h, uint8_t *buf,
      * bytes before its data that the callee gets as headroom */
     bool in_place = first && h.length == h.msg_length &&
                     payload == buf + sizeof(WireHeader);
-    uint8_t *base          = nullptr;
+    uint8_t *base = nullptr;
     if (h.msg_length > kBufSize - sizeof(WireHeader) ||
         (first && r.am_buf != nullptr) ||
         (!first && (r.am_buf == nullptr || h.msg_offset != r.am_length))) {
