@@ -369,15 +369,13 @@ mca_coll_doorbell_am_hdr(mca_coll_doorbell_team_t *team)
     mca_coll_doorbell_am_block_t **b = &team->am_blocks;
     unsigned i = team->am_used;
 
-    while (i >= DOORBELL_AM_BLOCK) {
+    for (;; b = &(*b)->next, i -= DOORBELL_AM_BLOCK) {
         if (*b == NULL && (*b = calloc(1, sizeof(**b))) == NULL) {
             return NULL;
         }
-        b  = &(*b)->next;
-        i -= DOORBELL_AM_BLOCK;
-    }
-    if (*b == NULL && (*b = calloc(1, sizeof(**b))) == NULL) {
-        return NULL;
+        if (i < DOORBELL_AM_BLOCK) {
+            break;
+        }
     }
     team->am_used++;
     return &(*b)->hdr[i];

@@ -158,6 +158,15 @@ struct Region {
     uint32_t             rkey = 0;
 };
 
+/// Posts data as one put_zcopy to the start of `to`, cookie c. The WQE
+/// takes the iovec's contents; data must live until c completes.
+inline doorbell_status_t put_zcopy(doorbell_qp_t *qp, const std::vector<uint8_t> &data,
+                                   const Region &to, Completion &c)
+{
+    iovec iov{const_cast<uint8_t *>(data.data()), data.size()};
+    return doorbell_qp_put_zcopy(qp, &iov, 1, to.addr(), to.rkey, &c);
+}
+
 /// A deterministic byte pattern.
 inline std::vector<uint8_t> pattern(size_t size, uint32_t seed)
 {

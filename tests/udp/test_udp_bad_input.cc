@@ -2,13 +2,9 @@
  * initiator side; malformed, truncated, foreign and stale datagrams on the
  * receiver side. */
 #include "loopback_pair.h"
+#include "raw_peer.h"
 
 #include "devices/udp/wire.h"
-
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 using namespace doorbell::test;
 using doorbell::udp::Opcode;
@@ -136,28 +132,6 @@ TEST(UdpBadAccessOrder, EarlierOpsCompleteLaterOnesAreCanceled)
 
 namespace {
 
-class RawSender {
-public:
-    explicit RawSender(doorbell_iface_t *to)
-    {
-        fd_ = socket(AF_INET, SOCK_DGRAM, 0);
-        dst_.sin_family = AF_INET;
-        doorbell_iface_get_device_address(to, &dst_.sin_addr);
-        doorbell_iface_get_address(to, &dst_.sin_port);
-    }
-    ~RawSender() { close(fd_); }
-    void send(const void *data, size_t len)
-    {
-        ASSERT_EQ(ssize_t(len), sendto(fd_, data, len, 0,
-                                       reinterpret_cast<sockaddr *>(&dst_),
-                                       sizeof(dst_)));
-    }
-
-private:
-    int         fd_;
-    sockaddr_in dst_{};
-};
-
 WireHeader valid_write(uint32_t len)
 {
     WireHeader h{};
@@ -177,7 +151,7 @@ TEST(UdpRawInput, MalformedTruncatedForeignAndStaleAreCountedAndDropped)
 {
     LoopbackPair pair;
     Region target(pair.pd, 256, DOORBELL_ACCESS_REMOTE_WRITE, 0x33);
-    RawSender raw(pair.b);
+    RawPeer raw;
     std::vector<std::vector<uint8_t>> bad;
 
     auto bytes_of = [](const WireHeader &h, size_t payload) {
@@ -216,7 +190,7 @@ TEST(UdpRawInput, MalformedTruncatedForeignAndStaleAreCountedAndDropped)
     bad.push_back(bytes_of(h, 0));                      /* NAK without a code */
 
     for (auto &d : bad) {
-        raw.send(d.data(), d.size());
+        raw.send_to(pair.b, d.data(), d.size());
     }
     ASSERT_TRUE(pair.wait([&] {
         return pair.counters(pair.b).rx_dropped >= bad.size();
@@ -236,13 +210,13 @@ TEST(UdpRawInput, ForgedWriteWithValidKeyButBadBoundsIsRejected)
 {
     LoopbackPair pair;
     Region target(pair.pd, 256, DOORBELL_ACCESS_REMOTE_WRITE, 0x33);
-    RawSender raw(pair.b);
+    RawPeer raw;
     WireHeader h  = valid_write(64);
     h.remote_addr = target.addr(250);
     h.rkey        = target.rkey;
     std::vector<uint8_t> d(sizeof(h) + 64, 0xcc);
     std::memcpy(d.data(), &h, sizeof(h));
-    raw.send(d.data(), d.size());
+    raw.send_to(pair.b, d.data(), d.size());
     ASSERT_TRUE(pair.wait([&] {
         return pair.counters(pair.b).remote_access_errors == 1;
     }));

@@ -1,15 +1,11 @@
 /* Messages of several packets and read responses travel in data segments
  * (the shorter DataHeader), read off the wire by a plain UDP socket;
- * one-packet messages keep the full header; and a receiver takes hostile data segments apart
- * safely. */
+ * one-packet messages keep the full header; and a receiver takes hostile
+ * data segments apart safely. */
 #include "loopback_pair.h"
+#include "raw_peer.h"
 
 #include "devices/udp/parser.h"
-
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 using namespace doorbell::test;
 using namespace doorbell::udp;
@@ -21,60 +17,23 @@ constexpr uint32_t kSendSeg = kMtu + 64 - 32;      /* a SEND data segment */
 constexpr uint32_t kWriteSeg = kMtu + 64 - 48;     /* a WRITE data segment */
 constexpr uint32_t kReadChunk = kMtu + 64 - 40;    /* a READ_RESP's payload */
 
-/// A plain UDP socket on lo that a QP can be connected to: it sees the
-/// datagrams exactly as sent and answers nothing.
-class RawPeer {
-public:
-    RawPeer()
-    {
-        fd_ = socket(AF_INET, SOCK_DGRAM, 0);
-        sockaddr_in a{};
-        a.sin_family      = AF_INET;
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        EXPECT_EQ(0, bind(fd_, reinterpret_cast<sockaddr *>(&a), sizeof(a)));
-        socklen_t len = sizeof(addr_);
-        EXPECT_EQ(0, getsockname(fd_, reinterpret_cast<sockaddr *>(&addr_), &len));
+/// Reads the datagrams of one message of `total` bytes sent in segments of
+/// `seg` payload bytes (progressing `sender` while it waits); each must
+/// parse and is checked by check(result, offset); their payloads, in order,
+/// go to *got.
+template <typename Check>
+void read_segments(RawPeer &peer, doorbell_iface_t *sender, size_t total, uint32_t seg,
+                   Check check, std::vector<uint8_t> *got)
+{
+    got->clear();
+    for (uint32_t off = 0; off < total; off += seg) {
+        auto d        = peer.next(sender);
+        ParseResult r = parse(d.data(), d.size());
+        ASSERT_EQ(ParseStatus::kOk, r.status) << "at " << off;
+        check(r, off);
+        got->insert(got->end(), r.payload, r.payload + r.header.length);
     }
-    ~RawPeer() { close(fd_); }
-
-    doorbell_qp_t *connect_from(doorbell_iface_t *iface) const
-    {
-        doorbell_qp_t *qp = nullptr;
-        EXPECT_EQ(DOORBELL_OK,
-                  doorbell_qp_create(iface, &addr_.sin_addr, &addr_.sin_port, &qp))
-            << doorbell_last_error();
-        return qp;
-    }
-
-    void send_to(doorbell_iface_t *iface, const void *data, size_t len) const
-    {
-        sockaddr_in dst{};
-        dst.sin_family = AF_INET;
-        doorbell_iface_get_device_address(iface, &dst.sin_addr);
-        doorbell_iface_get_address(iface, &dst.sin_port);
-        ASSERT_EQ(ssize_t(len), sendto(fd_, data, len, 0,
-                                       reinterpret_cast<sockaddr *>(&dst), sizeof(dst)));
-    }
-
-    /// The next datagram, progressing the sender until it comes (a busy
-    /// queue rings its doorbell from progress); empty after 90 s.
-    std::vector<uint8_t> next(doorbell_iface_t *sender)
-    {
-        std::vector<uint8_t> d(65536);
-        auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
-        ssize_t n;
-        while ((n = recv(fd_, d.data(), d.size(), MSG_DONTWAIT)) < 0 &&
-               std::chrono::steady_clock::now() < deadline) {
-            doorbell_iface_progress(sender);
-        }
-        d.resize(n > 0 ? size_t(n) : 0);
-        return d;
-    }
-
-private:
-    int         fd_;
-    sockaddr_in addr_{};
-};
+}
 
 size_t pack(void *dest, void *arg)
 {
@@ -131,20 +90,19 @@ TEST(UdpDataSegments, MessagesOfSeveralPacketsTravelInDataSegments)
     auto am = pattern(l.max_am_bcopy, 3);
     ASSERT_EQ(ssize_t(am.size()), doorbell_qp_am_bcopy(qp, 9, pack, &am));
     std::vector<uint8_t> got;
-    for (uint32_t off = 0; off < am.size(); off += kSendSeg) {
-        auto d        = peer.next(pair.a);
-        ParseResult r = parse(d.data(), d.size());
-        ASSERT_EQ(ParseStatus::kOk, r.status) << "at " << off;
-        EXPECT_EQ(32u, r.header_bytes);
-        EXPECT_EQ(uint8_t(Opcode::kSend), r.header.opcode);
-        EXPECT_EQ(9, r.header.am_id);
-        EXPECT_EQ(kSendSeg, r.header.length);
-        EXPECT_EQ(off, r.header.msg_offset);
-        EXPECT_EQ(am.size(), r.header.msg_length);
-        EXPECT_EQ(off == 0, (r.header.flags & kFlagFirst) != 0);
-        EXPECT_EQ(off + kSendSeg == am.size(), (r.header.flags & kFlagLast) != 0);
-        got.insert(got.end(), r.payload, r.payload + r.header.length);
-    }
+    ASSERT_NO_FATAL_FAILURE(read_segments(
+        peer, pair.a, am.size(), kSendSeg,
+        [&](const ParseResult &r, uint32_t off) {
+            EXPECT_EQ(32u, r.header_bytes);
+            EXPECT_EQ(uint8_t(Opcode::kSend), r.header.opcode);
+            EXPECT_EQ(9, r.header.am_id);
+            EXPECT_EQ(kSendSeg, r.header.length);
+            EXPECT_EQ(off, r.header.msg_offset);
+            EXPECT_EQ(am.size(), r.header.msg_length);
+            EXPECT_EQ(off == 0, (r.header.flags & kFlagFirst) != 0);
+            EXPECT_EQ(off + kSendSeg == am.size(), (r.header.flags & kFlagLast) != 0);
+        },
+        &got));
     EXPECT_EQ(am, got);
 
     /* a put: WRITE segments carry the target */
@@ -153,19 +111,17 @@ TEST(UdpDataSegments, MessagesOfSeveralPacketsTravelInDataSegments)
     Completion c;
     ASSERT_EQ(DOORBELL_INPROGRESS,
               doorbell_qp_put_zcopy(qp, &iov, 1, 0x10000, 0x55, &c));
-    got.clear();
-    for (uint32_t off = 0; off < data.size(); off += kWriteSeg) {
-        auto d        = peer.next(pair.a);
-        ParseResult r = parse(d.data(), d.size());
-        ASSERT_EQ(ParseStatus::kOk, r.status) << "at " << off;
-        EXPECT_EQ(48u, r.header_bytes);
-        EXPECT_EQ(uint8_t(Opcode::kWrite), r.header.opcode);
-        EXPECT_EQ(0x10000u, r.header.remote_addr);
-        EXPECT_EQ(0x55u, r.header.rkey);
-        EXPECT_EQ(off, r.header.msg_offset);
-        EXPECT_EQ(std::min<uint32_t>(kWriteSeg, 3000 - off), r.header.length);
-        got.insert(got.end(), r.payload, r.payload + r.header.length);
-    }
+    ASSERT_NO_FATAL_FAILURE(read_segments(
+        peer, pair.a, data.size(), kWriteSeg,
+        [&](const ParseResult &r, uint32_t off) {
+            EXPECT_EQ(48u, r.header_bytes);
+            EXPECT_EQ(uint8_t(Opcode::kWrite), r.header.opcode);
+            EXPECT_EQ(0x10000u, r.header.remote_addr);
+            EXPECT_EQ(0x55u, r.header.rkey);
+            EXPECT_EQ(off, r.header.msg_offset);
+            EXPECT_EQ(std::min<uint32_t>(kWriteSeg, 3000 - off), r.header.length);
+        },
+        &got));
     EXPECT_EQ(data, got);
 
     /* one packet's worth keeps the full header (an AM is delivered in place
@@ -189,11 +145,7 @@ TEST(UdpDataSegments, ReceiverTakesDataSegmentsApartSafely)
     AmLog log;
     doorbell_iface_set_am_handler(pair.b, log_am, &log);
     Region target(pair.pd, 256, DOORBELL_ACCESS_REMOTE_WRITE, 0x33);
-    int fd = socket(AF_INET, SOCK_DGRAM, 0);
-    sockaddr_in dst{};
-    dst.sin_family = AF_INET;
-    doorbell_iface_get_device_address(pair.b, &dst.sin_addr);
-    doorbell_iface_get_address(pair.b, &dst.sin_port);
+    RawPeer peer;
     auto send = [&](const WireHeader &h, const std::vector<uint8_t> &payload,
                     uint32_t reserved = 0) {
         uint8_t buf[128];
@@ -203,9 +155,7 @@ TEST(UdpDataSegments, ReceiverTakesDataSegmentsApartSafely)
         }
         std::vector<uint8_t> d(buf, buf + n);
         d.insert(d.end(), payload.begin(), payload.end());
-        ASSERT_EQ(ssize_t(d.size()),
-                  sendto(fd, d.data(), d.size(), 0,
-                         reinterpret_cast<sockaddr *>(&dst), sizeof(dst)));
+        peer.send_to(pair.b, d.data(), d.size());
     };
     WireHeader h{};
     h.src_qp = 77;
@@ -238,7 +188,6 @@ TEST(UdpDataSegments, ReceiverTakesDataSegmentsApartSafely)
     send(h, data);
     ASSERT_TRUE(pair.wait([&] { return target.bytes[0] != 0x33; }));
     EXPECT_EQ(0, std::memcmp(target.bytes.data(), data.data(), 64));
-    close(fd);
 }
 
 TEST(UdpDataSegments, ReadResponsesTravelInDataSegments)
@@ -264,20 +213,19 @@ TEST(UdpDataSegments, ReadResponsesTravelInDataSegments)
     peer.send_to(pair.b, &req, sizeof(req));
 
     std::vector<uint8_t> got;
-    for (uint32_t off = 0; off < data.size(); off += kReadChunk) {
-        auto d        = peer.next(pair.b);
-        ParseResult r = parse(d.data(), d.size());
-        ASSERT_EQ(ParseStatus::kOk, r.status) << "at " << off;
-        EXPECT_EQ(40u, r.header_bytes);
-        EXPECT_EQ(uint8_t(Opcode::kReadResp), r.header.opcode);
-        EXPECT_EQ(77u, r.header.dst_qp);
-        EXPECT_EQ(0u, r.header.psn);
-        EXPECT_EQ(off, r.header.msg_offset);
-        EXPECT_EQ(3000u, r.header.msg_length);
-        EXPECT_EQ(std::min<uint32_t>(kReadChunk, 3000 - off), r.header.length);
-        EXPECT_EQ(0x123456789ull, r.header.ts_echo);
-        EXPECT_EQ(off == 0, (r.header.flags & kFlagFirst) != 0);
-        got.insert(got.end(), r.payload, r.payload + r.header.length);
-    }
+    ASSERT_NO_FATAL_FAILURE(read_segments(
+        peer, pair.b, data.size(), kReadChunk,
+        [&](const ParseResult &r, uint32_t off) {
+            EXPECT_EQ(40u, r.header_bytes);
+            EXPECT_EQ(uint8_t(Opcode::kReadResp), r.header.opcode);
+            EXPECT_EQ(77u, r.header.dst_qp);
+            EXPECT_EQ(0u, r.header.psn);
+            EXPECT_EQ(off, r.header.msg_offset);
+            EXPECT_EQ(3000u, r.header.msg_length);
+            EXPECT_EQ(std::min<uint32_t>(kReadChunk, 3000 - off), r.header.length);
+            EXPECT_EQ(0x123456789ull, r.header.ts_echo);
+            EXPECT_EQ(off == 0, (r.header.flags & kFlagFirst) != 0);
+        },
+        &got));
     EXPECT_EQ(data, got);
 }

@@ -391,11 +391,8 @@ TEST(UdpDoorbell, DestroyCancelsOutstanding)
     LoopbackPair pair;
     Region target(pair.pd, 1 << 20, DOORBELL_ACCESS_REMOTE_WRITE);
     auto data = pattern(1 << 20, 1);
-    iovec iov{data.data(), data.size()};
     Completion c;
-    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_put_zcopy(pair.qa, &iov, 1,
-                                                         target.addr(),
-                                                         target.rkey, &c));
+    ASSERT_EQ(DOORBELL_INPROGRESS, put_zcopy(pair.qa, data, target, c));
     doorbell_qp_destroy(pair.qa);
     pair.qa = nullptr;
     EXPECT_EQ(1, c.count);

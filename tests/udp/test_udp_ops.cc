@@ -233,11 +233,8 @@ TEST(UdpOps, SmallMtuSegmentsEverything)
     Region target(pair.pd, 100000, DOORBELL_ACCESS_REMOTE_WRITE |
                                        DOORBELL_ACCESS_REMOTE_READ);
     auto data = pattern(100000, 10);
-    iovec iov{data.data(), data.size()};
     Completion c;
-    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_put_zcopy(pair.qa, &iov, 1,
-                                                         target.addr(),
-                                                         target.rkey, &c));
+    ASSERT_EQ(DOORBELL_INPROGRESS, put_zcopy(pair.qa, data, target, c));
     ASSERT_TRUE(pair.wait([&] { return c.count == 1 && log.msgs.size() == 1; }));
     EXPECT_EQ(big, log.msgs[0].second);
     EXPECT_EQ(data, target.bytes);

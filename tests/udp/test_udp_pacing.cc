@@ -99,11 +99,8 @@ TEST(UdpPacing, GateHoldsPacketsAndIsFedByAcks)
 
     Region target(pair.pd, 1 << 20, DOORBELL_ACCESS_REMOTE_WRITE);
     auto data = pattern(1 << 20, 2);
-    iovec iov{data.data(), data.size()};
     Completion c;
-    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_put_zcopy(pair.qa, &iov, 1,
-                                                         target.addr(),
-                                                         target.rkey, &c));
+    ASSERT_EQ(DOORBELL_INPROGRESS, put_zcopy(pair.qa, data, target, c));
     for (int i = 0; i < 10; ++i) {
         pair.progress();
     }
@@ -127,12 +124,9 @@ TEST(UdpPacing, ArmSleepsUntilThePacerReleases)
     LoopbackPair pair(p, p);
     Region target(pair.pd, 4096, DOORBELL_ACCESS_REMOTE_WRITE);
     auto data = pattern(4096, 5);
-    iovec iov{data.data(), data.size()};
     Completion c;
     g_log.release_ns = doorbell::now_ns() + 3600ull * 1000000000ull; /* far away */
-    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_put_zcopy(pair.qa, &iov, 1,
-                                                         target.addr(),
-                                                         target.rkey, &c));
+    ASSERT_EQ(DOORBELL_INPROGRESS, put_zcopy(pair.qa, data, target, c));
     pair.progress();
     ASSERT_EQ(0u, pair.counters(pair.a).tx_packets); /* held by the pacer */
 
@@ -157,11 +151,8 @@ TEST(UdpPacing, GateHearsCeAndLoss)
     set_fault_injection(pair.a, &loss);
     Region target(pair.pd, 1 << 20, DOORBELL_ACCESS_REMOTE_WRITE);
     auto data = pattern(1 << 20, 3);
-    iovec iov{data.data(), data.size()};
     Completion c;
-    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_put_zcopy(pair.qa, &iov, 1,
-                                                         target.addr(),
-                                                         target.rkey, &c));
+    ASSERT_EQ(DOORBELL_INPROGRESS, put_zcopy(pair.qa, data, target, c));
     ASSERT_TRUE(pair.wait([&] { return c.count == 1; }));
     EXPECT_EQ(data, target.bytes);
     EXPECT_GT(g_log.ce_bytes, 0u);
@@ -315,11 +306,8 @@ TEST(UdpPacing, CeIsReadOnceBulkDataArrives)
     EXPECT_EQ(0u, pair.counters(pair.b).ce_marks);
 
     auto data = pattern(16 << 10, 7); /* bulk: segments of kilobytes */
-    iovec iov{data.data(), data.size()};
     Completion c;
-    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_put_zcopy(pair.qa, &iov, 1,
-                                                         target.addr(),
-                                                         target.rkey, &c));
+    ASSERT_EQ(DOORBELL_INPROGRESS, put_zcopy(pair.qa, data, target, c));
     ASSERT_TRUE(pair.wait([&] { return c.count == 1; }));
     EXPECT_TRUE(b.reads_ce());
     uint64_t v = 21; /* marked, and now read */

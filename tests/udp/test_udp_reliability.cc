@@ -154,11 +154,8 @@ TEST(UdpReliability, CeMarksAreEchoed)
     }());
     Region target(pair.pd, 1 << 20, DOORBELL_ACCESS_REMOTE_WRITE);
     auto data = pattern(1 << 20, 3);
-    iovec iov{data.data(), data.size()};
     Completion c;
-    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_put_zcopy(pair.qa, &iov, 1,
-                                                         target.addr(),
-                                                         target.rkey, &c));
+    ASSERT_EQ(DOORBELL_INPROGRESS, put_zcopy(pair.qa, data, target, c));
     ASSERT_TRUE(pair.wait([&] { return c.count == 1; }));
     EXPECT_GT(pair.counters(pair.b).ce_marks, 0u);
 }
@@ -297,11 +294,8 @@ TEST(UdpTimeout, RetriesExhaustedReportTimedOut)
     pair.close_b(); /* the peer is gone */
 
     auto data = pattern(100, 1);
-    iovec iov{data.data(), data.size()};
     Completion zc;
-    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_put_zcopy(pair.qa, &iov, 1,
-                                                         target.addr(),
-                                                         target.rkey, &zc));
+    ASSERT_EQ(DOORBELL_INPROGRESS, put_zcopy(pair.qa, data, target, zc));
     ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, data.data(), 8,
                                                  target.addr(), target.rkey));
     Completion f;
@@ -362,13 +356,10 @@ TEST(UdpTimeout, TailLossIsFoundByAProbeNotTheTimeout)
     ASSERT_EQ(DOORBELL_OK, pair.flush(pair.qa)); /* an RTT sample */
 
     auto data = pattern(100, 3);
-    iovec iov{data.data(), data.size()};
     FaultConfig lose_all{.tx_drop = 1.0, .seed = 1};
     set_fault_injection(pair.a, &lose_all);
     Completion c;
-    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_put_zcopy(pair.qa, &iov, 1,
-                                                         target.addr(),
-                                                         target.rkey, &c));
+    ASSERT_EQ(DOORBELL_INPROGRESS, put_zcopy(pair.qa, data, target, c));
     set_fault_injection(pair.a, nullptr); /* the put went out and was lost */
     ASSERT_TRUE(pair.wait([&] { return c.count == 1; }));
     EXPECT_EQ(DOORBELL_OK, c.status);

@@ -189,8 +189,7 @@ doorbell_status_t UdpIface::open(ProtectionDomain &pd,
         }
         std::unique_ptr<UdpIface> iface(new UdpIface(pd, params, d.name));
         iface->line_rate_        = line_rate_of(d);
-        iface->loopback_         = d.loopback;
-        doorbell_status_t status = iface->init(d.addr, d.if_mtu);
+        doorbell_status_t status = iface->init(d.addr, d.if_mtu, d.loopback);
         if (status != DOORBELL_OK) {
             return status;
         }
@@ -202,7 +201,8 @@ doorbell_status_t UdpIface::open(ProtectionDomain &pd,
                      params.device);
 }
 
-doorbell_status_t UdpIface::init(const sockaddr_in &addr, uint32_t if_mtu)
+doorbell_status_t UdpIface::init(const sockaddr_in &addr, uint32_t if_mtu,
+                                 bool loopback)
 {
     char ip[INET_ADDRSTRLEN];
     inet_ntop(AF_INET, &addr.sin_addr, ip, sizeof(ip));
@@ -272,7 +272,7 @@ doorbell_status_t UdpIface::init(const sockaddr_in &addr, uint32_t if_mtu)
     /* an ACK nobody asked for may wait an eighth of the first retransmit
      * timeout: well before the sender gives up on it */
     ack_delay_ = params.rto_min_ns / 8;
-    cc_ = resolve_pacing_policy(params.cc, loopback_);
+    cc_ = resolve_pacing_policy(params.cc, loopback);
     pacing_ = find_pacing_policy(cc_);
     if (pacing_) {
         if (!std::isfinite(params.ibrc_gain) || params.ibrc_gain < 0) {
@@ -448,8 +448,7 @@ void UdpIface::query_limits(doorbell_iface_limits_t &l) const
      * 1440-byte segments left a sixth packet two-thirds empty (on a 1500-byte
      * MTU, 90.2 % of the link as payload instead of 95.1 %). */
     uint32_t am_max = params.seg_size;
-    uint32_t seg    = mtu_ + uint32_t(sizeof(WireHeader)) -
-                      data_header_bytes(Opcode::kSend);
+    uint32_t seg    = segment_payload(Opcode::kSend);
     if (am_max > mtu_ && am_max >= seg) {
         am_max = am_max / seg * seg;
     }

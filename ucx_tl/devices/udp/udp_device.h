@@ -205,11 +205,11 @@ public:
     void set_faults(const FaultConfig *config);
     uint16_t port() const { return ntohs(local_.sin_port); }
     uint32_t payload_mtu() const { return mtu_; }
-    /// Read response payload per datagram: the datagram of a full-header
-    /// packet less a READ_RESP's data header.
-    uint32_t read_chunk() const
+    /// Payload of a data segment of op (READ_RESP: the chunk a READ_REQ asks
+    /// for): the datagram of a full-header packet less op's data header.
+    uint32_t segment_payload(Opcode op) const
     {
-        return mtu_ + uint32_t(sizeof(WireHeader)) - data_header_bytes(Opcode::kReadResp);
+        return mtu_ + uint32_t(sizeof(WireHeader)) - data_header_bytes(op);
     }
     /// The datagram socket (tests set its TOS byte to send CE-marked packets).
     int socket_fd() const { return fd_; }
@@ -228,7 +228,7 @@ public:
 private:
     UdpIface(ProtectionDomain &pd, const doorbell_iface_params_t &params,
              std::string name);
-    doorbell_status_t init(const sockaddr_in &addr, uint32_t if_mtu);
+    doorbell_status_t init(const sockaddr_in &addr, uint32_t if_mtu, bool loopback);
 
     /* transmit */
     void transmit(UdpQp &qp);
@@ -363,7 +363,6 @@ private:
     std::unique_ptr<FaultInjector> faults_;
     PacingFactory                  pacing_;
     double                         line_rate_ = 0;
-    bool                           loopback_  = false;
     std::string                    cc_;  ///< the pacing policy in force
 };
 

@@ -171,7 +171,7 @@ bool UdpIface::cut_packet(UdpQp &qp)
             uint32_t seg = mtu_;
             if (total > mtu_) {
                 pkt.header_bytes = data_header_bytes(pkt.opcode);
-                seg = mtu_ + uint32_t(sizeof(WireHeader)) - pkt.header_bytes;
+                seg              = segment_payload(pkt.opcode);
             }
             pkt.length = std::min(seg, total - qp.cursor_offset);
             if (!qp.unacked.empty() &&
@@ -201,7 +201,7 @@ bool UdpIface::cut_packet(UdpQp &qp)
                 piece.remote_addr = w.remote_addr + qp.cursor_offset;
                 piece.rkey        = w.rkey;
                 piece.length      = pkt.length;
-                piece.chunk       = read_chunk();
+                piece.chunk       = segment_payload(Opcode::kReadResp);
                 piece.dest = reinterpret_cast<uint8_t *>(uintptr_t(w.local_addr)) +
                              qp.cursor_offset;
                 piece.missing = (pkt.length + piece.chunk - 1) / piece.chunk;
@@ -269,7 +269,7 @@ void UdpIface::send_packet(UdpQp &qp, const TxPacket &pkt)
         h.remote_addr = w.remote_addr + pkt.offset;
         h.rkey        = w.rkey;
         h.msg_length  = pkt.length;
-        h.aux         = read_chunk();
+        h.aux         = segment_payload(Opcode::kReadResp);
         if (resend) {
             /* the data may have been lost too: ask from the first chunk
              * missing (none missing: only the ACK is wanted) */
@@ -656,7 +656,7 @@ uint32_t UdpIface::path_bytes(const TxPacket &pkt, uint32_t offset) const
         return pkt.length + pkt.header_bytes;
     }
     uint32_t len = pkt.length - std::min(offset, pkt.length);
-    uint32_t chunk = read_chunk();
+    uint32_t chunk = segment_payload(Opcode::kReadResp);
     return uint32_t(sizeof(WireHeader)) + len +
            (len + chunk - 1) / chunk * data_header_bytes(Opcode::kReadResp);
 }
@@ -682,7 +682,8 @@ uint32_t UdpIface::read_piece_max(const UdpQp &qp) const
 {
     uint64_t max = std::max<uint64_t>(window_ / 2, mtu_);
     if (qp.gate) {
-        max = std::min<uint64_t>(max, uint64_t(kReadPieceSegments) * read_chunk());
+        max = std::min<uint64_t>(max, uint64_t(kReadPieceSegments) *
+                                          segment_payload(Opcode::kReadResp));
     }
     return uint32_t(max);
 }
