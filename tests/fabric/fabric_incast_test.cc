@@ -4,11 +4,12 @@
 // (none) transport retransmits, deliver at least twice its goodput, and hold
 // at least 90 % of the bottleneck's rate with first transmissions over the
 // transfer (the report times it at the bottleneck port, so process start-up
-// and connection set-up are outside), with at least 80 % of the rate as
-// payload. These runs (8 MiB per sender) measured 94-98 % and 86-90 % alone on
-// the host; the payload share is lower because a 1500-byte frame carries at
-// most 1440 payload bytes, and 8 MiB leaves the first round trips' ramp a
-// larger part of the transfer than the 24 MiB runs (90-92 %, docs/fabric.md).
+// and connection set-up are outside), with at least 85 % of the rate as
+// payload. 24 MiB per sender: at 8 MiB the first round trips' losses weighed
+// enough that a clean-clone CI run measured 89 % (6.6 % retransmitted, where
+// 24 MiB runs retransmit 0.1-1.9 %). The 24 MiB runs measured 95-98 % and
+// 89-92 % here (docs/fabric.md); the payload share is lower because a
+// 1500-byte frame carries at most 1440 payload bytes.
 // Skipped with the reason until the transport is installed.
 #include <gtest/gtest.h>
 
@@ -39,7 +40,7 @@ TEST(FabricIncast, IbrcKeepsTheBottleneckBusyWithATenthOfTheUnpacedRetransmits) 
   } remove_dir{dir};
   const std::string json = std::string(dir) + "/incast.json";
   auto r = run("timeout -k 5 150 bash " DOORBELL_SOURCE_DIR "/scripts/fabric/incast.sh --modes ibrc,none"
-               " --mib-per-sender 8 --timeout 45 --name " + unique_name('i') + " --out " + dir + " --json " + json);
+               " --mib-per-sender 24 --timeout 60 --name " + unique_name('i') + " --out " + dir + " --json " + json);
   ASSERT_EQ(r.rc, 0) << r.out;
 
   auto v = run("python3 -c 'import json,sys; m={x[\"mode\"]: x for x in json.load(open(sys.argv[1]))[\"modes\"]};"
@@ -62,7 +63,7 @@ TEST(FabricIncast, IbrcKeepsTheBottleneckBusyWithATenthOfTheUnpacedRetransmits) 
   EXPECT_GE(share, 2 * none_share) << r.out;
   ASSERT_NE(busy_s, "None") << "no bottleneck port counters\n" << r.out;
   EXPECT_GE(std::stod(busy_s) * (1 - ibrc_rt / 100), 0.90) << r.out;
-  EXPECT_GE(share, 0.80) << r.out;
+  EXPECT_GE(share, 0.85) << r.out;
 }
 
 }  // namespace
