@@ -5,6 +5,7 @@
 
 namespace doorbell::doctor {
 
+// clang-format off
 const CheckInfo kChecks[] = {
     {"rdma", "RDMA devices, port state and rate", check_rdma, false},
     {"firmware", "HCA firmware per device; with --mpi, the same across the job", check_firmware, false},
@@ -17,13 +18,15 @@ const CheckInfo kChecks[] = {
     {"congestion", "RoCE ECN/CNP counters and their rate (DCQCN working, fabric not congested)", check_congestion, true},
     {"retransmit", "RDMA transport retransmit counters and TCP RetransSegs", check_retransmit, true},
 };
+// clang-format on
 const size_t kNumChecks = sizeof(kChecks) / sizeof(kChecks[0]);
 
-const CheckInfo *find_check(const std::string &name) {
-  for (const CheckInfo &c : kChecks)
-    if (name == c.name)
-      return &c;
-  return nullptr;
+const CheckInfo *find_check(const std::string &name)
+{
+    for (const CheckInfo &c : kChecks)
+        if (name == c.name)
+            return &c;
+    return nullptr;
 }
 
 } // namespace doorbell::doctor

@@ -10,7 +10,11 @@ namespace doorbell::doctor {
 
 static constexpr int kExitUsage = 3; ///< 0/1/2 are the worst finding (pass/warn/fail)
 
-enum class ParseResult { kOk, kHelp, kError };
+enum class ParseResult {
+    kOk,
+    kHelp,
+    kError
+};
 
 // Parses argv[1..]; on kError, `error` says what was wrong.
 ParseResult parse_options(const std::vector<std::string> &args, Options &opt, std::string &error);

@@ -10,250 +10,309 @@
 namespace doorbell::coll {
 namespace {
 
-bool is_pow2(int n) { return n > 0 && (n & (n - 1)) == 0; }
+bool is_pow2(int n)
+{
+    return n > 0 && (n & (n - 1)) == 0;
+}
 
 // Scratch and flags one round of `count` elements needs.
 struct Need {
-  size_t bytes;
-  uint32_t flags;
+    size_t   bytes;
+    uint32_t flags;
 };
 
 struct Plan {
-  doorbell_coll_algorithm_t alg;
-  Hierarchy hier;
-  bool spine_ring = false;
-  int pipeline = 1;
+    doorbell_coll_algorithm_t alg;
+    Hierarchy                 hier;
+    bool                      spine_ring = false;
+    int                       pipeline   = 1;
 };
 
 Need need(const doorbell_coll_team_t &team, const doorbell_coll_tuning_t &tuning, Plan &p,
-          const Segment &seg) {
-  const int n = team.size;
-  switch (p.alg) {
-  case DOORBELL_COLL_ALG_RING:
-    p.pipeline = chunk_pipeline(n, seg, tuning.pipeline_block);
-    return {ring_scratch(n, seg), ring_flags(n, p.pipeline)};
-  case DOORBELL_COLL_ALG_RABENSEIFNER:
-    return {rabenseifner_scratch(n, seg), rabenseifner_flags(n)};
-  case DOORBELL_COLL_ALG_HIERARCHICAL:
-    p.spine_ring = seg.bytes() > tuning.small_max && p.hier.spine.size() > 2;
-    p.pipeline = p.spine_ring ? chunk_pipeline(p.hier.spine.size(), seg, tuning.pipeline_block) : 1;
-    return {hierarchical_scratch(p.hier, seg, p.spine_ring, p.pipeline),
-            hierarchical_flags(p.hier, p.spine_ring, p.pipeline)};
-  case DOORBELL_COLL_ALG_DIRECT:
-    return {direct_scratch(n, seg.bytes()), direct_flags(n)};
-  case DOORBELL_COLL_ALG_TWO_STEP:
-    p.pipeline = chunk_pipeline(n, seg, tuning.pipeline_block);
-    return {two_step_scratch(n, seg, team.peer_scratch != nullptr),
-            two_step_flags(n, p.pipeline)};
-  default:
-    return {recursive_doubling_scratch(n, seg.bytes()), recursive_doubling_flags(n)};
-  }
+          const Segment &seg)
+{
+    const int n = team.size;
+    switch (p.alg) {
+    case DOORBELL_COLL_ALG_RING:
+        p.pipeline = chunk_pipeline(n, seg, tuning.pipeline_block);
+        return {ring_scratch(n, seg), ring_flags(n, p.pipeline)};
+    case DOORBELL_COLL_ALG_RABENSEIFNER:
+        return {rabenseifner_scratch(n, seg), rabenseifner_flags(n)};
+    case DOORBELL_COLL_ALG_HIERARCHICAL:
+        p.spine_ring = seg.bytes() > tuning.small_max && p.hier.spine.size() > 2;
+        p.pipeline   = p.spine_ring ?
+                           chunk_pipeline(p.hier.spine.size(), seg, tuning.pipeline_block) :
+                           1;
+        return {hierarchical_scratch(p.hier, seg, p.spine_ring, p.pipeline),
+                hierarchical_flags(p.hier, p.spine_ring, p.pipeline)};
+    case DOORBELL_COLL_ALG_DIRECT:
+        return {direct_scratch(n, seg.bytes()), direct_flags(n)};
+    case DOORBELL_COLL_ALG_TWO_STEP:
+        p.pipeline = chunk_pipeline(n, seg, tuning.pipeline_block);
+        return {two_step_scratch(n, seg, team.peer_scratch != nullptr),
+                two_step_flags(n, p.pipeline)};
+    default:
+        return {recursive_doubling_scratch(n, seg.bytes()), recursive_doubling_flags(n)};
+    }
 }
 
 // Largest round (elements) whose scratch fits one half; the same on every
 // rank because it depends only on sizes every rank shares.
-size_t round_count(const doorbell_coll_team_t &team, const doorbell_coll_tuning_t &tuning,
-                   Plan &p, Segment seg) {
-  for (;;) {
-    size_t bytes = need(team, tuning, p, seg).bytes;
-    if (bytes <= team.scratch_half || seg.count <= 1)
-      return seg.count;
-    // Needs grow about linearly with the count: shrink in proportion.
-    size_t next = static_cast<size_t>(static_cast<double>(seg.count) *
-                                      (static_cast<double>(team.scratch_half) / bytes));
-    seg.count = next < seg.count ? next : seg.count - 1;
-    if (seg.count == 0) seg.count = 1;
-  }
+size_t round_count(const doorbell_coll_team_t &team, const doorbell_coll_tuning_t &tuning, Plan &p,
+                   Segment seg)
+{
+    for (;;) {
+        size_t bytes = need(team, tuning, p, seg).bytes;
+        if (bytes <= team.scratch_half || seg.count <= 1)
+            return seg.count;
+        // Needs grow about linearly with the count: shrink in proportion.
+        size_t next = static_cast<size_t>(static_cast<double>(seg.count) *
+                                          (static_cast<double>(team.scratch_half) / bytes));
+        seg.count   = next < seg.count ? next : seg.count - 1;
+        if (seg.count == 0)
+            seg.count = 1;
+    }
 }
 
 Status run(doorbell_coll_team_t &team, const doorbell_coll_tuning_t &tuning,
-           doorbell_coll_algorithm_t requested, const void *sendbuf, void *recvbuf,
-           size_t count, doorbell_coll_dtype_t dtype, doorbell_coll_op_t op) {
-  if (team.ops == nullptr || team.size < 1 || team.rank < 0 || team.rank >= team.size)
-    return make_error(DOORBELL_COLL_ERR_INVALID, "invalid team (rank %d of %d)", team.rank,
-                      team.size);
-  if (!op_supported(dtype, op))
-    return make_error(DOORBELL_COLL_ERR_UNSUPPORTED, "op %s is not defined on type %s",
-                      doorbell_coll_op_name(op), doorbell_coll_dtype_name(dtype));
-  if (count == 0)
-    return {};
-  const size_t esize = dtype_size(dtype);
-  if (recvbuf == nullptr || count > std::numeric_limits<size_t>::max() / esize)
-    return make_error(DOORBELL_COLL_ERR_INVALID, "rank %d: invalid buffer or count %zu",
-                      team.rank, count);
-  Plan p;
-  p.alg = team.size == 1 ? DOORBELL_COLL_ALG_RECURSIVE_DOUBLING
-                         : doorbell_coll_select(&team, &tuning, requested, count * esize);
-  // The ring and two-step read the send buffer itself; the others reduce
-  // in recvbuf.
-  const bool read_send =
-      (p.alg == DOORBELL_COLL_ALG_RING || p.alg == DOORBELL_COLL_ALG_TWO_STEP) &&
-      sendbuf != nullptr && sendbuf != recvbuf;
-  if (sendbuf != nullptr && sendbuf != recvbuf && !read_send)
-    std::memcpy(recvbuf, sendbuf, count * esize);
-  if (team.size == 1)
-    return {};
+           doorbell_coll_algorithm_t requested, const void *sendbuf, void *recvbuf, size_t count,
+           doorbell_coll_dtype_t dtype, doorbell_coll_op_t op)
+{
+    if (team.ops == nullptr || team.size < 1 || team.rank < 0 || team.rank >= team.size)
+        return make_error(DOORBELL_COLL_ERR_INVALID, "invalid team (rank %d of %d)", team.rank,
+                          team.size);
+    if (!op_supported(dtype, op))
+        return make_error(DOORBELL_COLL_ERR_UNSUPPORTED, "op %s is not defined on type %s",
+                          doorbell_coll_op_name(op), doorbell_coll_dtype_name(dtype));
+    if (count == 0)
+        return {};
+    const size_t esize = dtype_size(dtype);
+    if (recvbuf == nullptr || count > std::numeric_limits<size_t>::max() / esize)
+        return make_error(DOORBELL_COLL_ERR_INVALID, "rank %d: invalid buffer or count %zu",
+                          team.rank, count);
+    Plan p;
+    p.alg = team.size == 1 ? DOORBELL_COLL_ALG_RECURSIVE_DOUBLING :
+                             doorbell_coll_select(&team, &tuning, requested, count * esize);
+    // The ring and two-step read the send buffer itself; the others reduce
+    // in recvbuf.
+    const bool read_send = (p.alg == DOORBELL_COLL_ALG_RING ||
+                            p.alg == DOORBELL_COLL_ALG_TWO_STEP) &&
+                           sendbuf != nullptr && sendbuf != recvbuf;
+    if (sendbuf != nullptr && sendbuf != recvbuf && !read_send)
+        std::memcpy(recvbuf, sendbuf, count * esize);
+    if (team.size == 1)
+        return {};
 
-  if (p.alg == DOORBELL_COLL_ALG_HIERARCHICAL)
-    p.hier = make_hierarchy(team);
-  Segment whole{static_cast<unsigned char *>(recvbuf), count, esize, dtype, op};
-  const size_t per_round = round_count(team, tuning, p, whole);
-  for (size_t done = 0; done < count; done += per_round) {
-    Segment seg = whole;
-    seg.buf = whole.at(done);
-    if (read_send) seg.in = static_cast<const unsigned char *>(sendbuf) + done * esize;
-    seg.count = std::min(per_round, count - done);
-    Need nd = need(team, tuning, p, seg);
-    if (nd.bytes > team.scratch_half || nd.flags > team.flag_half)
-      return make_error(DOORBELL_COLL_ERR_NO_SPACE,
-                        "rank %d: %s needs %zu scratch bytes and %u flags per round; the "
-                        "team has %zu and %u",
-                        team.rank, doorbell_coll_algorithm_name(p.alg), nd.bytes, nd.flags,
-                        team.scratch_half, team.flag_half);
-    Round r(team, ++team.seq);
-    Group all;
-    all.me = team.rank;
-    for (int i = 0; i < team.size; i++) all.ranks.push_back(i);
-    Status st;
-    switch (p.alg) {
-    case DOORBELL_COLL_ALG_RING: st = ring(r, all, {}, seg, p.pipeline); break;
-    case DOORBELL_COLL_ALG_RABENSEIFNER: st = rabenseifner(r, all, {}, seg); break;
-    case DOORBELL_COLL_ALG_DIRECT: st = direct(r, all, {}, seg); break;
-    case DOORBELL_COLL_ALG_TWO_STEP: st = two_step(r, all, {}, seg, p.pipeline); break;
-    case DOORBELL_COLL_ALG_HIERARCHICAL:
-      st = hierarchical(r, p.hier, seg, p.spine_ring, p.pipeline);
-      break;
-    default: st = recursive_doubling(r, all, {}, seg); break;
+    if (p.alg == DOORBELL_COLL_ALG_HIERARCHICAL)
+        p.hier = make_hierarchy(team);
+    Segment      whole{static_cast<unsigned char *>(recvbuf), count, esize, dtype, op};
+    const size_t per_round = round_count(team, tuning, p, whole);
+    for (size_t done = 0; done < count; done += per_round) {
+        Segment seg = whole;
+        seg.buf     = whole.at(done);
+        if (read_send)
+            seg.in = static_cast<const unsigned char *>(sendbuf) + done * esize;
+        seg.count = std::min(per_round, count - done);
+        Need nd   = need(team, tuning, p, seg);
+        if (nd.bytes > team.scratch_half || nd.flags > team.flag_half)
+            return make_error(DOORBELL_COLL_ERR_NO_SPACE,
+                              "rank %d: %s needs %zu scratch bytes and %u flags per round; the "
+                              "team has %zu and %u",
+                              team.rank, doorbell_coll_algorithm_name(p.alg), nd.bytes, nd.flags,
+                              team.scratch_half, team.flag_half);
+        Round r(team, ++team.seq);
+        Group all;
+        all.me = team.rank;
+        for (int i = 0; i < team.size; i++)
+            all.ranks.push_back(i);
+        Status st;
+        switch (p.alg) {
+        case DOORBELL_COLL_ALG_RING:
+            st = ring(r, all, {}, seg, p.pipeline);
+            break;
+        case DOORBELL_COLL_ALG_RABENSEIFNER:
+            st = rabenseifner(r, all, {}, seg);
+            break;
+        case DOORBELL_COLL_ALG_DIRECT:
+            st = direct(r, all, {}, seg);
+            break;
+        case DOORBELL_COLL_ALG_TWO_STEP:
+            st = two_step(r, all, {}, seg, p.pipeline);
+            break;
+        case DOORBELL_COLL_ALG_HIERARCHICAL:
+            st = hierarchical(r, p.hier, seg, p.spine_ring, p.pipeline);
+            break;
+        default:
+            st = recursive_doubling(r, all, {}, seg);
+            break;
+        }
+        if (!st.ok()) {
+            // Best effort: let puts still reading the caller's buffers finish
+            // (bounded by the transport's timeout) before the caller reuses them.
+            (void)r.quiet();
+            return st;
+        }
+        if (!(st = r.quiet()).ok())
+            return st;
     }
-    if (!st.ok()) {
-      // Best effort: let puts still reading the caller's buffers finish
-      // (bounded by the transport's timeout) before the caller reuses them.
-      (void)r.quiet();
-      return st;
-    }
-    if (!(st = r.quiet()).ok()) return st;
-  }
-  return {};
+    return {};
 }
 
-}  // namespace
-}  // namespace doorbell::coll
+} // namespace
+} // namespace doorbell::coll
 
 using namespace doorbell::coll;
 
 extern "C" {
 
-void doorbell_coll_tuning_default(doorbell_coll_tuning_t *tuning_p) {
-  tuning_p->small_max = 8192;
-  tuning_p->net_small_max = 1024;
-  tuning_p->direct_max_ranks = 8;
-  tuning_p->hier_max = 262144;
-  tuning_p->ring_min = 131072;
-  tuning_p->pipeline_block = 262144;
+void doorbell_coll_tuning_default(doorbell_coll_tuning_t *tuning_p)
+{
+    tuning_p->small_max        = 8192;
+    tuning_p->net_small_max    = 1024;
+    tuning_p->direct_max_ranks = 8;
+    tuning_p->hier_max         = 262144;
+    tuning_p->ring_min         = 131072;
+    tuning_p->pipeline_block   = 262144;
 }
 
-int doorbell_coll_supported(doorbell_coll_dtype_t dtype, doorbell_coll_op_t op) {
-  return op_supported(dtype, op) ? 1 : 0;
+int doorbell_coll_supported(doorbell_coll_dtype_t dtype, doorbell_coll_op_t op)
+{
+    return op_supported(dtype, op) ? 1 : 0;
 }
 
-size_t doorbell_coll_dtype_size(doorbell_coll_dtype_t dtype) { return dtype_size(dtype); }
+size_t doorbell_coll_dtype_size(doorbell_coll_dtype_t dtype)
+{
+    return dtype_size(dtype);
+}
 
 int doorbell_coll_deliver_put_signal(doorbell_coll_team_t *team, const void *src, size_t len,
-                                     uint64_t offset, uint32_t slot, uint64_t value) {
-  const uint64_t scratch = 2 * static_cast<uint64_t>(team->scratch_half);
-  if (team->scratch == nullptr || team->flags == nullptr || offset > scratch ||
-      len > scratch - offset || slot >= 2 * static_cast<uint64_t>(team->flag_half) ||
-      (len != 0 && src == nullptr))
-    return -1;
-  if (len != 0) std::memcpy(team->scratch + offset, src, len);
-  __atomic_store_n(&team->flags[slot], value, __ATOMIC_RELEASE);
-  return 0;
+                                     uint64_t offset, uint32_t slot, uint64_t value)
+{
+    const uint64_t scratch = 2 * static_cast<uint64_t>(team->scratch_half);
+    if (team->scratch == nullptr || team->flags == nullptr || offset > scratch ||
+        len > scratch - offset || slot >= 2 * static_cast<uint64_t>(team->flag_half) ||
+        (len != 0 && src == nullptr))
+        return -1;
+    if (len != 0)
+        std::memcpy(team->scratch + offset, src, len);
+    __atomic_store_n(&team->flags[slot], value, __ATOMIC_RELEASE);
+    return 0;
 }
 
-uint32_t doorbell_coll_flags_needed(int size) {
-  // Worst case: hierarchical with every rank its own node and a pipelined
-  // ring on the spine; ring alone needs less.
-  uint32_t n = static_cast<uint32_t>(size < 1 ? 1 : size);
-  return 2 * n + 2 * (n - 1) * kMaxPipeline + 2 * static_cast<uint32_t>(log2_floor(size) + 2) + 4;
+uint32_t doorbell_coll_flags_needed(int size)
+{
+    // Worst case: hierarchical with every rank its own node and a pipelined
+    // ring on the spine; ring alone needs less.
+    uint32_t n = static_cast<uint32_t>(size < 1 ? 1 : size);
+    return 2 * n + 2 * (n - 1) * kMaxPipeline + 2 * static_cast<uint32_t>(log2_floor(size) + 2) + 4;
 }
 
-doorbell_coll_algorithm_t doorbell_coll_select(const doorbell_coll_team_t *team,
+doorbell_coll_algorithm_t doorbell_coll_select(const doorbell_coll_team_t   *team,
                                                const doorbell_coll_tuning_t *tuning,
-                                               doorbell_coll_algorithm_t requested,
-                                               size_t bytes) {
-  if (requested > DOORBELL_COLL_ALG_AUTO && requested < DOORBELL_COLL_ALG_COUNT)
-    return requested;
-  // Hierarchy pays when some node holds several ranks and there is more
-  // than one node: one shared-memory hop replaces several network ones.
-  bool multi_node = false, shared_node = false;
-  if (team->node_of != nullptr) {
-    for (int i = 1; i < team->size; i++) {
-      if (team->node_of[i] != team->node_of[0]) multi_node = true;
-      for (int j = 0; j < i && !shared_node; j++)
-        shared_node = team->node_of[i] == team->node_of[j];
+                                               doorbell_coll_algorithm_t requested, size_t bytes)
+{
+    if (requested > DOORBELL_COLL_ALG_AUTO && requested < DOORBELL_COLL_ALG_COUNT)
+        return requested;
+    // Hierarchy pays when some node holds several ranks and there is more
+    // than one node: one shared-memory hop replaces several network ones.
+    bool multi_node = false, shared_node = false;
+    if (team->node_of != nullptr) {
+        for (int i = 1; i < team->size; i++) {
+            if (team->node_of[i] != team->node_of[0])
+                multi_node = true;
+            for (int j = 0; j < i && !shared_node; j++)
+                shared_node = team->node_of[i] == team->node_of[j];
+        }
     }
-  }
-  if (multi_node && shared_node && bytes <= tuning->hier_max)
-    return DOORBELL_COLL_ALG_HIERARCHICAL;
-  // Over the network every byte crosses links, and the direct exchange
-  // sends n-1 messages per rank where recursive doubling sends log2 n: on
-  // the emulated leaf-spine fabric (4 hosts) it lost at every size, 8 B
-  // 78-110 against 58-84 us, 8 KiB 785-888 against Rabenseifner's 415 us.
-  // Recursive doubling to 1 KiB, then Rabenseifner (2^k ranks) or the ring.
-  if (team->peer_scratch == nullptr) {
-    if (bytes <= tuning->net_small_max) return DOORBELL_COLL_ALG_RECURSIVE_DOUBLING;
-    if (bytes >= tuning->ring_min || !is_pow2(team->size)) return DOORBELL_COLL_ALG_RING;
+    if (multi_node && shared_node && bytes <= tuning->hier_max)
+        return DOORBELL_COLL_ALG_HIERARCHICAL;
+    // Over the network every byte crosses links, and the direct exchange
+    // sends n-1 messages per rank where recursive doubling sends log2 n: on
+    // the emulated leaf-spine fabric (4 hosts) it lost at every size, 8 B
+    // 78-110 against 58-84 us, 8 KiB 785-888 against Rabenseifner's 415 us.
+    // Recursive doubling to 1 KiB, then Rabenseifner (2^k ranks) or the ring.
+    if (team->peer_scratch == nullptr) {
+        if (bytes <= tuning->net_small_max)
+            return DOORBELL_COLL_ALG_RECURSIVE_DOUBLING;
+        if (bytes >= tuning->ring_min || !is_pow2(team->size))
+            return DOORBELL_COLL_ALG_RING;
+        return DOORBELL_COLL_ALG_RABENSEIFNER;
+    }
+    // Peers read in place (one node), few ranks: one all-to-all step for
+    // small messages, two steps above: fewer waits than any tree or ring,
+    // which is what counts when ranks share cores.
+    if (bytes <= tuning->small_max)
+        return team->size <= tuning->direct_max_ranks ? DOORBELL_COLL_ALG_DIRECT :
+                                                        DOORBELL_COLL_ALG_RECURSIVE_DOUBLING;
+    if (team->size <= tuning->direct_max_ranks)
+        return DOORBELL_COLL_ALG_TWO_STEP;
+    if (bytes >= tuning->ring_min || !is_pow2(team->size))
+        return DOORBELL_COLL_ALG_RING;
     return DOORBELL_COLL_ALG_RABENSEIFNER;
-  }
-  // Peers read in place (one node), few ranks: one all-to-all step for
-  // small messages, two steps above: fewer waits than any tree or ring,
-  // which is what counts when ranks share cores.
-  if (bytes <= tuning->small_max)
-    return team->size <= tuning->direct_max_ranks ? DOORBELL_COLL_ALG_DIRECT
-                                                  : DOORBELL_COLL_ALG_RECURSIVE_DOUBLING;
-  if (team->size <= tuning->direct_max_ranks) return DOORBELL_COLL_ALG_TWO_STEP;
-  if (bytes >= tuning->ring_min || !is_pow2(team->size))
-    return DOORBELL_COLL_ALG_RING;
-  return DOORBELL_COLL_ALG_RABENSEIFNER;
 }
 
-const char *doorbell_coll_algorithm_name(doorbell_coll_algorithm_t alg) {
-  static const char *names[] = {"auto", "recursive_doubling", "ring", "rabenseifner",
-                                "hierarchical", "direct", "two_step"};
-  static_assert(sizeof(names) / sizeof(names[0]) == DOORBELL_COLL_ALG_COUNT);
-  return alg >= 0 && alg < DOORBELL_COLL_ALG_COUNT ? names[alg] : "unknown";
+const char *doorbell_coll_algorithm_name(doorbell_coll_algorithm_t alg)
+{
+    static const char *names[] = {"auto",         "recursive_doubling", "ring",
+                                  "rabenseifner", "hierarchical",       "direct",
+                                  "two_step"};
+    static_assert(sizeof(names) / sizeof(names[0]) == DOORBELL_COLL_ALG_COUNT);
+    return alg >= 0 && alg < DOORBELL_COLL_ALG_COUNT ? names[alg] : "unknown";
 }
 
-const char *doorbell_coll_op_name(doorbell_coll_op_t op) {
-  static const char *names[] = {"MPI_SUM",  "MPI_PROD", "MPI_MAX", "MPI_MIN",
-                                "MPI_LAND", "MPI_LOR",  "MPI_LXOR", "MPI_BAND",
-                                "MPI_BOR",  "MPI_BXOR", "MPI_MAXLOC", "MPI_MINLOC"};
-  return op >= 0 && op < DOORBELL_COLL_OP_COUNT ? names[op] : "unknown";
+const char *doorbell_coll_op_name(doorbell_coll_op_t op)
+{
+    static const char *names[] = {"MPI_SUM",  "MPI_PROD", "MPI_MAX",    "MPI_MIN",
+                                  "MPI_LAND", "MPI_LOR",  "MPI_LXOR",   "MPI_BAND",
+                                  "MPI_BOR",  "MPI_BXOR", "MPI_MAXLOC", "MPI_MINLOC"};
+    return op >= 0 && op < DOORBELL_COLL_OP_COUNT ? names[op] : "unknown";
 }
 
-const char *doorbell_coll_dtype_name(doorbell_coll_dtype_t dtype) {
-  static const char *names[] = {
-      "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
-      "float", "double", "long double", "float complex", "double complex",
-      "long double complex", "bool", "logical", "byte", "float_int", "double_int",
-      "long_int", "2int", "short_int", "long_double_int", "2float", "2double"};
-  static_assert(sizeof(names) / sizeof(names[0]) == DOORBELL_COLL_DT_COUNT);
-  return dtype >= 0 && dtype < DOORBELL_COLL_DT_COUNT ? names[dtype] : "unknown";
+const char *doorbell_coll_dtype_name(doorbell_coll_dtype_t dtype)
+{
+    static const char *names[] = {"int8",
+                                  "uint8",
+                                  "int16",
+                                  "uint16",
+                                  "int32",
+                                  "uint32",
+                                  "int64",
+                                  "uint64",
+                                  "float",
+                                  "double",
+                                  "long double",
+                                  "float complex",
+                                  "double complex",
+                                  "long double complex",
+                                  "bool",
+                                  "logical",
+                                  "byte",
+                                  "float_int",
+                                  "double_int",
+                                  "long_int",
+                                  "2int",
+                                  "short_int",
+                                  "long_double_int",
+                                  "2float",
+                                  "2double"};
+    static_assert(sizeof(names) / sizeof(names[0]) == DOORBELL_COLL_DT_COUNT);
+    return dtype >= 0 && dtype < DOORBELL_COLL_DT_COUNT ? names[dtype] : "unknown";
 }
 
 int doorbell_coll_allreduce(doorbell_coll_team_t *team, const doorbell_coll_tuning_t *tuning,
-                            doorbell_coll_algorithm_t algorithm, const void *sendbuf,
-                            void *recvbuf, size_t count, doorbell_coll_dtype_t dtype,
-                            doorbell_coll_op_t op, char *err, size_t errlen) {
-  doorbell_coll_tuning_t defaults;
-  if (tuning == nullptr) {
-    doorbell_coll_tuning_default(&defaults);
-    tuning = &defaults;
-  }
-  Status st = run(*team, *tuning, algorithm, sendbuf, recvbuf, count, dtype, op);
-  if (!st.ok() && err != nullptr && errlen > 0)
-    std::snprintf(err, errlen, "%s", st.msg.c_str());
-  return st.code;
+                            doorbell_coll_algorithm_t algorithm, const void *sendbuf, void *recvbuf,
+                            size_t count, doorbell_coll_dtype_t dtype, doorbell_coll_op_t op,
+                            char *err, size_t errlen)
+{
+    doorbell_coll_tuning_t defaults;
+    if (tuning == nullptr) {
+        doorbell_coll_tuning_default(&defaults);
+        tuning = &defaults;
+    }
+    Status st = run(*team, *tuning, algorithm, sendbuf, recvbuf, count, dtype, op);
+    if (!st.ok() && err != nullptr && errlen > 0)
+        std::snprintf(err, errlen, "%s", st.msg.c_str());
+    return st.code;
 }
 
-}  // extern "C"
+} // extern "C"

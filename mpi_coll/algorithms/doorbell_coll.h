@@ -73,17 +73,17 @@ typedef enum doorbell_coll_dtype {
     DOORBELL_COLL_DT_FLOAT_COMPLEX,
     DOORBELL_COLL_DT_DOUBLE_COMPLEX,
     DOORBELL_COLL_DT_LONG_DOUBLE_COMPLEX,
-    DOORBELL_COLL_DT_BOOL,        /* C _Bool (1 byte) */
-    DOORBELL_COLL_DT_LOGICAL,     /* Fortran LOGICAL (4 bytes, 0 = false) */
-    DOORBELL_COLL_DT_BYTE,        /* MPI_BYTE: bitwise ops only */
-    DOORBELL_COLL_DT_FLOAT_INT,   /* MPI_FLOAT_INT */
-    DOORBELL_COLL_DT_DOUBLE_INT,  /* MPI_DOUBLE_INT */
-    DOORBELL_COLL_DT_LONG_INT,    /* MPI_LONG_INT */
-    DOORBELL_COLL_DT_2INT,        /* MPI_2INT, MPI_2INTEGER */
-    DOORBELL_COLL_DT_SHORT_INT,   /* MPI_SHORT_INT */
+    DOORBELL_COLL_DT_BOOL,            /* C _Bool (1 byte) */
+    DOORBELL_COLL_DT_LOGICAL,         /* Fortran LOGICAL (4 bytes, 0 = false) */
+    DOORBELL_COLL_DT_BYTE,            /* MPI_BYTE: bitwise ops only */
+    DOORBELL_COLL_DT_FLOAT_INT,       /* MPI_FLOAT_INT */
+    DOORBELL_COLL_DT_DOUBLE_INT,      /* MPI_DOUBLE_INT */
+    DOORBELL_COLL_DT_LONG_INT,        /* MPI_LONG_INT */
+    DOORBELL_COLL_DT_2INT,            /* MPI_2INT, MPI_2INTEGER */
+    DOORBELL_COLL_DT_SHORT_INT,       /* MPI_SHORT_INT */
     DOORBELL_COLL_DT_LONG_DOUBLE_INT, /* MPI_LONG_DOUBLE_INT */
-    DOORBELL_COLL_DT_2FLOAT,      /* MPI_2REAL */
-    DOORBELL_COLL_DT_2DOUBLE,     /* MPI_2DOUBLE_PRECISION */
+    DOORBELL_COLL_DT_2FLOAT,          /* MPI_2REAL */
+    DOORBELL_COLL_DT_2DOUBLE,         /* MPI_2DOUBLE_PRECISION */
     DOORBELL_COLL_DT_COUNT
 } doorbell_coll_dtype_t;
 
@@ -93,8 +93,8 @@ typedef enum doorbell_coll_algorithm {
     DOORBELL_COLL_ALG_RING,
     DOORBELL_COLL_ALG_RABENSEIFNER,
     DOORBELL_COLL_ALG_HIERARCHICAL,
-    DOORBELL_COLL_ALG_DIRECT,     /* one step: all-to-all, fold in rank order */
-    DOORBELL_COLL_ALG_TWO_STEP,   /* all-to-all reduce-scatter, then allgather */
+    DOORBELL_COLL_ALG_DIRECT,   /* one step: all-to-all, fold in rank order */
+    DOORBELL_COLL_ALG_TWO_STEP, /* all-to-all reduce-scatter, then allgather */
     DOORBELL_COLL_ALG_COUNT
 } doorbell_coll_algorithm_t;
 
@@ -103,8 +103,8 @@ typedef struct doorbell_coll_transport_ops {
     /* Start writing len bytes from src into peer's scratch at offset, then
      * raise peer's flag[slot] to value, visible only after the bytes. src must
      * stay unchanged until quiet() returns. Returns 0 or nonzero on error. */
-    int (*put_signal)(void *ctx, int peer, const void *src, size_t len,
-                      size_t offset, uint32_t slot, uint64_t value);
+    int (*put_signal)(void *ctx, int peer, const void *src, size_t len, size_t offset,
+                      uint32_t slot, uint64_t value);
     /* Wait until every put issued so far no longer reads its source. */
     int (*quiet)(void *ctx);
     /* One pass of progress (delivers incoming puts where the transport
@@ -117,26 +117,25 @@ typedef struct doorbell_coll_transport_ops {
      * yield, or sleep until a peer signals this rank (or a short bound
      * passes); must return promptly once *flag >= value. Returns 0, or
      * nonzero on error. */
-    int (*idle)(void *ctx, const uint64_t *flag, uint64_t value,
-                unsigned idle_polls);
+    int (*idle)(void *ctx, const uint64_t *flag, uint64_t value, unsigned idle_polls);
 } doorbell_coll_transport_ops_t;
 
 /* One communicator as the schedules see it. Filled by the caller; the
  * library only reads it, except `seq`, which it advances once per round. */
 typedef struct doorbell_coll_team {
     const doorbell_coll_transport_ops_t *ops;
-    void          *ctx;                 /* passed back to ops */
-    int           rank;
-    int           size;
-    unsigned char *scratch;             /* local, 2 * scratch_half bytes */
-    size_t        scratch_half;         /* bytes per half, 64-byte multiple */
-    uint64_t      *flags;               /* local, 2 * flag_half slots, zeroed */
-    uint32_t      flag_half;            /* slots per half */
-    const int     *node_of;             /* node id per rank, or NULL (one node each) */
-    const int     *leaf_of;             /* leaf id per rank, or NULL (no leaf level) */
-    uint64_t      seq;                  /* rounds done; starts at 0 on every rank */
-    uint64_t      timeout_ns;           /* a wait longer than this fails; 0 = never */
-    int           yield;                /* 1: yield the CPU after idle polls */
+    void                                *ctx; /* passed back to ops */
+    int                                  rank;
+    int                                  size;
+    unsigned char                       *scratch;      /* local, 2 * scratch_half bytes */
+    size_t                               scratch_half; /* bytes per half, 64-byte multiple */
+    uint64_t                            *flags;        /* local, 2 * flag_half slots, zeroed */
+    uint32_t                             flag_half;    /* slots per half */
+    const int                           *node_of;    /* node id per rank, or NULL (one node each) */
+    const int                           *leaf_of;    /* leaf id per rank, or NULL (no leaf level) */
+    uint64_t                             seq;        /* rounds done; starts at 0 on every rank */
+    uint64_t                             timeout_ns; /* a wait longer than this fails; 0 = never */
+    int                                  yield;      /* 1: yield the CPU after idle polls */
     /* Every rank's scratch (both halves), readable by this rank with plain
      * loads (same node, mapped), indexed by rank; or NULL. Must be NULL on
      * every rank or on none. Lets the two-step allgather read finished
@@ -176,16 +175,13 @@ uint32_t doorbell_coll_flags_needed(int size);
  * its flags; then copies the bytes and raises flag[slot] to value with
  * release order. Returns 0, or -1 with nothing written.
  */
-int doorbell_coll_deliver_put_signal(doorbell_coll_team_t *team,
-                                     const void *src, size_t len,
-                                     uint64_t offset, uint32_t slot,
-                                     uint64_t value);
+int doorbell_coll_deliver_put_signal(doorbell_coll_team_t *team, const void *src, size_t len,
+                                     uint64_t offset, uint32_t slot, uint64_t value);
 
 /* The algorithm `auto` (or a forced one) resolves to. */
-doorbell_coll_algorithm_t
-doorbell_coll_select(const doorbell_coll_team_t *team,
-                     const doorbell_coll_tuning_t *tuning,
-                     doorbell_coll_algorithm_t requested, size_t bytes);
+doorbell_coll_algorithm_t doorbell_coll_select(const doorbell_coll_team_t   *team,
+                                               const doorbell_coll_tuning_t *tuning,
+                                               doorbell_coll_algorithm_t requested, size_t bytes);
 
 const char *doorbell_coll_algorithm_name(doorbell_coll_algorithm_t alg);
 const char *doorbell_coll_op_name(doorbell_coll_op_t op);
@@ -198,12 +194,9 @@ const char *doorbell_coll_dtype_name(doorbell_coll_dtype_t dtype);
  * and writes a message naming the peer and cause into err (errlen bytes);
  * the team must not be used for another allreduce afterwards.
  */
-int doorbell_coll_allreduce(doorbell_coll_team_t *team,
-                            const doorbell_coll_tuning_t *tuning,
-                            doorbell_coll_algorithm_t algorithm,
-                            const void *sendbuf, void *recvbuf, size_t count,
-                            doorbell_coll_dtype_t dtype,
-                            doorbell_coll_op_t op,
+int doorbell_coll_allreduce(doorbell_coll_team_t *team, const doorbell_coll_tuning_t *tuning,
+                            doorbell_coll_algorithm_t algorithm, const void *sendbuf, void *recvbuf,
+                            size_t count, doorbell_coll_dtype_t dtype, doorbell_coll_op_t op,
                             char *err, size_t errlen);
 
 #ifdef __cplusplus

@@ -11,8 +11,8 @@
 namespace doorbell::coll {
 
 size_t dtype_size(doorbell_coll_dtype_t dtype);
-bool op_supported(doorbell_coll_dtype_t dtype, doorbell_coll_op_t op);
-void reduce(doorbell_coll_dtype_t dtype, doorbell_coll_op_t op, const void *a,
-            const void *b, void *out, size_t count);
+bool   op_supported(doorbell_coll_dtype_t dtype, doorbell_coll_op_t op);
+void   reduce(doorbell_coll_dtype_t dtype, doorbell_coll_op_t op, const void *a, const void *b,
+              void *out, size_t count);
 
-}  // namespace doorbell::coll
+} // namespace doorbell::coll

@@ -15,9 +15,9 @@
 namespace doorbell::coll {
 
 struct Status {
-  int code = DOORBELL_COLL_OK;
-  std::string msg;
-  bool ok() const { return code == DOORBELL_COLL_OK; }
+    int         code = DOORBELL_COLL_OK;
+    std::string msg;
+    bool        ok() const { return code == DOORBELL_COLL_OK; }
 };
 
 Status make_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -27,87 +27,92 @@ Status make_error(int code, const char *fmt, ...) __attribute__((format(printf, 
 // schedules that read the send buffer directly (the ring), which saves the
 // copy into recvbuf.
 struct Segment {
-  unsigned char *buf;
-  size_t count;
-  size_t esize;
-  doorbell_coll_dtype_t dtype;
-  doorbell_coll_op_t op;
-  const unsigned char *in = nullptr;
-  size_t bytes() const { return count * esize; }
-  unsigned char *at(size_t elem) const { return buf + elem * esize; }
-  const unsigned char *in_at(size_t elem) const { return (in ? in : buf) + elem * esize; }
+    unsigned char        *buf;
+    size_t                count;
+    size_t                esize;
+    doorbell_coll_dtype_t dtype;
+    doorbell_coll_op_t    op;
+    const unsigned char  *in = nullptr;
+    size_t                bytes() const { return count * esize; }
+    unsigned char        *at(size_t elem) const { return buf + elem * esize; }
+    const unsigned char  *in_at(size_t elem) const { return (in ? in : buf) + elem * esize; }
 };
 
 // Ranks taking part in one schedule, ascending; `me` indexes this rank.
 struct Group {
-  std::vector<int> ranks;
-  int me = -1;
-  int size() const { return static_cast<int>(ranks.size()); }
+    std::vector<int> ranks;
+    int              me = -1;
+    int              size() const { return static_cast<int>(ranks.size()); }
 };
 
 // Where a schedule's scratch (bytes) and flags (slots) start in the half.
 struct Base {
-  size_t off = 0;
-  uint32_t slot = 0;
+    size_t   off  = 0;
+    uint32_t slot = 0;
 };
 
 class Round {
- public:
-  Round(doorbell_coll_team_t &team, uint64_t seq);
+public:
+    Round(doorbell_coll_team_t &team, uint64_t seq);
 
-  // Put len bytes from src to `peer` at scratch offset `off` of this round's
-  // half, then raise its flag `slot` (also relative to the half).
-  Status put(int peer, const void *src, size_t len, size_t off, uint32_t slot);
-  // Wait for our flag `slot` of this round, set by `peer`.
-  Status wait(int peer, uint32_t slot);
-  Status quiet();
-  unsigned char *at(size_t off) const { return scratch_ + off; }
-  // Can this rank read every peer's scratch in place (peer_at)?
-  bool peers_readable() const { return team_.peer_scratch != nullptr; }
-  // `peer`'s scratch at offset `off` of this round's half (peers_readable).
-  const unsigned char *peer_at(int peer, size_t off) const {
-    return team_.peer_scratch[peer] + (seq_ & 1) * team_.scratch_half + off;
-  }
-  int rank() const { return team_.rank; }
-  uint64_t seq() const { return seq_; }
+    // Put len bytes from src to `peer` at scratch offset `off` of this round's
+    // half, then raise its flag `slot` (also relative to the half).
+    Status put(int peer, const void *src, size_t len, size_t off, uint32_t slot);
+    // Wait for our flag `slot` of this round, set by `peer`.
+    Status         wait(int peer, uint32_t slot);
+    Status         quiet();
+    unsigned char *at(size_t off) const { return scratch_ + off; }
+    // Can this rank read every peer's scratch in place (peer_at)?
+    bool peers_readable() const { return team_.peer_scratch != nullptr; }
+    // `peer`'s scratch at offset `off` of this round's half (peers_readable).
+    const unsigned char *peer_at(int peer, size_t off) const
+    {
+        return team_.peer_scratch[peer] + (seq_ & 1) * team_.scratch_half + off;
+    }
+    int      rank() const { return team_.rank; }
+    uint64_t seq() const { return seq_; }
 
- private:
-  doorbell_coll_team_t &team_;
-  uint64_t seq_;
-  unsigned char *scratch_;  ///< this round's half of the scratch
-  uint64_t *flags_;         ///< this round's half of the flags
+private:
+    doorbell_coll_team_t &team_;
+    uint64_t              seq_;
+    unsigned char        *scratch_; ///< this round's half of the scratch
+    uint64_t             *flags_;   ///< this round's half of the flags
 };
 
 // Largest power of two <= n.
-inline int pow2_floor(int n) {
-  int p = 1;
-  while (p * 2 <= n)
-    p *= 2;
-  return p;
+inline int pow2_floor(int n)
+{
+    int p = 1;
+    while (p * 2 <= n)
+        p *= 2;
+    return p;
 }
-inline int log2_floor(int n) {
-  int l = 0;
-  while ((2 << l) <= n)
-    l++;
-  return l;
+inline int log2_floor(int n)
+{
+    int l = 0;
+    while ((2 << l) <= n)
+        l++;
+    return l;
 }
 
-static constexpr int kMaxPipeline = 8;  ///< ring sub-blocks per chunk, at most
+static constexpr int kMaxPipeline = 8; ///< ring sub-blocks per chunk, at most
 
 // The chunked schedules (ring, two-step) cut the vector into n chunks and a
 // chunk into `pipeline` sub-blocks.
 struct Span {
-  size_t start, count;  ///< elements
+    size_t start, count; ///< elements
 };
 // Part i of `count` elements cut into `parts` (the first count % parts get
 // one more).
-inline Span part(size_t count, size_t parts, size_t i) {
-  size_t q = count / parts, rest = count % parts;
-  return {i * q + (i < rest ? i : rest), q + (i < rest ? 1 : 0)};
+inline Span part(size_t count, size_t parts, size_t i)
+{
+    size_t q = count / parts, rest = count % parts;
+    return {i * q + (i < rest ? i : rest), q + (i < rest ? 1 : 0)};
 }
 // Bytes of the largest of n chunks.
-inline size_t chunk_max_bytes(int n, const Segment &seg) {
-  return (seg.count + n - 1) / n * seg.esize;
+inline size_t chunk_max_bytes(int n, const Segment &seg)
+{
+    return (seg.count + n - 1) / n * seg.esize;
 }
 // Sub-blocks per chunk for a target sub-block of `block` bytes (0: no
 // pipelining), at most kMaxPipeline.
@@ -115,48 +120,47 @@ int chunk_pipeline(int n, const Segment &seg, size_t block);
 
 // Recursive doubling: log2(n) exchanges of the whole vector (+1 before and
 // after for the ranks beyond the largest power of two).
-size_t recursive_doubling_scratch(int n, size_t bytes);
+size_t   recursive_doubling_scratch(int n, size_t bytes);
 uint32_t recursive_doubling_flags(int n);
-Status recursive_doubling(Round &r, const Group &g, Base base, const Segment &seg);
+Status   recursive_doubling(Round &r, const Group &g, Base base, const Segment &seg);
 
 // Direct exchange: one step, every rank writes to every other and folds
 // all inputs in rank order.
-size_t direct_scratch(int n, size_t bytes);
+size_t   direct_scratch(int n, size_t bytes);
 uint32_t direct_flags(int n);
-Status direct(Round &r, const Group &g, Base base, const Segment &seg);
+Status   direct(Round &r, const Group &g, Base base, const Segment &seg);
 
 // Two-step: reduce-scatter and allgather, each one all-to-all step; chunks
 // split into `pipeline` sub-blocks.
-size_t two_step_scratch(int n, const Segment &seg, bool peers_readable);
+size_t   two_step_scratch(int n, const Segment &seg, bool peers_readable);
 uint32_t two_step_flags(int n, int pipeline);
-Status two_step(Round &r, const Group &g, Base base, const Segment &seg, int pipeline);
+Status   two_step(Round &r, const Group &g, Base base, const Segment &seg, int pipeline);
 
 // Ring: reduce-scatter then allgather in n-1 steps each, chunks split into
 // `pipeline` sub-blocks that move on as soon as they are reduced.
-size_t ring_scratch(int n, const Segment &seg);
+size_t   ring_scratch(int n, const Segment &seg);
 uint32_t ring_flags(int n, int pipeline);
-Status ring(Round &r, const Group &g, Base base, const Segment &seg, int pipeline);
+Status   ring(Round &r, const Group &g, Base base, const Segment &seg, int pipeline);
 
 // Rabenseifner: recursive-halving reduce-scatter, recursive-doubling
 // allgather.
-size_t rabenseifner_scratch(int n, const Segment &seg);
+size_t   rabenseifner_scratch(int n, const Segment &seg);
 uint32_t rabenseifner_flags(int n);
-Status rabenseifner(Round &r, const Group &g, Base base, const Segment &seg);
+Status   rabenseifner(Round &r, const Group &g, Base base, const Segment &seg);
 
 // Two-hop aggregation: node -> leaf -> spine -> back down.
 struct Hierarchy {
-  std::vector<Group> nodes;             ///< every node, ranks ascending
-  std::vector<std::vector<int>> leaves; ///< node leaders per leaf
-  std::vector<int> node_index;          ///< rank -> index into nodes
-  Group spine;                          ///< leaf leaders (or node leaders)
-  int max_node = 1;                     ///< ranks in the largest node
-  int max_leaf = 1;                     ///< nodes in the largest leaf
+    std::vector<Group>            nodes;        ///< every node, ranks ascending
+    std::vector<std::vector<int>> leaves;       ///< node leaders per leaf
+    std::vector<int>              node_index;   ///< rank -> index into nodes
+    Group                         spine;        ///< leaf leaders (or node leaders)
+    int                           max_node = 1; ///< ranks in the largest node
+    int                           max_leaf = 1; ///< nodes in the largest leaf
 };
 Hierarchy make_hierarchy(const doorbell_coll_team_t &team);
-size_t hierarchical_scratch(const Hierarchy &h, const Segment &seg, bool spine_ring,
-                            int pipeline);
+size_t hierarchical_scratch(const Hierarchy &h, const Segment &seg, bool spine_ring, int pipeline);
 uint32_t hierarchical_flags(const Hierarchy &h, bool spine_ring, int pipeline);
-Status hierarchical(Round &r, const Hierarchy &h, const Segment &seg, bool spine_ring,
-                    int pipeline);
+Status   hierarchical(Round &r, const Hierarchy &h, const Segment &seg, bool spine_ring,
+                      int pipeline);
 
-}  // namespace doorbell::coll
+} // namespace doorbell::coll

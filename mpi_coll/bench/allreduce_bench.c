@@ -38,7 +38,7 @@ static double *sbuf, *rbuf;
 static double timed(MPI_Comm comm, int count, int iters)
 {
     double t0, t, tmax;
-    int i;
+    int    i;
 
     MPI_Barrier(comm);
     t0 = MPI_Wtime();
@@ -65,19 +65,19 @@ static double median(double *v, int n)
 
 int main(int argc, char **argv)
 {
-    size_t max_bytes = argc > 1 ? strtoull(argv[1], NULL, 0) : 16u << 20;
-    double budget = argc > 2 ? atof(argv[2]) : 0.2;
-    int reps = argc > 3 ? atoi(argv[3]) : 15;
-    size_t min_bytes = argc > 4 ? strtoull(argv[4], NULL, 0) : 8;
-    double t[2][BENCH_MAX_REPS];
+    size_t   max_bytes = argc > 1 ? strtoull(argv[1], NULL, 0) : 16u << 20;
+    double   budget    = argc > 2 ? atof(argv[2]) : 0.2;
+    int      reps      = argc > 3 ? atoi(argv[3]) : 15;
+    size_t   min_bytes = argc > 4 ? strtoull(argv[4], NULL, 0) : 8;
+    double   t[2][BENCH_MAX_REPS];
     MPI_Comm comm[2];
     MPI_Info info;
-    int me, n, i, c;
-    size_t bytes;
+    int      me, n, i, c;
+    size_t   bytes;
 
     if (reps < 1 || reps > BENCH_MAX_REPS || min_bytes < sizeof(double)) {
-        fprintf(stderr, "reps must be 1..%d, min_bytes at least %zu\n",
-                BENCH_MAX_REPS, sizeof(double));
+        fprintf(stderr, "reps must be 1..%d, min_bytes at least %zu\n", BENCH_MAX_REPS,
+                sizeof(double));
         return 2;
     }
     MPI_Init(&argc, &argv);
@@ -97,12 +97,13 @@ int main(int argc, char **argv)
     for (i = 0; i < (int)(max_bytes / sizeof(double)); i++) {
         sbuf[i] = (double)(me + i % 7);
     }
-    memset(rbuf, 0, max_bytes);   /* fault the pages in before timing */
+    memset(rbuf, 0, max_bytes); /* fault the pages in before timing */
     if (me == 0) {
         printf("# ranks %d; A = selected component, B = info doorbell_coll=off;"
                " %d repetitions per size, %.3f s per size and communicator\n"
                "# bytes med_us_A med_us_B min_us_A min_us_B busbw_GBps_A"
-               " busbw_GBps_B\n", n, reps, budget);
+               " busbw_GBps_B\n",
+               n, reps, budget);
     }
     for (i = 0; i < 10; i++) {
         for (c = 0; c < 2; c++) {
@@ -110,7 +111,7 @@ int main(int argc, char **argv)
         }
     }
     for (bytes = min_bytes; bytes <= max_bytes; bytes *= 2) {
-        int count = (int)(bytes / sizeof(double)), iters, r, first;
+        int    count = (int)(bytes / sizeof(double)), iters, r, first;
         double probe = 0, med[2], lo[2];
 
         for (c = 0; c < 2; c++) {
@@ -132,15 +133,15 @@ int main(int argc, char **argv)
             }
         }
         for (c = 0; c < 2; c++) {
-            med[c] = median(t[c], reps);   /* sorts: t[c][0] is the minimum */
+            med[c] = median(t[c], reps); /* sorts: t[c][0] is the minimum */
             lo[c]  = t[c][0];
         }
         if (me == 0) {
             double f = 2.0 * (n - 1) / n / 1e9;
 
-            printf("%zu %.2f %.2f %.2f %.2f %.4f %.4f\n", bytes, med[0] * 1e6,
-                   med[1] * 1e6, lo[0] * 1e6, lo[1] * 1e6,
-                   (double)bytes / med[0] * f, (double)bytes / med[1] * f);
+            printf("%zu %.2f %.2f %.2f %.2f %.4f %.4f\n", bytes, med[0] * 1e6, med[1] * 1e6,
+                   lo[0] * 1e6, lo[1] * 1e6, (double)bytes / med[0] * f,
+                   (double)bytes / med[1] * f);
             fflush(stdout);
         }
     }

@@ -23,98 +23,99 @@ BEGIN_C_DECLS
 
 /* UCP objects shared by all communicators of the process. */
 typedef struct mca_coll_doorbell_ucp {
-    int               initialized;   /* 1 after the first team */
-    int               init_failed;   /* 1: never try again */
-    ucp_context_h     context;
-    ucp_worker_h      worker;
-    ucp_address_t     *address;
-    size_t            address_len;
+    int            initialized; /* 1 after the first team */
+    int            init_failed; /* 1: never try again */
+    ucp_context_h  context;
+    ucp_worker_h   worker;
+    ucp_address_t *address;
+    size_t         address_len;
     /* Endpoints by peer process, reused by every communicator. */
     struct mca_coll_doorbell_ep {
         struct ompi_proc_t *proc;
-        ucp_ep_h           ep;
-    }                 *eps;
-    int               num_eps;
-    int               max_eps;
-    int               ucp_teams;     /* teams with a peer reached by UCP puts */
+        ucp_ep_h            ep;
+    } * eps;
+    int num_eps;
+    int max_eps;
+    int ucp_teams; /* teams with a peer reached by UCP puts */
     /* Teams by region, for put_signals arriving as active messages. */
     struct mca_coll_doorbell_team **teams;
-    int               num_teams;
-    int               max_teams;
+    int                             num_teams;
+    int                             max_teams;
 } mca_coll_doorbell_ucp_t;
 
 typedef struct mca_coll_doorbell_component_t {
     mca_coll_base_component_2_0_0_t super;
 
-    int      priority;             /* coll_doorbell_priority */
-    int      verbose;              /* coll_doorbell_verbose */
-    int      enable;               /* coll_doorbell_enable */
-    int      np;                   /* coll_doorbell_np: smallest communicator */
-    char     *algorithm_str;       /* coll_doorbell_allreduce_algorithm */
+    int   priority;      /* coll_doorbell_priority */
+    int   verbose;       /* coll_doorbell_verbose */
+    int   enable;        /* coll_doorbell_enable */
+    int   np;            /* coll_doorbell_np: smallest communicator */
+    char *algorithm_str; /* coll_doorbell_allreduce_algorithm */
     doorbell_coll_algorithm_t algorithm;
-    size_t   small_max;            /* bytes; direct / recursive doubling up to here */
-    size_t   net_small_max;        /* bytes; over the network: recursive doubling */
-    int      direct_max_ranks;     /* direct exchange up to this many ranks */
-    size_t   hier_max;             /* bytes; hierarchical up to here */
-    size_t   ring_min;             /* bytes; ring from here */
-    size_t   pipeline_block;       /* bytes per ring sub-block */
-    size_t   scratch_size;         /* bytes per scratch half per communicator */
-    size_t   am_max;               /* bytes; put_signals up to here travel as
+    size_t small_max;        /* bytes; direct / recursive doubling up to here */
+    size_t net_small_max;    /* bytes; over the network: recursive doubling */
+    int    direct_max_ranks; /* direct exchange up to this many ranks */
+    size_t hier_max;         /* bytes; hierarchical up to here */
+    size_t ring_min;         /* bytes; ring from here */
+    size_t pipeline_block;   /* bytes per ring sub-block */
+    size_t scratch_size;     /* bytes per scratch half per communicator */
+    size_t am_max;           /* bytes; put_signals up to here travel as
                                       one active message (0: always puts) */
-    char     *tls;                 /* UCX transports of our UCP context */
-    int      timeout_ms;           /* a peer silent this long is an error */
-    char     *topology_file;       /* host -> leaf map, or "" */
-    int      emulate_ranks_per_node; /* testing: k consecutive ranks = a node */
-    int      output;               /* opal_output stream */
+    char  *tls;              /* UCX transports of our UCP context */
+    int    timeout_ms;       /* a peer silent this long is an error */
+    char  *topology_file;    /* host -> leaf map, or "" */
+    int    emulate_ranks_per_node; /* testing: k consecutive ranks = a node */
+    int    output;                 /* opal_output stream */
 
     mca_coll_doorbell_ucp_t ucp;
 } mca_coll_doorbell_component_t;
 
-OMPI_MODULE_DECLSPEC extern mca_coll_doorbell_component_t mca_coll_doorbell_component;
+OMPI_MODULE_DECLSPEC extern mca_coll_doorbell_component_t
+    mca_coll_doorbell_component;
 
 /* Per-communicator state, created on the first allreduce. */
 typedef struct mca_coll_doorbell_team {
-    doorbell_coll_team_t super;    /* what the schedules see */
+    doorbell_coll_team_t super; /* what the schedules see */
     ucp_mem_h            memh;
-    void                 *region;  /* scratch halves, then flags */
+    void                *region; /* scratch halves, then flags */
     size_t               region_len;
-    size_t               bell_off;   /* region offset of the bell words */
-    ucp_ep_h             *eps;     /* by communicator rank */
-    ucp_rkey_h           *rkeys;
-    void                 **rptr;   /* peer region mapped here, or NULL */
-    unsigned char        **peer_scratch; /* every rank's region when all
+    size_t               bell_off; /* region offset of the bell words */
+    ucp_ep_h            *eps;      /* by communicator rank */
+    ucp_rkey_h          *rkeys;
+    void               **rptr;         /* peer region mapped here, or NULL */
+    unsigned char      **peer_scratch; /* every rank's region when all
                                             ranks map all peers, or NULL */
-    int                  own_region; /* region from posix_memalign */
-    int                  ucp_peers;  /* peers reached by UCP puts */
-    int                  counted;    /* counted in ucp.ucp_teams */
-    uint64_t             *remote_base;
-    int                  *node_of;
-    int                  *leaf_of;
+    int                  own_region;   /* region from posix_memalign */
+    int                  ucp_peers;    /* peers reached by UCP puts */
+    int                  counted;      /* counted in ucp.ucp_teams */
+    uint64_t            *remote_base;
+    int                 *node_of;
+    int                 *leaf_of;
     uint64_t             signal_value; /* source of flag puts (this round) */
     struct mca_coll_doorbell_am_block *am_blocks; /* headers of AM put_signals
                                                      in flight, reused after quiet */
-    unsigned             am_used;      /* headers taken since the last quiet */
-    int                  outstanding;  /* puts not yet complete locally */
-    int                  failed;       /* a put completed with an error */
-    uint64_t             wait_since_ns; /* first idle poll of this wait */
-    uint64_t             sleeps;       /* futex waits on the bell */
-    uint64_t             sleeps_bounded; /* ... that ended by the bound */
+    unsigned am_used;        /* headers taken since the last quiet */
+    int      outstanding;    /* puts not yet complete locally */
+    int      failed;         /* a put completed with an error */
+    uint64_t wait_since_ns;  /* first idle poll of this wait */
+    uint64_t sleeps;         /* futex waits on the bell */
+    uint64_t sleeps_bounded; /* ... that ended by the bound */
 } mca_coll_doorbell_team_t;
 
 typedef struct mca_coll_doorbell_module_t {
     mca_coll_base_module_t super;
 
-    ompi_communicator_t    *comm;
-    int                    failed;      /* a previous allreduce failed */
-    int                    delegate;    /* setup failed on some rank: all
+    ompi_communicator_t      *comm;
+    int                       failed;   /* a previous allreduce failed */
+    int                       delegate; /* setup failed on some rank: all
                                            allreduces go to the previous module */
     mca_coll_doorbell_team_t *team;     /* NULL until the first allreduce */
-    doorbell_coll_tuning_t tuning;
+    doorbell_coll_tuning_t    tuning;
 
     mca_coll_base_module_allreduce_fn_t previous_allreduce;
-    mca_coll_base_module_t              *previous_allreduce_module;
+    mca_coll_base_module_t             *previous_allreduce_module;
     mca_coll_base_module_allgather_fn_t previous_allgather;
-    mca_coll_base_module_t              *previous_allgather_module;
+    mca_coll_base_module_t             *previous_allgather_module;
 } mca_coll_doorbell_module_t;
 
 OBJ_CLASS_DECLARATION(mca_coll_doorbell_module_t);
@@ -122,14 +123,14 @@ OBJ_CLASS_DECLARATION(mca_coll_doorbell_module_t);
 /* coll_doorbell_module.c */
 int mca_coll_doorbell_init_query(bool enable_progress_threads,
                                  bool enable_mpi_threads);
-mca_coll_base_module_t *
-mca_coll_doorbell_comm_query(struct ompi_communicator_t *comm, int *priority);
+mca_coll_base_module_t *mca_coll_doorbell_comm_query(
+    struct ompi_communicator_t *comm, int *priority);
 
 /* coll_doorbell_ucp.c */
-int mca_coll_doorbell_ucp_init(void);
+int  mca_coll_doorbell_ucp_init(void);
 void mca_coll_doorbell_ucp_finalize(void);
-int mca_coll_doorbell_team_create(mca_coll_doorbell_module_t *module,
-                                  mca_coll_doorbell_team_t **team_p);
+int  mca_coll_doorbell_team_create(mca_coll_doorbell_module_t *module,
+                                   mca_coll_doorbell_team_t  **team_p);
 void mca_coll_doorbell_team_destroy(mca_coll_doorbell_team_t *team);
 
 /* coll_doorbell_topology.c */
@@ -139,16 +140,16 @@ int mca_coll_doorbell_topology(mca_coll_doorbell_module_t *module,
 
 /* coll_doorbell_dtypes.c */
 int mca_coll_doorbell_dtype(struct ompi_datatype_t *dtype,
-                            doorbell_coll_dtype_t *dt_p);
+                            doorbell_coll_dtype_t  *dt_p);
 int mca_coll_doorbell_op(struct ompi_op_t *op, doorbell_coll_op_t *op_p);
 int mca_coll_doorbell_is_device_buffer(const void *buf);
 
 /* coll_doorbell_allreduce.c */
 int mca_coll_doorbell_allreduce(const void *sbuf, void *rbuf, int count,
-                                struct ompi_datatype_t *dtype,
-                                struct ompi_op_t *op,
+                                struct ompi_datatype_t     *dtype,
+                                struct ompi_op_t           *op,
                                 struct ompi_communicator_t *comm,
-                                mca_coll_base_module_t *module);
+                                mca_coll_base_module_t     *module);
 
 END_C_DECLS
 

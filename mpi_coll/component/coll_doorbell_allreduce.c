@@ -10,22 +10,23 @@
 #include "ompi/datatype/ompi_datatype.h"
 
 int mca_coll_doorbell_allreduce(const void *sbuf, void *rbuf, int count,
-                                struct ompi_datatype_t *dtype,
-                                struct ompi_op_t *op,
+                                struct ompi_datatype_t     *dtype,
+                                struct ompi_op_t           *op,
                                 struct ompi_communicator_t *comm,
-                                mca_coll_base_module_t *base)
+                                mca_coll_base_module_t     *base)
 {
-    mca_coll_doorbell_module_t *module = (mca_coll_doorbell_module_t *)base;
-    mca_coll_doorbell_component_t *cm = &mca_coll_doorbell_component;
-    doorbell_coll_dtype_t dt;
-    doorbell_coll_op_t dop;
-    doorbell_coll_algorithm_t alg;
-    char err[512];
-    int rc;
+    mca_coll_doorbell_module_t    *module = (mca_coll_doorbell_module_t *)base;
+    mca_coll_doorbell_component_t *cm     = &mca_coll_doorbell_component;
+    doorbell_coll_dtype_t          dt;
+    doorbell_coll_op_t             dop;
+    doorbell_coll_algorithm_t      alg;
+    char                           err[512];
+    int                            rc;
 
     if (module->failed) {
         DOORBELL_ERROR("comm %s: an earlier allreduce failed; the communicator "
-                       "cannot be used for allreduce any more", comm->c_name);
+                       "cannot be used for allreduce any more",
+                       comm->c_name);
         return MPI_ERR_OTHER;
     }
     if (module->delegate) {
@@ -42,8 +43,8 @@ int mca_coll_doorbell_allreduce(const void *sbuf, void *rbuf, int count,
         goto fallback;
     }
     if (!doorbell_coll_supported(dt, dop)) {
-        DOORBELL_VERBOSE(5, "comm %s: %s is not defined on %s",
-                         comm->c_name, doorbell_coll_op_name(dop), dtype->name);
+        DOORBELL_VERBOSE(5, "comm %s: %s is not defined on %s", comm->c_name,
+                         doorbell_coll_op_name(dop), dtype->name);
         goto fallback;
     }
     if (mca_coll_doorbell_is_device_buffer(sbuf) ||
@@ -56,8 +57,10 @@ int mca_coll_doorbell_allreduce(const void *sbuf, void *rbuf, int count,
         if (rc == OMPI_ERR_NOT_AVAILABLE) {
             /* Every rank saw the same failed exchange: stop trying here. */
             module->delegate = 1;
-            DOORBELL_VERBOSE(1, "comm %s: setup failed on some rank; "
-                             "delegating every allreduce", comm->c_name);
+            DOORBELL_VERBOSE(1,
+                             "comm %s: setup failed on some rank; "
+                             "delegating every allreduce",
+                             comm->c_name);
             goto fallback;
         }
         if (rc != OMPI_SUCCESS) {

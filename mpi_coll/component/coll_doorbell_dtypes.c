@@ -17,14 +17,14 @@ typedef struct {
 } mca_coll_doorbell_dtype_map_t;
 
 static mca_coll_doorbell_dtype_map_t dtype_map[80];
-static int dtype_map_len = -1;
+static int                           dtype_map_len = -1;
 
 static void map_dtype(MPI_Datatype mpi, doorbell_coll_dtype_t dt)
 {
     MPI_Aint lb, extent;
 
-    if (mpi == MPI_DATATYPE_NULL || dtype_map_len >= (int)(sizeof(dtype_map) /
-                                                            sizeof(dtype_map[0]))) {
+    if (mpi == MPI_DATATYPE_NULL ||
+        dtype_map_len >= (int)(sizeof(dtype_map) / sizeof(dtype_map[0]))) {
         return;
     }
     if (MPI_Type_get_extent(mpi, &lb, &extent) != MPI_SUCCESS || lb != 0 ||
@@ -40,10 +40,14 @@ static void map_dtype(MPI_Datatype mpi, doorbell_coll_dtype_t dt)
 static doorbell_coll_dtype_t int_of(size_t size, int is_signed)
 {
     switch (size) {
-    case 1:  return is_signed ? DOORBELL_COLL_DT_INT8 : DOORBELL_COLL_DT_UINT8;
-    case 2:  return is_signed ? DOORBELL_COLL_DT_INT16 : DOORBELL_COLL_DT_UINT16;
-    case 4:  return is_signed ? DOORBELL_COLL_DT_INT32 : DOORBELL_COLL_DT_UINT32;
-    default: return is_signed ? DOORBELL_COLL_DT_INT64 : DOORBELL_COLL_DT_UINT64;
+    case 1:
+        return is_signed ? DOORBELL_COLL_DT_INT8 : DOORBELL_COLL_DT_UINT8;
+    case 2:
+        return is_signed ? DOORBELL_COLL_DT_INT16 : DOORBELL_COLL_DT_UINT16;
+    case 4:
+        return is_signed ? DOORBELL_COLL_DT_INT32 : DOORBELL_COLL_DT_UINT32;
+    default:
+        return is_signed ? DOORBELL_COLL_DT_INT64 : DOORBELL_COLL_DT_UINT64;
     }
 }
 
@@ -83,7 +87,8 @@ static void build_dtype_map(void)
     map_dtype(MPI_CXX_BOOL, DOORBELL_COLL_DT_BOOL);
     map_dtype(MPI_CXX_FLOAT_COMPLEX, DOORBELL_COLL_DT_FLOAT_COMPLEX);
     map_dtype(MPI_CXX_DOUBLE_COMPLEX, DOORBELL_COLL_DT_DOUBLE_COMPLEX);
-    map_dtype(MPI_CXX_LONG_DOUBLE_COMPLEX, DOORBELL_COLL_DT_LONG_DOUBLE_COMPLEX);
+    map_dtype(MPI_CXX_LONG_DOUBLE_COMPLEX,
+              DOORBELL_COLL_DT_LONG_DOUBLE_COMPLEX);
     map_dtype(MPI_BYTE, DOORBELL_COLL_DT_BYTE);
     /* value/index pairs */
     map_dtype(MPI_FLOAT_INT, DOORBELL_COLL_DT_FLOAT_INT);
@@ -124,7 +129,7 @@ static void build_dtype_map(void)
 }
 
 int mca_coll_doorbell_dtype(struct ompi_datatype_t *dtype,
-                            doorbell_coll_dtype_t *dt_p)
+                            doorbell_coll_dtype_t  *dt_p)
 {
     int i;
 
@@ -146,16 +151,16 @@ int mca_coll_doorbell_op(struct ompi_op_t *op, doorbell_coll_op_t *op_p)
         MPI_Op             mpi;
         doorbell_coll_op_t op;
     } map[] = {
-        {MPI_SUM,    DOORBELL_COLL_OP_SUM},
-        {MPI_PROD,   DOORBELL_COLL_OP_PROD},
-        {MPI_MAX,    DOORBELL_COLL_OP_MAX},
-        {MPI_MIN,    DOORBELL_COLL_OP_MIN},
-        {MPI_LAND,   DOORBELL_COLL_OP_LAND},
-        {MPI_LOR,    DOORBELL_COLL_OP_LOR},
-        {MPI_LXOR,   DOORBELL_COLL_OP_LXOR},
-        {MPI_BAND,   DOORBELL_COLL_OP_BAND},
-        {MPI_BOR,    DOORBELL_COLL_OP_BOR},
-        {MPI_BXOR,   DOORBELL_COLL_OP_BXOR},
+        {MPI_SUM, DOORBELL_COLL_OP_SUM},
+        {MPI_PROD, DOORBELL_COLL_OP_PROD},
+        {MPI_MAX, DOORBELL_COLL_OP_MAX},
+        {MPI_MIN, DOORBELL_COLL_OP_MIN},
+        {MPI_LAND, DOORBELL_COLL_OP_LAND},
+        {MPI_LOR, DOORBELL_COLL_OP_LOR},
+        {MPI_LXOR, DOORBELL_COLL_OP_LXOR},
+        {MPI_BAND, DOORBELL_COLL_OP_BAND},
+        {MPI_BOR, DOORBELL_COLL_OP_BOR},
+        {MPI_BXOR, DOORBELL_COLL_OP_BXOR},
         {MPI_MAXLOC, DOORBELL_COLL_OP_MAXLOC},
         {MPI_MINLOC, DOORBELL_COLL_OP_MINLOC},
     };
@@ -173,21 +178,22 @@ int mca_coll_doorbell_op(struct ompi_op_t *op, doorbell_coll_op_t *op_p)
 /* GPU memory, when the application has loaded the CUDA driver: asked of
  * cuPointerGetAttribute (memory type, managed). Probed once per process. */
 typedef int (*mca_coll_doorbell_cu_attr_fn_t)(void *data, int attribute,
-                                               unsigned long long ptr);
+                                              unsigned long long ptr);
 
 int mca_coll_doorbell_is_device_buffer(const void *buf)
 {
     static mca_coll_doorbell_cu_attr_fn_t cu_attr;
-    static int probed;
-    unsigned int memtype = 0;
-    int managed = 0;
-    void *lib;
+    static int                            probed;
+    unsigned int                          memtype = 0;
+    int                                   managed = 0;
+    void                                 *lib;
 
     if (!probed) {
         probed = 1;
-        lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+        lib    = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
         if (lib != NULL) {
-            cu_attr = (mca_coll_doorbell_cu_attr_fn_t)dlsym(lib, "cuPointerGetAttribute");
+            cu_attr = (mca_coll_doorbell_cu_attr_fn_t)
+                dlsym(lib, "cuPointerGetAttribute");
         }
     }
     if (cu_attr == NULL || buf == NULL || buf == MPI_IN_PLACE) {
@@ -199,5 +205,6 @@ int mca_coll_doorbell_is_device_buffer(const void *buf)
         memtype == 2) {
         return 1;
     }
-    return cu_attr(&managed, 8, (unsigned long long)(uintptr_t)buf) == 0 && managed;
+    return cu_attr(&managed, 8, (unsigned long long)(uintptr_t)buf) == 0 &&
+           managed;
 }

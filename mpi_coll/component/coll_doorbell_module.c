@@ -14,19 +14,20 @@
 #include <string.h>
 
 /* Save the lower module's function and retain it (released in destruct). */
-#define SAVE_PREV_COLL_API(__api)                                             \
-    do {                                                                      \
-        module->previous_##__api = comm->c_coll->coll_##__api;                \
-        module->previous_##__api##_module =                                   \
-            comm->c_coll->coll_##__api##_module;                              \
-        if (!comm->c_coll->coll_##__api ||                                    \
-            !comm->c_coll->coll_##__api##_module) {                           \
-            return OMPI_ERROR;                                                \
-        }                                                                     \
-        OBJ_RETAIN(module->previous_##__api##_module);                        \
+#define SAVE_PREV_COLL_API(__api)                              \
+    do {                                                       \
+        module->previous_##__api = comm->c_coll->coll_##__api; \
+        module->previous_##__api##_module =                    \
+            comm->c_coll->coll_##__api##_module;               \
+        if (!comm->c_coll->coll_##__api ||                     \
+            !comm->c_coll->coll_##__api##_module) {            \
+            return OMPI_ERROR;                                 \
+        }                                                      \
+        OBJ_RETAIN(module->previous_##__api##_module);         \
     } while (0)
 
-static void mca_coll_doorbell_module_construct(mca_coll_doorbell_module_t *module)
+static void mca_coll_doorbell_module_construct(
+    mca_coll_doorbell_module_t *module)
 {
     module->comm                      = NULL;
     module->failed                    = 0;
@@ -41,10 +42,11 @@ static void mca_coll_doorbell_module_construct(mca_coll_doorbell_module_t *modul
 static void mca_coll_doorbell_module_destruct(mca_coll_doorbell_module_t *module)
 {
     if (module->team != NULL) {
-        DOORBELL_VERBOSE(2, "freeing team of comm %s (cid %u): slept %llu "
+        DOORBELL_VERBOSE(2,
+                         "freeing team of comm %s (cid %u): slept %llu "
                          "times waiting for peers, %llu sleeps ran to the "
-                         "bound", module->comm->c_name,
-                         module->comm->c_contextid,
+                         "bound",
+                         module->comm->c_name, module->comm->c_contextid,
                          (unsigned long long)module->team->sleeps,
                          (unsigned long long)module->team->sleeps_bounded);
         mca_coll_doorbell_team_destroy(module->team);
@@ -70,7 +72,7 @@ int mca_coll_doorbell_init_query(bool enable_progress_threads,
     return OMPI_SUCCESS;
 }
 
-static int mca_coll_doorbell_module_enable(mca_coll_base_module_t *base,
+static int mca_coll_doorbell_module_enable(mca_coll_base_module_t     *base,
                                            struct ompi_communicator_t *comm)
 {
     mca_coll_doorbell_module_t *module = (mca_coll_doorbell_module_t *)base;
@@ -88,22 +90,23 @@ static int mca_coll_doorbell_module_enable(mca_coll_base_module_t *base,
 static int mca_coll_doorbell_info_off(struct ompi_communicator_t *comm)
 {
     char value[16];
-    int flag = 0;
+    int  flag = 0;
 
     if (comm->super.s_info == NULL ||
         opal_info_get(comm->super.s_info, "doorbell_coll", sizeof(value) - 1,
-                      value, &flag) != OPAL_SUCCESS || !flag) {
+                      value, &flag) != OPAL_SUCCESS ||
+        !flag) {
         return 0;
     }
     return strcmp(value, "off") == 0 || strcmp(value, "false") == 0 ||
            strcmp(value, "0") == 0;
 }
 
-mca_coll_base_module_t *
-mca_coll_doorbell_comm_query(struct ompi_communicator_t *comm, int *priority)
+mca_coll_base_module_t *mca_coll_doorbell_comm_query(
+    struct ompi_communicator_t *comm, int *priority)
 {
     mca_coll_doorbell_component_t *cm = &mca_coll_doorbell_component;
-    mca_coll_doorbell_module_t *module;
+    mca_coll_doorbell_module_t    *module;
 
     if (!cm->enable) {
         return NULL;
@@ -144,6 +147,6 @@ mca_coll_doorbell_comm_query(struct ompi_communicator_t *comm, int *priority)
     module->tuning.pipeline_block    = cm->pipeline_block;
     module->super.coll_module_enable = mca_coll_doorbell_module_enable;
     module->super.coll_allreduce     = mca_coll_doorbell_allreduce;
-    *priority = cm->priority;
+    *priority                        = cm->priority;
     return &module->super;
 }

@@ -30,9 +30,9 @@ typedef struct {
 static int parse_leaf_map(const char *text, mca_coll_doorbell_leaf_entry_t *map,
                           int max)
 {
-    char word[2][DOORBELL_NAME_LEN];
-    int n = 0, w = 0;
-    size_t len;
+    char        word[2][DOORBELL_NAME_LEN];
+    int         n = 0, w = 0;
+    size_t      len;
     const char *p = text;
 
     while (*p != '\0') {
@@ -72,7 +72,7 @@ static char *read_file(const char *path)
 {
     FILE *f = fopen(path, "r");
     char *buf;
-    long len;
+    long  len;
 
     if (f == NULL) {
         return NULL;
@@ -82,7 +82,7 @@ static char *read_file(const char *path)
         fclose(f);
         return NULL;
     }
-    len = (long)fread(buf, 1, len, f);
+    len      = (long)fread(buf, 1, len, f);
     buf[len] = '\0';
     fclose(f);
     return buf;
@@ -95,11 +95,11 @@ int mca_coll_doorbell_topology(mca_coll_doorbell_module_t *module,
     mca_coll_doorbell_component_t *cm = &mca_coll_doorbell_component;
     int n = ompi_comm_size(module->comm), k = cm->emulate_ranks_per_node;
     mca_coll_doorbell_leaf_entry_t *map;
-    char (*names)[DOORBELL_NAME_LEN];
-    const char *env = getenv("DOORBELL_COLL_LEAVES");
+    char(*names)[DOORBELL_NAME_LEN];
+    const char  *env        = getenv("DOORBELL_COLL_LEAVES");
     const char **leaf_names = NULL;
-    char *text = NULL;
-    int i, j, entries, leaves = 0;
+    char        *text       = NULL;
+    int          i, j, entries, leaves = 0;
 
     names = calloc(n, sizeof(*names));
     if (names == NULL) {
@@ -128,14 +128,15 @@ int mca_coll_doorbell_topology(mca_coll_doorbell_module_t *module,
         text = read_file(cm->topology_file);
         if (text == NULL) {
             DOORBELL_ERROR("cannot read coll_doorbell_topology_file %s; no leaf "
-                           "level", cm->topology_file);
+                           "level",
+                           cm->topology_file);
         }
     }
     if (text == NULL) {
         free(names);
         return OMPI_SUCCESS;
     }
-    map = calloc(DOORBELL_MAX_LEAF_ENTRIES, sizeof(*map));
+    map     = calloc(DOORBELL_MAX_LEAF_ENTRIES, sizeof(*map));
     entries = map ? parse_leaf_map(text, map, DOORBELL_MAX_LEAF_ENTRIES) : -1;
     free(text);
     if (entries < 0) {
@@ -155,8 +156,10 @@ int mca_coll_doorbell_topology(mca_coll_doorbell_module_t *module,
             }
         }
         if (leaf_names[i] == NULL) {
-            DOORBELL_VERBOSE(1, "host %s of rank %d is not in the leaf map; no "
-                             "leaf level", names[i], i);
+            DOORBELL_VERBOSE(1,
+                             "host %s of rank %d is not in the leaf map; no "
+                             "leaf level",
+                             names[i], i);
             goto out;
         }
         leaf_of[i] = leaves;

@@ -44,29 +44,31 @@
 #include <unistd.h>
 
 #define DOORBELL_HOSTNAME_LEN 64
-#define DOORBELL_MAX_BLOB     (1 << 20)   /* bytes; larger is hostile */
-#define DOORBELL_BELL_BYTES   64          /* after the flags: ring, sleeping */
-#define DOORBELL_SLEEP_NS     250000      /* longest sleep on the bell; a
+#define DOORBELL_MAX_BLOB     (1 << 20) /* bytes; larger is hostile */
+#define DOORBELL_BELL_BYTES   64        /* after the flags: ring, sleeping */
+#define DOORBELL_SLEEP_NS \
+    250000 /* longest sleep on the bell; a
                                              sleeper also looks again then */
-#define DOORBELL_SPIN_NS      50000       /* a wait yields this long before
+#define DOORBELL_SPIN_NS \
+    50000                      /* a wait yields this long before
                                              it sleeps */
-#define DOORBELL_AM_ID        0x44        /* put_signal as an active message */
-#define DOORBELL_AM_BLOCK     64          /* headers per allocation */
+#define DOORBELL_AM_ID    0x44 /* put_signal as an active message */
+#define DOORBELL_AM_BLOCK 64   /* headers per allocation */
 
 /* A put_signal sent as one active message: the data and the flag travel
  * together, so the flag needs neither a fence nor a packet of its own. */
 typedef struct mca_coll_doorbell_am_hdr {
-    uint64_t region;                      /* the target's region: which team */
-    uint64_t offset;                      /* scratch offset of the bytes */
-    uint64_t value;                       /* the flag's new value */
-    uint32_t slot;                        /* the flag */
-    uint32_t len;                         /* bytes after the header */
+    uint64_t region; /* the target's region: which team */
+    uint64_t offset; /* scratch offset of the bytes */
+    uint64_t value;  /* the flag's new value */
+    uint32_t slot;   /* the flag */
+    uint32_t len;    /* bytes after the header */
 } mca_coll_doorbell_am_hdr_t;
 
 /* UCP 1.13 reads an AM header until the send completes: headers live in
  * blocks that never move, reused once quiet() saw every send complete. */
 typedef struct mca_coll_doorbell_am_block {
-    mca_coll_doorbell_am_hdr_t        hdr[DOORBELL_AM_BLOCK];
+    mca_coll_doorbell_am_hdr_t         hdr[DOORBELL_AM_BLOCK];
     struct mca_coll_doorbell_am_block *next;
 } mca_coll_doorbell_am_block_t;
 
@@ -75,7 +77,7 @@ typedef struct mca_coll_doorbell_am_block {
 typedef struct mca_coll_doorbell_blob {
     uint64_t address_len;
     uint64_t rkey_len;
-    uint64_t base;                        /* region address */
+    uint64_t base; /* region address */
     uint64_t region_len;
     char     host[DOORBELL_HOSTNAME_LEN];
 } mca_coll_doorbell_blob_t;
@@ -98,19 +100,20 @@ static int mca_coll_doorbell_progress(void)
  * region this process registered, and the library checks the bounds. */
 static ucs_status_t mca_coll_doorbell_am_recv(void *arg, const void *header,
                                               size_t header_length, void *data,
-                                              size_t length,
+                                              size_t                     length,
                                               const ucp_am_recv_param_t *param)
 {
-    mca_coll_doorbell_ucp_t *u = arg;
+    mca_coll_doorbell_ucp_t   *u = arg;
     mca_coll_doorbell_am_hdr_t hdr;
-    int i;
+    int                        i;
 
     if (header_length != sizeof(hdr) ||
         (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
         DOORBELL_ERROR("dropped a put_signal message with a %zu-byte header%s",
                        header_length,
                        (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ?
-                       " sent by rendezvous" : "");
+                           " sent by rendezvous" :
+                           "");
         return UCS_OK;
     }
     memcpy(&hdr, header, sizeof(hdr));
@@ -141,8 +144,8 @@ static int mca_coll_doorbell_register_team(mca_coll_doorbell_team_t *team)
     mca_coll_doorbell_ucp_t *u = &mca_coll_doorbell_component.ucp;
 
     if (u->num_teams == u->max_teams) {
-        int max = u->max_teams ? 2 * u->max_teams : 8;
-        void *p = realloc(u->teams, max * sizeof(*u->teams));
+        int   max = u->max_teams ? 2 * u->max_teams : 8;
+        void *p   = realloc(u->teams, max * sizeof(*u->teams));
 
         if (p == NULL) {
             return OMPI_ERR_OUT_OF_RESOURCE;
@@ -151,9 +154,9 @@ static int mca_coll_doorbell_register_team(mca_coll_doorbell_team_t *team)
         u->max_teams = max;
     }
     /* What the handler writes into: the scratch halves and the flags. */
-    team->super.scratch = team->region;
-    team->super.flags   = (uint64_t *)((char *)team->region +
-                                       2 * team->super.scratch_half);
+    team->super.scratch      = team->region;
+    team->super.flags        = (uint64_t *)((char *)team->region +
+                                     2 * team->super.scratch_half);
     u->teams[u->num_teams++] = team;
     return OMPI_SUCCESS;
 }
@@ -161,7 +164,7 @@ static int mca_coll_doorbell_register_team(mca_coll_doorbell_team_t *team)
 static void mca_coll_doorbell_unregister_team(mca_coll_doorbell_team_t *team)
 {
     mca_coll_doorbell_ucp_t *u = &mca_coll_doorbell_component.ucp;
-    int i;
+    int                      i;
 
     for (i = 0; i < u->num_teams; i++) {
         if (u->teams[i] == team) {
@@ -174,12 +177,12 @@ static void mca_coll_doorbell_unregister_team(mca_coll_doorbell_team_t *team)
 int mca_coll_doorbell_ucp_init(void)
 {
     mca_coll_doorbell_component_t *cm = &mca_coll_doorbell_component;
-    mca_coll_doorbell_ucp_t *u = &cm->ucp;
-    ucp_worker_params_t worker_params;
-    ucp_am_handler_param_t am;
-    ucp_params_t params;
-    ucp_config_t *config;
-    ucs_status_t status;
+    mca_coll_doorbell_ucp_t       *u  = &cm->ucp;
+    ucp_worker_params_t            worker_params;
+    ucp_am_handler_param_t         am;
+    ucp_params_t                   params;
+    ucp_config_t                  *config;
+    ucs_status_t                   status;
 
     if (u->initialized) {
         return OMPI_SUCCESS;
@@ -189,7 +192,8 @@ int mca_coll_doorbell_ucp_init(void)
     }
     status = ucp_config_read(NULL, NULL, &config);
     if (status != UCS_OK) {
-        DOORBELL_ERROR("ucp_config_read() failed: %s", ucs_status_string(status));
+        DOORBELL_ERROR("ucp_config_read() failed: %s",
+                       ucs_status_string(status));
         goto err;
     }
     status = ucp_config_modify(config, "TLS", cm->tls);
@@ -202,12 +206,13 @@ int mca_coll_doorbell_ucp_init(void)
     memset(&params, 0, sizeof(params));
     params.field_mask = UCP_PARAM_FIELD_FEATURES;
     params.features   = UCP_FEATURE_RMA | UCP_FEATURE_AM;
-    status = ucp_init(&params, config, &u->context);
+    status            = ucp_init(&params, config, &u->context);
     ucp_config_release(config);
     if (status != UCS_OK) {
         DOORBELL_ERROR("ucp_init() with transports \"%s\" failed: %s "
                        "(is libuct_doorbell.so preloaded? see "
-                       "coll_doorbell_tls)", cm->tls, ucs_status_string(status));
+                       "coll_doorbell_tls)",
+                       cm->tls, ucs_status_string(status));
         goto err;
     }
     memset(&worker_params, 0, sizeof(worker_params));
@@ -215,16 +220,17 @@ int mca_coll_doorbell_ucp_init(void)
     worker_params.thread_mode = UCS_THREAD_MODE_SINGLE;
     status = ucp_worker_create(u->context, &worker_params, &u->worker);
     if (status != UCS_OK) {
-        DOORBELL_ERROR("ucp_worker_create() failed: %s", ucs_status_string(status));
+        DOORBELL_ERROR("ucp_worker_create() failed: %s",
+                       ucs_status_string(status));
         goto err_cleanup;
     }
     memset(&am, 0, sizeof(am));
     am.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
                     UCP_AM_HANDLER_PARAM_FIELD_CB |
                     UCP_AM_HANDLER_PARAM_FIELD_ARG;
-    am.id         = DOORBELL_AM_ID;
-    am.cb         = mca_coll_doorbell_am_recv;
-    am.arg        = u;
+    am.id  = DOORBELL_AM_ID;
+    am.cb  = mca_coll_doorbell_am_recv;
+    am.arg = u;
     status = ucp_worker_set_am_recv_handler(u->worker, &am);
     if (status != UCS_OK) {
         DOORBELL_ERROR("ucp_worker_set_am_recv_handler() failed: %s",
@@ -239,7 +245,8 @@ int mca_coll_doorbell_ucp_init(void)
     }
     opal_progress_register(mca_coll_doorbell_progress);
     u->initialized = 1;
-    DOORBELL_VERBOSE(1, "UCP context up on transports \"%s\" (address %zu bytes)",
+    DOORBELL_VERBOSE(1,
+                     "UCP context up on transports \"%s\" (address %zu bytes)",
                      cm->tls, u->address_len);
     return OMPI_SUCCESS;
 
@@ -255,9 +262,9 @@ err:
 void mca_coll_doorbell_ucp_finalize(void)
 {
     mca_coll_doorbell_ucp_t *u = &mca_coll_doorbell_component.ucp;
-    ucp_request_param_t param;
-    void *req;
-    int i;
+    ucp_request_param_t      param;
+    void                    *req;
+    int                      i;
 
     if (!u->initialized) {
         return;
@@ -289,10 +296,10 @@ static int mca_coll_doorbell_get_ep(struct ompi_proc_t *proc,
                                     const void *address, ucp_ep_h *ep_p)
 {
     mca_coll_doorbell_ucp_t *u = &mca_coll_doorbell_component.ucp;
-    ucp_ep_params_t params;
-    ucs_status_t status;
-    void *grown;
-    int i;
+    ucp_ep_params_t          params;
+    ucs_status_t             status;
+    void                    *grown;
+    int                      i;
 
     for (i = 0; i < u->num_eps; i++) {
         if (u->eps[i].proc == proc) {
@@ -305,8 +312,8 @@ static int mca_coll_doorbell_get_ep(struct ompi_proc_t *proc,
         if (grown == NULL) {
             return OMPI_ERR_OUT_OF_RESOURCE;
         }
-        u->eps      = grown;
-        u->max_eps  = u->max_eps * 2 + 8;
+        u->eps     = grown;
+        u->max_eps = u->max_eps * 2 + 8;
     }
     memset(&params, 0, sizeof(params));
     params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
@@ -317,7 +324,7 @@ static int mca_coll_doorbell_get_ep(struct ompi_proc_t *proc,
         return OMPI_ERROR;
     }
     u->eps[u->num_eps].proc = proc;
-    *ep_p = u->eps[u->num_eps++].ep;
+    *ep_p                   = u->eps[u->num_eps++].ep;
     return OMPI_SUCCESS;
 }
 
@@ -348,12 +355,11 @@ static int mca_coll_doorbell_track(mca_coll_doorbell_team_t *team, void *req,
                                    int peer)
 {
     if (req == NULL) {
-        return 0;                              /* completed in place */
+        return 0; /* completed in place */
     }
     if (UCS_PTR_IS_ERR(req)) {
-        DOORBELL_ERROR("rank %d: a put to rank %d failed: %s",
-                       team->super.rank, peer,
-                       ucs_status_string(UCS_PTR_STATUS(req)));
+        DOORBELL_ERROR("rank %d: a put to rank %d failed: %s", team->super.rank,
+                       peer, ucs_status_string(UCS_PTR_STATUS(req)));
         team->failed = 1;
         return -1;
     }
@@ -363,11 +369,11 @@ static int mca_coll_doorbell_track(mca_coll_doorbell_team_t *team, void *req,
 
 /* The next free AM header of the team (blocks never move: UCP reads a
  * header until its send completes). */
-static mca_coll_doorbell_am_hdr_t *
-mca_coll_doorbell_am_hdr(mca_coll_doorbell_team_t *team)
+static mca_coll_doorbell_am_hdr_t *mca_coll_doorbell_am_hdr(
+    mca_coll_doorbell_team_t *team)
 {
     mca_coll_doorbell_am_block_t **b = &team->am_blocks;
-    unsigned i = team->am_used;
+    unsigned                       i = team->am_used;
 
     for (;; b = &(*b)->next, i -= DOORBELL_AM_BLOCK) {
         if (*b == NULL && (*b = calloc(1, sizeof(**b))) == NULL) {
@@ -385,11 +391,11 @@ static int mca_coll_doorbell_put_signal(void *ctx, int peer, const void *src,
                                         size_t len, size_t offset,
                                         uint32_t slot, uint64_t value)
 {
-    mca_coll_doorbell_team_t *team = ctx;
-    ucp_worker_h worker = mca_coll_doorbell_component.ucp.worker;
-    size_t flags_off = 2 * team->super.scratch_half;
-    ucp_request_param_t param;
-    void *req;
+    mca_coll_doorbell_team_t *team   = ctx;
+    ucp_worker_h              worker = mca_coll_doorbell_component.ucp.worker;
+    size_t                    flags_off = 2 * team->super.scratch_half;
+    ucp_request_param_t       param;
+    void                     *req;
 
     if (peer < 0 || peer >= team->super.size || team->eps[peer] == NULL ||
         offset + len > flags_off || slot >= 2 * team->super.flag_half) {
@@ -397,7 +403,7 @@ static int mca_coll_doorbell_put_signal(void *ctx, int peer, const void *src,
     }
     if (team->rptr[peer] != NULL) {
         /* Mapped peer: copy, then publish the flag with release order. */
-        char *base = team->rptr[peer];
+        char     *base = team->rptr[peer];
         uint32_t *bell = (uint32_t *)(base + team->bell_off);
 
         memcpy(base + offset, src, len);
@@ -411,9 +417,10 @@ static int mca_coll_doorbell_put_signal(void *ctx, int peer, const void *src,
         return 0;
     }
     memset(&param, 0, sizeof(param));
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-    param.cb.send      = mca_coll_doorbell_put_done;
-    param.user_data    = team;
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+                         UCP_OP_ATTR_FIELD_USER_DATA;
+    param.cb.send   = mca_coll_doorbell_put_done;
+    param.user_data = team;
     if (len <= mca_coll_doorbell_component.am_max) {
         mca_coll_doorbell_am_hdr_t *hdr = mca_coll_doorbell_am_hdr(team);
 
@@ -428,9 +435,9 @@ static int mca_coll_doorbell_put_signal(void *ctx, int peer, const void *src,
         hdr->slot   = slot;
         hdr->len    = (uint32_t)len;
         param.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
-        param.flags         = UCP_AM_SEND_FLAG_EAGER;
-        req = ucp_am_send_nbx(team->eps[peer], DOORBELL_AM_ID, hdr, sizeof(*hdr),
-                              src, len, &param);
+        param.flags = UCP_AM_SEND_FLAG_EAGER;
+        req         = ucp_am_send_nbx(team->eps[peer], DOORBELL_AM_ID, hdr,
+                                      sizeof(*hdr), src, len, &param);
         return mca_coll_doorbell_track(team, req, peer);
     }
     if (len > 0) {
@@ -450,17 +457,17 @@ static int mca_coll_doorbell_put_signal(void *ctx, int peer, const void *src,
     team->signal_value = value;
     req = ucp_put_nbx(team->eps[peer], &team->signal_value, sizeof(uint64_t),
                       team->remote_base[peer] + flags_off +
-                      (size_t)slot * sizeof(uint64_t),
+                          (size_t)slot * sizeof(uint64_t),
                       team->rkeys[peer], &param);
     return mca_coll_doorbell_track(team, req, peer);
 }
 
 static int mca_coll_doorbell_quiet(void *ctx)
 {
-    mca_coll_doorbell_team_t *team = ctx;
-    ucp_worker_h worker = mca_coll_doorbell_component.ucp.worker;
-    uint64_t start = 0;
-    unsigned spins = 0;
+    mca_coll_doorbell_team_t *team   = ctx;
+    ucp_worker_h              worker = mca_coll_doorbell_component.ucp.worker;
+    uint64_t                  start  = 0;
+    unsigned                  spins  = 0;
 
     while (team->outstanding > 0 && !team->failed) {
         /* A send completes when the target acknowledges it, and a target
@@ -476,7 +483,8 @@ static int mca_coll_doorbell_quiet(void *ctx)
         }
         if (start == 0) {
             start = mca_coll_doorbell_now_ns();
-        } else if (mca_coll_doorbell_now_ns() - start > team->super.timeout_ns) {
+        } else if (mca_coll_doorbell_now_ns() - start >
+                   team->super.timeout_ns) {
             DOORBELL_ERROR("rank %d: %d puts still incomplete after %d ms",
                            team->super.rank, team->outstanding,
                            mca_coll_doorbell_component.timeout_ms);
@@ -490,10 +498,10 @@ static int mca_coll_doorbell_quiet(void *ctx)
 static int mca_coll_doorbell_progress_op(void *ctx)
 {
     mca_coll_doorbell_team_t *team = ctx;
-    unsigned events;
+    unsigned                  events;
 
     if (team->ucp_peers == 0) {
-        return 0;        /* every peer writes through a mapping */
+        return 0; /* every peer writes through a mapping */
     }
     events = ucp_worker_progress(mca_coll_doorbell_component.ucp.worker);
     return team->failed ? -1 : (int)events;
@@ -503,12 +511,12 @@ static int mca_coll_doorbell_idle(void *ctx, const uint64_t *flag,
                                   uint64_t value, unsigned idle_polls)
 {
     mca_coll_doorbell_team_t *team = ctx;
-    uint32_t *bell = (uint32_t *)((char *)team->region + team->bell_off);
+    uint32_t       *bell  = (uint32_t *)((char *)team->region + team->bell_off);
     struct timespec bound = {0, DOORBELL_SLEEP_NS};
-    uint32_t ring;
+    uint32_t        ring;
 
     if (team->ucp_peers == 0 && idle_polls == 1) {
-        team->wait_since_ns = mca_coll_doorbell_now_ns();  /* a new wait */
+        team->wait_since_ns = mca_coll_doorbell_now_ns(); /* a new wait */
     }
     if (team->ucp_peers > 0 || idle_polls == 1 ||
         mca_coll_doorbell_now_ns() - team->wait_since_ns < DOORBELL_SPIN_NS) {
@@ -522,8 +530,9 @@ static int mca_coll_doorbell_idle(void *ctx, const uint64_t *flag,
         /* EAGAIN (rung meanwhile), EINTR and ETIMEDOUT all mean: look
          * again. */
         team->sleeps++;
-        if (syscall(SYS_futex, &bell[0], FUTEX_WAIT, ring, &bound, NULL,
-                    0) != 0 && errno == ETIMEDOUT) {
+        if (syscall(SYS_futex, &bell[0], FUTEX_WAIT, ring, &bound, NULL, 0) !=
+                0 &&
+            errno == ETIMEDOUT) {
             team->sleeps_bounded++;
         }
     }
@@ -531,19 +540,21 @@ static int mca_coll_doorbell_idle(void *ctx, const uint64_t *flag,
     return 0;
 }
 
+/* clang-format off */
 static const doorbell_coll_transport_ops_t mca_coll_doorbell_ops = {
     .put_signal = mca_coll_doorbell_put_signal,
     .quiet      = mca_coll_doorbell_quiet,
     .progress   = mca_coll_doorbell_progress_op,
     .idle       = mca_coll_doorbell_idle,
 };
+/* clang-format on */
 
 /* ------------------------------------------------------------- teams */
 
 void mca_coll_doorbell_team_destroy(mca_coll_doorbell_team_t *team)
 {
     mca_coll_doorbell_ucp_t *u = &mca_coll_doorbell_component.ucp;
-    int i;
+    int                      i;
 
     mca_coll_doorbell_unregister_team(team);
     while (team->am_blocks != NULL) {
@@ -563,7 +574,7 @@ void mca_coll_doorbell_team_destroy(mca_coll_doorbell_team_t *team)
         }
     }
     if (team->memh != NULL) {
-        ucp_mem_unmap(u->context, team->memh);    /* frees a UCP allocation */
+        ucp_mem_unmap(u->context, team->memh); /* frees a UCP allocation */
     }
     if (team->own_region) {
         free(team->region);
@@ -584,9 +595,9 @@ static int mca_coll_doorbell_local_blob(mca_coll_doorbell_team_t *team,
 {
     mca_coll_doorbell_ucp_t *u = &mca_coll_doorbell_component.ucp;
     mca_coll_doorbell_blob_t hdr;
-    void *rkey_buf;
-    size_t rkey_len;
-    char *blob;
+    void                    *rkey_buf;
+    size_t                   rkey_len;
+    char                    *blob;
 
     if (ucp_rkey_pack(u->context, team->memh, &rkey_buf, &rkey_len) != UCS_OK) {
         DOORBELL_ERROR("ucp_rkey_pack() failed");
@@ -616,16 +627,16 @@ static int mca_coll_doorbell_local_blob(mca_coll_doorbell_team_t *team,
 static int mca_coll_doorbell_team_local(mca_coll_doorbell_team_t *team, int n)
 {
     mca_coll_doorbell_component_t *cm = &mca_coll_doorbell_component;
-    ucp_mem_map_params_t mp;
-    ucs_status_t status;
+    ucp_mem_map_params_t           mp;
+    ucs_status_t                   status;
 
     if (mca_coll_doorbell_ucp_init() != OMPI_SUCCESS) {
         return OMPI_ERROR;
     }
     team->super.flag_half    = doorbell_coll_flags_needed(n);
     team->super.scratch_half = cm->scratch_size;
-    team->bell_off   = 2 * cm->scratch_size +
-                       2 * (size_t)team->super.flag_half * sizeof(uint64_t);
+    team->bell_off           = 2 * cm->scratch_size +
+                     2 * (size_t)team->super.flag_half * sizeof(uint64_t);
     team->region_len = team->bell_off + DOORBELL_BELL_BYTES;
     /* Let UCP allocate the region (shared memory when a shared-memory
      * transport is enabled): peers on this node then map it and write with
@@ -634,10 +645,10 @@ static int mca_coll_doorbell_team_local(mca_coll_doorbell_team_t *team, int n)
     mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS |
                     UCP_MEM_MAP_PARAM_FIELD_LENGTH |
                     UCP_MEM_MAP_PARAM_FIELD_FLAGS;
-    mp.address    = NULL;
-    mp.length     = team->region_len;
-    mp.flags      = UCP_MEM_MAP_ALLOCATE;
-    status = ucp_mem_map(cm->ucp.context, &mp, &team->memh);
+    mp.address = NULL;
+    mp.length  = team->region_len;
+    mp.flags   = UCP_MEM_MAP_ALLOCATE;
+    status     = ucp_mem_map(cm->ucp.context, &mp, &team->memh);
     if (status == UCS_OK) {
         ucp_mem_attr_t attr;
 
@@ -660,9 +671,9 @@ static int mca_coll_doorbell_team_local(mca_coll_doorbell_team_t *team, int n)
     memset(&mp, 0, sizeof(mp));
     mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS |
                     UCP_MEM_MAP_PARAM_FIELD_LENGTH;
-    mp.address    = team->region;
-    mp.length     = team->region_len;
-    status = ucp_mem_map(cm->ucp.context, &mp, &team->memh);
+    mp.address = team->region;
+    mp.length  = team->region_len;
+    status     = ucp_mem_map(cm->ucp.context, &mp, &team->memh);
     if (status != UCS_OK) {
         DOORBELL_ERROR("ucp_mem_map() of %zu bytes failed: %s",
                        team->region_len, ucs_status_string(status));
@@ -673,16 +684,16 @@ static int mca_coll_doorbell_team_local(mca_coll_doorbell_team_t *team, int n)
 }
 
 int mca_coll_doorbell_team_create(mca_coll_doorbell_module_t *module,
-                                  mca_coll_doorbell_team_t **team_p)
+                                  mca_coll_doorbell_team_t  **team_p)
 {
-    mca_coll_doorbell_component_t *cm = &mca_coll_doorbell_component;
-    ompi_communicator_t *comm = module->comm;
+    mca_coll_doorbell_component_t *cm   = &mca_coll_doorbell_component;
+    ompi_communicator_t           *comm = module->comm;
     int n = ompi_comm_size(comm), me = ompi_comm_rank(comm);
     mca_coll_doorbell_team_t *team;
-    uint64_t my_len = 0, max_len = 0, *lens = NULL;
-    char *blobs = NULL, *hosts = NULL, *mine;
-    void *blob = NULL;
-    size_t blob_len = 0;
+    uint64_t                  my_len = 0, max_len = 0, *lens = NULL;
+    char                     *blobs = NULL, *hosts = NULL, *mine;
+    void                     *blob     = NULL;
+    size_t                    blob_len = 0;
     int i, rc, local_ok, have_leaves = 0, mapped = 0, all_mapped;
 
     team = calloc(1, sizeof(*team));
@@ -695,7 +706,8 @@ int mca_coll_doorbell_team_create(mca_coll_doorbell_module_t *module,
      * that arrives as soon as a peer is done setting up finds its team. */
     local_ok = mca_coll_doorbell_team_local(team, n) == OMPI_SUCCESS &&
                mca_coll_doorbell_register_team(team) == OMPI_SUCCESS &&
-               mca_coll_doorbell_local_blob(team, &blob, &blob_len) == OMPI_SUCCESS;
+               mca_coll_doorbell_local_blob(team, &blob, &blob_len) ==
+                   OMPI_SUCCESS;
     my_len = local_ok ? blob_len : 0;
 
     /* Round 1: blob lengths; a 0 says that rank could not set up, and then
@@ -714,9 +726,10 @@ int mca_coll_doorbell_team_create(mca_coll_doorbell_module_t *module,
     for (i = 0; i < n; i++) {
         if (lens[i] < sizeof(mca_coll_doorbell_blob_t) ||
             lens[i] > DOORBELL_MAX_BLOB) {
-            DOORBELL_VERBOSE(1, "comm %s: rank %d could not set up (blob %llu "
-                             "bytes); falling back", comm->c_name, i,
-                             (unsigned long long)lens[i]);
+            DOORBELL_VERBOSE(1,
+                             "comm %s: rank %d could not set up (blob %llu "
+                             "bytes); falling back",
+                             comm->c_name, i, (unsigned long long)lens[i]);
             rc = OMPI_ERR_NOT_AVAILABLE;
             goto err;
         }
@@ -726,8 +739,8 @@ int mca_coll_doorbell_team_create(mca_coll_doorbell_module_t *module,
     }
 
     /* Round 2: the blobs, padded to the longest. */
-    blobs = calloc(n + 1, max_len);
-    hosts = calloc(n, DOORBELL_HOSTNAME_LEN);
+    blobs             = calloc(n + 1, max_len);
+    hosts             = calloc(n, DOORBELL_HOSTNAME_LEN);
     team->eps         = calloc(n, sizeof(*team->eps));
     team->rkeys       = calloc(n, sizeof(*team->rkeys));
     team->remote_base = calloc(n, sizeof(*team->remote_base));
@@ -735,8 +748,7 @@ int mca_coll_doorbell_team_create(mca_coll_doorbell_module_t *module,
     team->leaf_of     = calloc(n, sizeof(int));
     team->rptr        = calloc(n, sizeof(*team->rptr));
     if (!blobs || !hosts || !team->eps || !team->rkeys || !team->remote_base ||
-        !team->rptr ||
-        !team->node_of || !team->leaf_of) {
+        !team->rptr || !team->node_of || !team->leaf_of) {
         rc = OMPI_ERR_OUT_OF_RESOURCE;
         goto err;
     }
@@ -750,7 +762,7 @@ int mca_coll_doorbell_team_create(mca_coll_doorbell_module_t *module,
     }
     for (i = 0; i < n; i++) {
         mca_coll_doorbell_blob_t hdr;
-        const char *b = blobs + (size_t)i * max_len;
+        const char              *b = blobs + (size_t)i * max_len;
 
         memcpy(&hdr, b, sizeof(hdr));
         hdr.host[DOORBELL_HOSTNAME_LEN - 1] = '\0';
@@ -817,22 +829,24 @@ int mca_coll_doorbell_team_create(mca_coll_doorbell_module_t *module,
         }
     }
 
-    team->ucp_peers        = n - 1 - mapped;
+    team->ucp_peers = n - 1 - mapped;
     if (team->ucp_peers > 0) {
         cm->ucp.ucp_teams++;
         team->counted = 1;
     }
-    team->super.ops        = &mca_coll_doorbell_ops;
-    team->super.ctx        = team;
-    team->super.node_of    = team->node_of; /* scratch, flags: at registration */
-    team->super.leaf_of    = have_leaves ? team->leaf_of : NULL;
-    team->super.seq        = 0;
-    team->super.timeout_ns = (uint64_t)cm->timeout_ms * 1000000ull;
-    team->super.yield      = opal_progress_yield_when_idle ? 1 : 0;
+    team->super.ops     = &mca_coll_doorbell_ops;
+    team->super.ctx     = team;
+    team->super.node_of = team->node_of; /* scratch, flags: at registration */
+    team->super.leaf_of = have_leaves ? team->leaf_of : NULL;
+    team->super.seq     = 0;
+    team->super.timeout_ns   = (uint64_t)cm->timeout_ms * 1000000ull;
+    team->super.yield        = opal_progress_yield_when_idle ? 1 : 0;
     team->super.peer_scratch = (const unsigned char *const *)team->peer_scratch;
-    DOORBELL_VERBOSE(2, "comm %s (cid %u): team of %d ready, %zu scratch bytes "
+    DOORBELL_VERBOSE(2,
+                     "comm %s (cid %u): team of %d ready, %zu scratch bytes "
                      "per half, %u flags, leaves %s, %d peers mapped, %d by "
-                     "UCP puts%s", comm->c_name, comm->c_contextid, n,
+                     "UCP puts%s",
+                     comm->c_name, comm->c_contextid, n,
                      team->super.scratch_half, team->super.flag_half,
                      have_leaves ? "yes" : "no", mapped, n - 1 - mapped,
                      all_mapped ? ", all ranks read peers in place" : "");

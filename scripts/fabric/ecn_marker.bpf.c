@@ -34,20 +34,20 @@
 #endif
 
 #define DB_NSEC_PER_SEC 1000000000ULL
-#define DB_MAX_IDLE_NS  DB_NSEC_PER_SEC   /* caps the drain product (no overflow) */
+#define DB_MAX_IDLE_NS  DB_NSEC_PER_SEC /* caps the drain product (no overflow) */
 #define DB_ECN_MASK     0x3
 #define DB_ECN_CE       0x3
 
 /* Queue state and counters of one port; readable with `bpftool map dump`. */
 struct db_port {
     struct bpf_spin_lock lock;
-    __u64 last_ns;        /* time of the last update of backlog */
-    __u64 backlog;        /* virtual queue depth, bytes */
-    __u64 max_backlog;    /* largest depth seen, bytes */
-    __u64 packets;        /* packets seen (IPv4) */
-    __u64 ect;            /* ECN-capable packets seen */
-    __u64 marked;         /* packets set to CE here */
-    __u64 overflow;       /* packets beyond the buffer (the qdisc drops them) */
+    __u64                last_ns;     /* time of the last update of backlog */
+    __u64                backlog;     /* virtual queue depth, bytes */
+    __u64                max_backlog; /* largest depth seen, bytes */
+    __u64                packets;     /* packets seen (IPv4) */
+    __u64                ect;         /* ECN-capable packets seen */
+    __u64                marked;      /* packets set to CE here */
+    __u64                overflow;    /* packets beyond the buffer (the qdisc drops them) */
 };
 
 struct {
@@ -71,15 +71,15 @@ static __always_inline int db_set_ce(struct __sk_buff *skb, __u16 old_word)
 SEC("tc")
 int db_ecn_mark(struct __sk_buff *skb)
 {
-    void *data     = (void *)(long)skb->data;
-    void *data_end = (void *)(long)skb->data_end;
-    struct ethhdr *eth = data;
-    struct iphdr *ip   = data + sizeof(*eth);
+    void           *data     = (void *)(long)skb->data;
+    void           *data_end = (void *)(long)skb->data_end;
+    struct ethhdr  *eth      = data;
+    struct iphdr   *ip       = data + sizeof(*eth);
     struct db_port *port;
-    __u32 key = 0;
-    __u64 now, idle, drained, queued, len = skb->len;
-    int mark = 0, accepted = 0, ecn_capable;
-    __u16 first_word;
+    __u32           key = 0;
+    __u64           now, idle, drained, queued, len = skb->len;
+    int             mark = 0, accepted = 0, ecn_capable;
+    __u16           first_word;
 
     if ((void *)(ip + 1) > data_end || eth->h_proto != bpf_htons(ETH_P_IP))
         return TC_ACT_OK;
@@ -96,18 +96,18 @@ int db_ecn_mark(struct __sk_buff *skb)
     idle = now - port->last_ns;
     if (idle > DB_MAX_IDLE_NS)
         idle = DB_MAX_IDLE_NS;
-    drained = idle * (DB_RATE_BPS / 8) / DB_NSEC_PER_SEC;
-    port->backlog  = port->backlog > drained ? port->backlog - drained : 0;
-    port->last_ns  = now;
+    drained       = idle * (DB_RATE_BPS / 8) / DB_NSEC_PER_SEC;
+    port->backlog = port->backlog > drained ? port->backlog - drained : 0;
+    port->last_ns = now;
     port->packets += 1;
     queued = port->backlog;
     if (queued + len <= DB_BUFFER_BYTES) {
-        accepted = 1;
+        accepted      = 1;
         port->backlog = queued + len;
     } else {
         port->overflow += 1;
         if (skb->gso_segs > 1 && queued < DB_BUFFER_BYTES) {
-            accepted = 1;                        /* the head segments fit */
+            accepted      = 1; /* the head segments fit */
             port->backlog = DB_BUFFER_BYTES;
         }
     }

@@ -16,13 +16,13 @@ namespace doorbell::coll::testing {
 using Bytes = std::vector<unsigned char>;
 
 struct Case {
-  doorbell_coll_algorithm_t alg = DOORBELL_COLL_ALG_AUTO;
-  doorbell_coll_dtype_t dtype = DOORBELL_COLL_DT_DOUBLE;
-  doorbell_coll_op_t op = DOORBELL_COLL_OP_SUM;
-  size_t count = 0;
-  bool in_place = false;
-  bool exact = true;  ///< values whose reduction is exact in any order
-  uint64_t seed = 1;
+    doorbell_coll_algorithm_t alg      = DOORBELL_COLL_ALG_AUTO;
+    doorbell_coll_dtype_t     dtype    = DOORBELL_COLL_DT_DOUBLE;
+    doorbell_coll_op_t        op       = DOORBELL_COLL_OP_SUM;
+    size_t                    count    = 0;
+    bool                      in_place = false;
+    bool                      exact    = true; ///< values whose reduction is exact in any order
+    uint64_t                  seed     = 1;
 };
 
 // Input of `rank` for case c.
@@ -42,18 +42,18 @@ Bytes reference(doorbell_coll_algorithm_t alg, const Case &c, int n,
 Bytes sequential(const Case &c, int n);
 
 struct Outcome {
-  int status = 0;
-  std::string error;
-  Bytes result;
-  Bytes send;  ///< kept until every rank is done: after a failure a put may
-               ///< still reference it
-  bool send_intact = true;
+    int         status = 0;
+    std::string error;
+    Bytes       result;
+    Bytes       send; ///< kept until every rank is done: after a failure a put may
+                      ///< still reference it
+    bool send_intact = true;
 };
 
 // Runs every case on every rank of `fabric` (n threads); [case][rank].
 std::vector<std::vector<Outcome>> run_cases(FakeFabric &fabric, int n,
-                                            const std::vector<Case> &cases,
+                                            const std::vector<Case>      &cases,
                                             const doorbell_coll_tuning_t &tuning,
-                                            int absent_rank = -1);
+                                            int                           absent_rank = -1);
 
-}  // namespace doorbell::coll::testing
+} // namespace doorbell::coll::testing

@@ -17,61 +17,61 @@
 namespace doorbell::coll::testing {
 
 class FakeFabric {
- public:
-  FakeFabric(int size, size_t scratch_half, uint32_t flag_half);
-  FakeFabric(const FakeFabric &) = delete;
-  FakeFabric &operator=(const FakeFabric &) = delete;
-  ~FakeFabric();
+public:
+    FakeFabric(int size, size_t scratch_half, uint32_t flag_half);
+    FakeFabric(const FakeFabric &)            = delete;
+    FakeFabric &operator=(const FakeFabric &) = delete;
+    ~FakeFabric();
 
-  // The team of `rank`, ready for doorbell_coll_allreduce (node_of/leaf_of
-  // point into `topology_nodes`/`topology_leaves` when set).
-  doorbell_coll_team_t team(int rank);
-  void set_topology(std::vector<int> node_of, std::vector<int> leaf_of);
-  // Teams see every rank's scratch (team.peer_scratch), as ranks on one
-  // node with mapped memory do.
-  void set_peers_readable(bool on) { peers_readable_ = on; }
-  // Puts issued by `rank` fail from now on.
-  void fail_puts_from(int rank) { failing_rank_.store(rank); }
-  uint64_t timeout_ns = 30'000'000'000;  // generous: CI machines are oversubscribed
-  // Times a waiting rank handed the transport its idle time (ops.idle).
-  uint64_t idle_calls() const { return idle_calls_.load(); }
+    // The team of `rank`, ready for doorbell_coll_allreduce (node_of/leaf_of
+    // point into `topology_nodes`/`topology_leaves` when set).
+    doorbell_coll_team_t team(int rank);
+    void                 set_topology(std::vector<int> node_of, std::vector<int> leaf_of);
+    // Teams see every rank's scratch (team.peer_scratch), as ranks on one
+    // node with mapped memory do.
+    void set_peers_readable(bool on) { peers_readable_ = on; }
+    // Puts issued by `rank` fail from now on.
+    void     fail_puts_from(int rank) { failing_rank_.store(rank); }
+    uint64_t timeout_ns = 30'000'000'000; // generous: CI machines are oversubscribed
+    // Times a waiting rank handed the transport its idle time (ops.idle).
+    uint64_t idle_calls() const { return idle_calls_.load(); }
 
- private:
-  struct Put {
-    int from;
-    const void *src;
-    size_t len;
-    size_t off;
-    uint32_t slot;
-    uint64_t value;
-  };
-  struct Endpoint {
-    FakeFabric *fabric;
-    int rank;
-    unsigned char *scratch;
-    uint64_t *flags;
-    std::mutex mu;
-    std::deque<Put> inbox;            // guarded by mu
-    std::atomic<uint64_t> outstanding{0};
-  };
-  static int put_signal(void *ctx, int peer, const void *src, size_t len, size_t offset,
-                        uint32_t slot, uint64_t value);
-  static int quiet(void *ctx);
-  static int progress(void *ctx);
-  // Yields: puts land only when their target progresses, so a sleeping
-  // target would never be woken.
-  static int idle(void *ctx, const uint64_t *flag, uint64_t value, unsigned idle_polls);
+private:
+    struct Put {
+        int         from;
+        const void *src;
+        size_t      len;
+        size_t      off;
+        uint32_t    slot;
+        uint64_t    value;
+    };
+    struct Endpoint {
+        FakeFabric           *fabric;
+        int                   rank;
+        unsigned char        *scratch;
+        uint64_t             *flags;
+        std::mutex            mu;
+        std::deque<Put>       inbox; // guarded by mu
+        std::atomic<uint64_t> outstanding{0};
+    };
+    static int put_signal(void *ctx, int peer, const void *src, size_t len, size_t offset,
+                          uint32_t slot, uint64_t value);
+    static int quiet(void *ctx);
+    static int progress(void *ctx);
+    // Yields: puts land only when their target progresses, so a sleeping
+    // target would never be woken.
+    static int idle(void *ctx, const uint64_t *flag, uint64_t value, unsigned idle_polls);
 
-  int size_;
-  size_t scratch_half_;
-  uint32_t flag_half_;
-  std::vector<std::unique_ptr<Endpoint>> eps_;
-  std::vector<int> node_of_, leaf_of_;
-  std::vector<const unsigned char *> scratch_of_;
-  bool peers_readable_ = false;
-  std::atomic<int> failing_rank_{-1};
-  std::atomic<uint64_t> idle_calls_{0};
-  doorbell_coll_transport_ops_t ops_;
+    int                                    size_;
+    size_t                                 scratch_half_;
+    uint32_t                               flag_half_;
+    std::vector<std::unique_ptr<Endpoint>> eps_;
+    std::vector<int>                       node_of_, leaf_of_;
+    std::vector<const unsigned char *>     scratch_of_;
+    bool                                   peers_readable_ = false;
+    std::atomic<int>                       failing_rank_{-1};
+    std::atomic<uint64_t>                  idle_calls_{0};
+    doorbell_coll_transport_ops_t          ops_;
 };
 
-}  // namespace doorbell::coll::testing
+} // namespace doorbell::coll::testing

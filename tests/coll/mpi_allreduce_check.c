@@ -21,14 +21,14 @@
 
 static int failures, cases;
 
-#define FAIL(...)                                                  \
-    do {                                                           \
-        int r_;                                                    \
-        MPI_Comm_rank(MPI_COMM_WORLD, &r_);                        \
-        printf("CHECK FAIL rank %d: ", r_);                        \
-        printf(__VA_ARGS__);                                       \
-        printf("\n");                                              \
-        failures++;                                                \
+#define FAIL(...)                           \
+    do {                                    \
+        int r_;                             \
+        MPI_Comm_rank(MPI_COMM_WORLD, &r_); \
+        printf("CHECK FAIL rank %d: ", r_); \
+        printf(__VA_ARGS__);                \
+        printf("\n");                       \
+        failures++;                         \
     } while (0)
 
 static uint64_t mix(uint64_t x)
@@ -51,23 +51,26 @@ static uint64_t val(int rank, size_t i, int seed)
 static int64_t ref_i64(MPI_Op op, int n, size_t i, int seed)
 {
     uint64_t acc = val(0, i, seed);
-    int r;
+    int      r;
 
     for (r = 1; r < n; r++) {
         uint64_t v = val(r, i, seed);
-        if (op == MPI_SUM) acc += v;
-        else if (op == MPI_PROD) acc *= v | 1;
-        else if (op == MPI_BXOR) acc ^= v;
-        else if (op == MPI_MAX) acc = (int64_t)v > (int64_t)acc ? v : acc;
+        if (op == MPI_SUM)
+            acc += v;
+        else if (op == MPI_PROD)
+            acc *= v | 1;
+        else if (op == MPI_BXOR)
+            acc ^= v;
+        else if (op == MPI_MAX)
+            acc = (int64_t)v > (int64_t)acc ? v : acc;
     }
     return (int64_t)acc;
 }
 
-static void check_int64(MPI_Comm comm, MPI_Op op, size_t count, int in_place,
-                        int seed)
+static void check_int64(MPI_Comm comm, MPI_Op op, size_t count, int in_place, int seed)
 {
-    int me, n;
-    size_t i;
+    int      me, n;
+    size_t   i;
     int64_t *s, *r;
 
     MPI_Comm_rank(comm, &me);
@@ -76,22 +79,23 @@ static void check_int64(MPI_Comm comm, MPI_Op op, size_t count, int in_place,
     r = malloc((count + 1) * sizeof(*r));
     for (i = 0; i < count; i++) {
         uint64_t v = val(me, i, seed);
-        s[i] = (int64_t)(op == MPI_PROD && me > 0 ? (v | 1) : v);
-        r[i] = s[i];
+        s[i]       = (int64_t)(op == MPI_PROD && me > 0 ? (v | 1) : v);
+        r[i]       = s[i];
     }
-    if (op == MPI_PROD) {           /* rank 0's value too, as in ref_i64 */
+    if (op == MPI_PROD) { /* rank 0's value too, as in ref_i64 */
         for (i = 0; i < count; i++) {
-            if (me == 0) s[i] = r[i] = (int64_t)val(0, i, seed);
+            if (me == 0)
+                s[i] = r[i] = (int64_t)val(0, i, seed);
         }
     }
-    MPI_Allreduce(in_place ? MPI_IN_PLACE : s, r, (int)count, MPI_INT64_T,
-                  op, comm);
+    MPI_Allreduce(in_place ? MPI_IN_PLACE : s, r, (int)count, MPI_INT64_T, op, comm);
     cases++;
     for (i = 0; i < count; i++) {
         if (r[i] != ref_i64(op, n, i, seed)) {
             FAIL("int64 op %d count %zu in_place %d: element %zu = %lld, "
-                 "expected %lld", (int)(intptr_t)op, count, in_place, i,
-                 (long long)r[i], (long long)ref_i64(op, n, i, seed));
+                 "expected %lld",
+                 (int)(intptr_t)op, count, in_place, i, (long long)r[i],
+                 (long long)ref_i64(op, n, i, seed));
             break;
         }
     }
@@ -101,17 +105,17 @@ static void check_int64(MPI_Comm comm, MPI_Op op, size_t count, int in_place,
 
 static void check_small_ints(MPI_Comm comm, int seed)
 {
-    int me, n, r;
-    size_t i, count = 1000;
+    int     me, n, r;
+    size_t  i, count = 1000;
     int32_t s32[1000], r32[1000];
     uint8_t s8[1000], r8[1000];
-    int land[1000];
+    int     land[1000];
 
     MPI_Comm_rank(comm, &me);
     MPI_Comm_size(comm, &n);
     for (i = 0; i < count; i++) {
-        s32[i] = (int32_t)val(me, i, seed);
-        s8[i]  = (uint8_t)val(me, i, seed);
+        s32[i]  = (int32_t)val(me, i, seed);
+        s8[i]   = (uint8_t)val(me, i, seed);
         land[i] = (int)(val(me, i, seed) % 5);
     }
     MPI_Allreduce(s32, r32, (int)count, MPI_INT, MPI_MIN, comm);
@@ -121,46 +125,43 @@ static void check_small_ints(MPI_Comm comm, int seed)
     for (i = 0; i < count; i++) {
         int32_t m = (int32_t)val(0, i, seed);
         uint8_t o = 0;
-        int a = 1;
+        int     a = 1;
 
         for (r = 0; r < n; r++) {
             int32_t v = (int32_t)val(r, i, seed);
-            m = v < m ? v : m;
+            m         = v < m ? v : m;
             o |= (uint8_t)val(r, i, seed);
             a = a && (val(r, i, seed) % 5 != 0);
         }
         if (n == 1) {
-            a = (int)(val(0, i, seed) % 5);   /* one rank: input unchanged */
+            a = (int)(val(0, i, seed) % 5); /* one rank: input unchanged */
         }
         if (r32[i] != m || r8[i] != o || land[i] != a) {
-            FAIL("MIN/BOR/LAND element %zu: %d/%u/%d expected %d/%u/%d", i,
-                 r32[i], r8[i], land[i], m, o, a);
+            FAIL("MIN/BOR/LAND element %zu: %d/%u/%d expected %d/%u/%d", i, r32[i], r8[i], land[i],
+                 m, o, a);
             break;
         }
     }
 }
 
 /* ---- floats */
-static void check_double(MPI_Comm comm, size_t count, int exact, int in_place,
-                         int seed)
+static void check_double(MPI_Comm comm, size_t count, int exact, int in_place, int seed)
 {
-    int me, n, r;
-    size_t i;
-    double *s = malloc((count + 1) * sizeof(double));
-    double *res = malloc((count + 1) * sizeof(double));
+    int     me, n, r;
+    size_t  i;
+    double *s     = malloc((count + 1) * sizeof(double));
+    double *res   = malloc((count + 1) * sizeof(double));
     double *first = malloc((count + 1) * sizeof(double));
 
     MPI_Comm_rank(comm, &me);
     MPI_Comm_size(comm, &n);
     for (i = 0; i < count; i++) {
         uint64_t v = val(me, i, seed);
-        s[i] = exact ? (double)((int)(v % 17) - 8)
-                     : ldexp((double)(v >> 11) / 9007199254740992.0 - 0.5,
-                             (int)(v % 9) - 4);
-        res[i] = s[i];
+        s[i]       = exact ? (double)((int)(v % 17) - 8) :
+                             ldexp((double)(v >> 11) / 9007199254740992.0 - 0.5, (int)(v % 9) - 4);
+        res[i]     = s[i];
     }
-    MPI_Allreduce(in_place ? MPI_IN_PLACE : s, res, (int)count, MPI_DOUBLE,
-                  MPI_SUM, comm);
+    MPI_Allreduce(in_place ? MPI_IN_PLACE : s, res, (int)count, MPI_DOUBLE, MPI_SUM, comm);
     cases++;
     /* The same bits everywhere: compare with rank 0's result. */
     memcpy(first, res, count * sizeof(double));
@@ -172,16 +173,15 @@ static void check_double(MPI_Comm comm, size_t count, int exact, int in_place,
         long double ref = 0, mag = 0;
         for (r = 0; r < n; r++) {
             uint64_t v = val(r, i, seed);
-            double x = exact ? (double)((int)(v % 17) - 8)
-                             : ldexp((double)(v >> 11) / 9007199254740992.0 - 0.5,
-                                     (int)(v % 9) - 4);
+            double   x = exact ?
+                             (double)((int)(v % 17) - 8) :
+                             ldexp((double)(v >> 11) / 9007199254740992.0 - 0.5, (int)(v % 9) - 4);
             ref += x;
             mag += fabs(x);
         }
-        if (exact ? res[i] != (double)ref
-                  : fabsl(res[i] - ref) > mag * n * 2.3e-16L) {
-            FAIL("double count %zu exact %d: element %zu = %.17g, expected %.17Lg",
-                 count, exact, i, res[i], ref);
+        if (exact ? res[i] != (double)ref : fabsl(res[i] - ref) > mag * n * 2.3e-16L) {
+            FAIL("double count %zu exact %d: element %zu = %.17g, expected %.17Lg", count, exact, i,
+                 res[i], ref);
             break;
         }
     }
@@ -192,8 +192,11 @@ static void check_double(MPI_Comm comm, size_t count, int exact, int in_place,
 
 static void check_minloc(MPI_Comm comm, int seed)
 {
-    struct { double v; int k; } s[64], r[64];
-    int me, n, rr;
+    struct {
+        double v;
+        int    k;
+    } s[64], r[64];
+    int    me, n, rr;
     size_t i;
 
     MPI_Comm_rank(comm, &me);
@@ -206,17 +209,16 @@ static void check_minloc(MPI_Comm comm, int seed)
     cases++;
     for (i = 0; i < 64; i++) {
         double best = 1e300;
-        int k = -1;
+        int    k    = -1;
         for (rr = 0; rr < n; rr++) {
             double v = (double)(val(rr, i, seed) % 3);
             if (v < best) {
                 best = v;
-                k = rr;
+                k    = rr;
             }
         }
         if (r[i].v != best || r[i].k != k) {
-            FAIL("MINLOC element %zu: (%g,%d) expected (%g,%d)", i, r[i].v,
-                 r[i].k, best, k);
+            FAIL("MINLOC element %zu: (%g,%d) expected (%g,%d)", i, r[i].v, r[i].k, best, k);
             break;
         }
     }
@@ -234,7 +236,7 @@ static void user_sum(void *in, void *inout, int *len, MPI_Datatype *dt)
 static void check_user_op(MPI_Comm comm)
 {
     MPI_Op op;
-    int me, n, x, y;
+    int    me, n, x, y;
 
     MPI_Comm_rank(comm, &me);
     MPI_Comm_size(comm, &n);
@@ -251,7 +253,7 @@ static void check_user_op(MPI_Comm comm)
 static void run_all(MPI_Comm comm, int seed, int big)
 {
     static const size_t counts[] = {0, 1, 3, 7, 100, 1025, 4099};
-    size_t c;
+    size_t              c;
 
     for (c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
         check_int64(comm, MPI_SUM, counts[c], (int)(c % 2), seed + (int)c);
@@ -276,7 +278,7 @@ static void run_all(MPI_Comm comm, int seed, int big)
  * (MPI_ERRORS_RETURN) instead of waiting. Prints "STALL rank <r> class <c>". */
 static int stall(void)
 {
-    int me, n, rc, cls;
+    int    me, n, rc, cls;
     double x = 1, y = 0;
 
     MPI_Comm_rank(MPI_COMM_WORLD, &me);

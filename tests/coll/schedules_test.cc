@@ -18,8 +18,9 @@ using namespace doorbell::coll::testing;
 
 namespace {
 
-constexpr size_t kHalf = 1 << 20;  ///< scratch bytes per half in most tests
+constexpr size_t kHalf = 1 << 20; ///< scratch bytes per half in most tests
 
+// clang-format off
 const doorbell_coll_algorithm_t kAlgorithms[] = {
     DOORBELL_COLL_ALG_RECURSIVE_DOUBLING, DOORBELL_COLL_ALG_RING,
     DOORBELL_COLL_ALG_RABENSEIFNER, DOORBELL_COLL_ALG_HIERARCHICAL, DOORBELL_COLL_ALG_DIRECT,
@@ -36,305 +37,329 @@ doorbell_coll_tuning_t tuning() {
   t.direct_max_ranks = 4;
   return t;
 }
+// clang-format on
 
 // Node and leaf ids that make the hierarchy non-trivial: nodes of 1-3 ranks,
 // not contiguous, grouped into leaves of up to 3 nodes.
-void topology(int n, std::vector<int> &node_of, std::vector<int> &leaf_of) {
-  node_of.resize(n);
-  leaf_of.resize(n);
-  int nodes = (n + 2) / 3;
-  for (int r = 0; r < n; r++) {
-    node_of[r] = (r * 7) % nodes;  // interleaved ranks
-    leaf_of[r] = node_of[r] / 3;
-  }
+void topology(int n, std::vector<int> &node_of, std::vector<int> &leaf_of)
+{
+    node_of.resize(n);
+    leaf_of.resize(n);
+    int nodes = (n + 2) / 3;
+    for (int r = 0; r < n; r++) {
+        node_of[r] = (r * 7) % nodes; // interleaved ranks
+        leaf_of[r] = node_of[r] / 3;
+    }
 }
 
 // Complex vectors equal as numbers (-0 == +0).
 bool same_number(doorbell_coll_dtype_t dt, const Bytes &a, const Bytes &b, size_t count,
-                 size_t *first_diff) {
-  auto cmp = [&](auto zero) {
-    using T = decltype(zero);
-    for (size_t i = 0; i < 2 * count; i++) {
-      T x, y;
-      std::memcpy(&x, a.data() + i * sizeof(T), sizeof(T));
-      std::memcpy(&y, b.data() + i * sizeof(T), sizeof(T));
-      if (!(x == y)) {
-        *first_diff = i / 2;
-        return false;
-      }
-    }
-    return true;
-  };
-  if (dt == DOORBELL_COLL_DT_FLOAT_COMPLEX) return cmp(0.0f);
-  if (dt == DOORBELL_COLL_DT_DOUBLE_COMPLEX) return cmp(0.0);
-  return cmp(0.0L);
+                 size_t *first_diff)
+{
+    auto cmp = [&](auto zero) {
+        using T = decltype(zero);
+        for (size_t i = 0; i < 2 * count; i++) {
+            T x, y;
+            std::memcpy(&x, a.data() + i * sizeof(T), sizeof(T));
+            std::memcpy(&y, b.data() + i * sizeof(T), sizeof(T));
+            if (!(x == y)) {
+                *first_diff = i / 2;
+                return false;
+            }
+        }
+        return true;
+    };
+    if (dt == DOORBELL_COLL_DT_FLOAT_COMPLEX)
+        return cmp(0.0f);
+    if (dt == DOORBELL_COLL_DT_DOUBLE_COMPLEX)
+        return cmp(0.0);
+    return cmp(0.0L);
 }
 
 // Runs the cases on n ranks and checks status, agreement and reference.
 void check(int n, const std::vector<Case> &cases, const doorbell_coll_tuning_t &tun,
            size_t half = kHalf, bool with_topology = true, bool with_leaves = true,
-           bool peers_readable = false) {
-  uint32_t flags = doorbell_coll_flags_needed(n);
-  FakeFabric fabric(n, half, flags);
-  fabric.set_peers_readable(peers_readable);
-  std::vector<int> node_of, leaf_of;
-  if (with_topology) {
-    topology(n, node_of, leaf_of);
-    if (!with_leaves) leaf_of.clear();
-    fabric.set_topology(node_of, leaf_of);
-  }
-  auto out = run_cases(fabric, n, cases, tun);
-  doorbell_coll_team_t t0 = fabric.team(0);
-  for (size_t i = 0; i < cases.size(); i++) {
-    const Case &c = cases[i];
-    doorbell_coll_algorithm_t alg =
-        doorbell_coll_select(&t0, &tun, c.alg, c.count * dtype_size(c.dtype));
-    SCOPED_TRACE(::testing::Message() << "n=" << n << " alg=" << doorbell_coll_algorithm_name(alg)
-                                    << " type=" << doorbell_coll_dtype_name(c.dtype)
-                                    << " op=" << doorbell_coll_op_name(c.op) << " count=" << c.count
-                                    << " in_place=" << c.in_place << " exact=" << c.exact);
-    Bytes ref = reference(alg, c, n, node_of, leaf_of, tun);
-    for (int r = 0; r < n; r++) {
-      const Outcome &o = out[i][r];
-      ASSERT_EQ(o.status, DOORBELL_COLL_OK) << "rank " << r << ": " << o.error;
-      ASSERT_TRUE(o.send_intact) << "rank " << r << " changed its send buffer";
-      size_t diff = 0;
-      ASSERT_TRUE(same_value(c.dtype, o.result, out[i][0].result, c.count, &diff))
-          << "rank " << r << " differs from rank 0 at element " << diff;
-      ASSERT_TRUE(same_value(c.dtype, o.result, ref, c.count, &diff))
-          << "rank " << r << " differs from the fixed-order reference at element " << diff;
+           bool peers_readable = false)
+{
+    uint32_t   flags = doorbell_coll_flags_needed(n);
+    FakeFabric fabric(n, half, flags);
+    fabric.set_peers_readable(peers_readable);
+    std::vector<int> node_of, leaf_of;
+    if (with_topology) {
+        topology(n, node_of, leaf_of);
+        if (!with_leaves)
+            leaf_of.clear();
+        fabric.set_topology(node_of, leaf_of);
     }
-    if (c.exact) {
-      // Order-independent data: any order gives the rank-order fold (complex
-      // products may differ in the sign of a zero, so compare those as numbers).
-      size_t diff = 0;
-      Bytes seq = sequential(c, n);
-      bool complex = c.dtype == DOORBELL_COLL_DT_FLOAT_COMPLEX ||
-                     c.dtype == DOORBELL_COLL_DT_DOUBLE_COMPLEX ||
-                     c.dtype == DOORBELL_COLL_DT_LONG_DOUBLE_COMPLEX;
-      bool same = complex ? same_number(c.dtype, out[i][0].result, seq, c.count, &diff)
-                          : same_value(c.dtype, out[i][0].result, seq, c.count, &diff);
-      ASSERT_TRUE(same) << "exact data differs from the rank-order fold at element " << diff;
+    auto                 out = run_cases(fabric, n, cases, tun);
+    doorbell_coll_team_t t0  = fabric.team(0);
+    for (size_t i = 0; i < cases.size(); i++) {
+        const Case               &c   = cases[i];
+        doorbell_coll_algorithm_t alg = doorbell_coll_select(&t0, &tun, c.alg,
+                                                             c.count * dtype_size(c.dtype));
+        SCOPED_TRACE(::testing::Message()
+                     << "n=" << n << " alg=" << doorbell_coll_algorithm_name(alg) << " type="
+                     << doorbell_coll_dtype_name(c.dtype) << " op=" << doorbell_coll_op_name(c.op)
+                     << " count=" << c.count << " in_place=" << c.in_place << " exact=" << c.exact);
+        Bytes ref = reference(alg, c, n, node_of, leaf_of, tun);
+        for (int r = 0; r < n; r++) {
+            const Outcome &o = out[i][r];
+            ASSERT_EQ(o.status, DOORBELL_COLL_OK) << "rank " << r << ": " << o.error;
+            ASSERT_TRUE(o.send_intact) << "rank " << r << " changed its send buffer";
+            size_t diff = 0;
+            ASSERT_TRUE(same_value(c.dtype, o.result, out[i][0].result, c.count, &diff))
+                << "rank " << r << " differs from rank 0 at element " << diff;
+            ASSERT_TRUE(same_value(c.dtype, o.result, ref, c.count, &diff))
+                << "rank " << r << " differs from the fixed-order reference at element " << diff;
+        }
+        if (c.exact) {
+            // Order-independent data: any order gives the rank-order fold (complex
+            // products may differ in the sign of a zero, so compare those as numbers).
+            size_t diff    = 0;
+            Bytes  seq     = sequential(c, n);
+            bool   complex = c.dtype == DOORBELL_COLL_DT_FLOAT_COMPLEX ||
+                           c.dtype == DOORBELL_COLL_DT_DOUBLE_COMPLEX ||
+                           c.dtype == DOORBELL_COLL_DT_LONG_DOUBLE_COMPLEX;
+            bool same = complex ? same_number(c.dtype, out[i][0].result, seq, c.count, &diff) :
+                                  same_value(c.dtype, out[i][0].result, seq, c.count, &diff);
+            ASSERT_TRUE(same) << "exact data differs from the rank-order fold at element " << diff;
+        }
     }
-  }
 }
 
 // One case per supported (type, op): a small random count, in place or not.
-std::vector<Case> every_op_and_type(doorbell_coll_algorithm_t alg, std::mt19937_64 &rng) {
-  std::vector<Case> cases;
-  for (int t = 0; t < DOORBELL_COLL_DT_COUNT; t++)
-    for (int o = 0; o < DOORBELL_COLL_OP_COUNT; o++) {
-      auto dt = static_cast<doorbell_coll_dtype_t>(t);
-      auto op = static_cast<doorbell_coll_op_t>(o);
-      if (!doorbell_coll_supported(dt, op)) continue;
-      Case c;
-      c.alg = alg;
-      c.dtype = dt;
-      c.op = op;
-      c.count = rng() % 97;
-      c.in_place = rng() % 2;
-      c.seed = rng();
-      cases.push_back(c);
-    }
-  return cases;
+std::vector<Case> every_op_and_type(doorbell_coll_algorithm_t alg, std::mt19937_64 &rng)
+{
+    std::vector<Case> cases;
+    for (int t = 0; t < DOORBELL_COLL_DT_COUNT; t++)
+        for (int o = 0; o < DOORBELL_COLL_OP_COUNT; o++) {
+            auto dt = static_cast<doorbell_coll_dtype_t>(t);
+            auto op = static_cast<doorbell_coll_op_t>(o);
+            if (!doorbell_coll_supported(dt, op))
+                continue;
+            Case c;
+            c.alg      = alg;
+            c.dtype    = dt;
+            c.op       = op;
+            c.count    = rng() % 97;
+            c.in_place = rng() % 2;
+            c.seed     = rng();
+            cases.push_back(c);
+        }
+    return cases;
 }
 
 // Messages many times a 4 KiB scratch half (int64 sums): many rounds.
-std::vector<Case> small_scratch_cases(doorbell_coll_algorithm_t alg, int n) {
-  std::vector<Case> cases;
-  for (size_t count : {size_t{5000}, size_t{777}, size_t{4096}}) {
-    Case c;
-    c.alg = alg;
-    c.count = count;
-    c.dtype = DOORBELL_COLL_DT_INT64;
-    c.seed = count + n;
-    c.in_place = count % 2;
-    cases.push_back(c);
-  }
-  return cases;
+std::vector<Case> small_scratch_cases(doorbell_coll_algorithm_t alg, int n)
+{
+    std::vector<Case> cases;
+    for (size_t count : {size_t{5000}, size_t{777}, size_t{4096}}) {
+        Case c;
+        c.alg      = alg;
+        c.count    = count;
+        c.dtype    = DOORBELL_COLL_DT_INT64;
+        c.seed     = count + n;
+        c.in_place = count % 2;
+        cases.push_back(c);
+    }
+    return cases;
 }
 
 class Schedules : public ::testing::TestWithParam<std::tuple<doorbell_coll_algorithm_t, int>> {};
 
 // Every op on every type it is defined for.
-TEST_P(Schedules, AllOpsAllTypes) {
-  auto [alg, n] = GetParam();
-  std::mt19937_64 rng(static_cast<uint64_t>(alg) * 131 + n);
-  std::vector<Case> cases = every_op_and_type(alg, rng);
-  ASSERT_GT(cases.size(), 80u);
-  check(n, cases, tuning());
+TEST_P(Schedules, AllOpsAllTypes)
+{
+    auto [alg, n] = GetParam();
+    std::mt19937_64   rng(static_cast<uint64_t>(alg) * 131 + n);
+    std::vector<Case> cases = every_op_and_type(alg, rng);
+    ASSERT_GT(cases.size(), 80u);
+    check(n, cases, tuning());
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Coll, Schedules,
-    ::testing::Combine(::testing::ValuesIn(kAlgorithms), ::testing::Values(2, 3, 4, 5, 8)),
-    [](const auto &info) {
-      return std::string(doorbell_coll_algorithm_name(std::get<0>(info.param))) + "_n" +
-             std::to_string(std::get<1>(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(Coll, Schedules,
+                         ::testing::Combine(::testing::ValuesIn(kAlgorithms),
+                                            ::testing::Values(2, 3, 4, 5, 8)),
+                         [](const auto &info) {
+                             return std::string(
+                                        doorbell_coll_algorithm_name(std::get<0>(info.param))) +
+                                    "_n" + std::to_string(std::get<1>(info.param));
+                         });
 
 class SizesSweep : public ::testing::TestWithParam<doorbell_coll_algorithm_t> {};
 
 // Team sizes 1..17; random full-mantissa doubles must match the algorithm's
 // fixed order bit for bit; integer XOR and exact sums across random counts.
-TEST_P(SizesSweep, CommSizes1To17) {
-  doorbell_coll_algorithm_t alg = GetParam();
-  for (int n = 1; n <= 17; n++) {
-    std::mt19937_64 rng(n * 977 + alg);
-    std::vector<Case> cases;
-    const size_t counts[] = {0, 1, static_cast<size_t>(n - 1), static_cast<size_t>(n + 1),
-                             rng() % 1500 + 2};
-    for (size_t count : counts) {
-      Case c;
-      c.alg = alg;
-      c.count = count;
-      c.seed = rng();
-      c.in_place = rng() % 2;
-      c.exact = false;
-      c.dtype = DOORBELL_COLL_DT_DOUBLE;
-      cases.push_back(c);
-      c.dtype = DOORBELL_COLL_DT_FLOAT;
-      c.in_place = !c.in_place;
-      cases.push_back(c);
-      c.exact = true;
-      c.dtype = DOORBELL_COLL_DT_INT32;
-      c.op = DOORBELL_COLL_OP_BXOR;
-      cases.push_back(c);
+TEST_P(SizesSweep, CommSizes1To17)
+{
+    doorbell_coll_algorithm_t alg = GetParam();
+    for (int n = 1; n <= 17; n++) {
+        std::mt19937_64   rng(n * 977 + alg);
+        std::vector<Case> cases;
+        const size_t      counts[] = {0, 1, static_cast<size_t>(n - 1), static_cast<size_t>(n + 1),
+                                      rng() % 1500 + 2};
+        for (size_t count : counts) {
+            Case c;
+            c.alg      = alg;
+            c.count    = count;
+            c.seed     = rng();
+            c.in_place = rng() % 2;
+            c.exact    = false;
+            c.dtype    = DOORBELL_COLL_DT_DOUBLE;
+            cases.push_back(c);
+            c.dtype    = DOORBELL_COLL_DT_FLOAT;
+            c.in_place = !c.in_place;
+            cases.push_back(c);
+            c.exact = true;
+            c.dtype = DOORBELL_COLL_DT_INT32;
+            c.op    = DOORBELL_COLL_OP_BXOR;
+            cases.push_back(c);
+        }
+        check(n, cases, tuning(), kHalf, /*with_topology=*/n % 2 == 0, /*with_leaves=*/n % 4 == 0);
+        if (HasFatalFailure())
+            return;
     }
-    check(n, cases, tuning(), kHalf, /*with_topology=*/n % 2 == 0, /*with_leaves=*/n % 4 == 0);
-    if (HasFatalFailure()) return;
-  }
 }
 
 // A scratch half far smaller than the message: many rounds, alternating
 // halves, every round's segment planned the same way on every rank.
-TEST_P(SizesSweep, ManyRoundsThroughSmallScratch) {
-  doorbell_coll_algorithm_t alg = GetParam();
-  for (int n : {3, 4, 6}) {
-    check(n, small_scratch_cases(alg, n), tuning(), /*half=*/4096);
-    if (HasFatalFailure()) return;
-  }
+TEST_P(SizesSweep, ManyRoundsThroughSmallScratch)
+{
+    doorbell_coll_algorithm_t alg = GetParam();
+    for (int n : {3, 4, 6}) {
+        check(n, small_scratch_cases(alg, n), tuning(), /*half=*/4096);
+        if (HasFatalFailure())
+            return;
+    }
 }
 
-INSTANTIATE_TEST_SUITE_P(Coll, SizesSweep, ::testing::ValuesIn(kAlgorithms),
-                         [](const auto &info) {
-                           return std::string(doorbell_coll_algorithm_name(info.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(Coll, SizesSweep, ::testing::ValuesIn(kAlgorithms), [](const auto &info) {
+    return std::string(doorbell_coll_algorithm_name(info.param));
+});
 
 // Ranks that read each other's scratch in place (one node, mapped memory):
 // the two-step allgather reads finished chunks from their owner. Every
 // op/type, team sizes 1..17, and many rounds (an owner's chunk must stay
 // valid until every reader has it). The other algorithms ignore the mapping.
-TEST(SchedulesReadablePeers, TwoStepReadsChunksInPlace) {
-  for (auto alg : {DOORBELL_COLL_ALG_TWO_STEP, DOORBELL_COLL_ALG_AUTO,
-                   DOORBELL_COLL_ALG_RING}) {
-    for (int n : {2, 3, 4, 5, 8}) {
-      std::mt19937_64 rng(static_cast<uint64_t>(alg) * 7 + n);
-      std::vector<Case> cases = every_op_and_type(alg, rng);
-      check(n, cases, tuning(), kHalf, false, false, /*peers_readable=*/true);
-      if (HasFatalFailure()) return;
+TEST(SchedulesReadablePeers, TwoStepReadsChunksInPlace)
+{
+    for (auto alg : {DOORBELL_COLL_ALG_TWO_STEP, DOORBELL_COLL_ALG_AUTO, DOORBELL_COLL_ALG_RING}) {
+        for (int n : {2, 3, 4, 5, 8}) {
+            std::mt19937_64   rng(static_cast<uint64_t>(alg) * 7 + n);
+            std::vector<Case> cases = every_op_and_type(alg, rng);
+            check(n, cases, tuning(), kHalf, false, false, /*peers_readable=*/true);
+            if (HasFatalFailure())
+                return;
+        }
+        for (int n = 1; n <= 17; n++) {
+            std::mt19937_64   rng(n * 31 + alg);
+            std::vector<Case> cases;
+            for (size_t count :
+                 {size_t{0}, size_t{1}, static_cast<size_t>(n + 1), rng() % 1500 + 2}) {
+                Case c;
+                c.alg      = alg;
+                c.count    = count;
+                c.seed     = rng();
+                c.in_place = rng() % 2;
+                c.exact    = false;
+                cases.push_back(c);
+            }
+            check(n, cases, tuning(), kHalf, false, false, true);
+            if (HasFatalFailure())
+                return;
+        }
+        for (int n : {3, 4, 6}) {
+            check(n, small_scratch_cases(alg, n), tuning(), /*half=*/4096, false, false, true);
+            if (HasFatalFailure())
+                return;
+        }
     }
-    for (int n = 1; n <= 17; n++) {
-      std::mt19937_64 rng(n * 31 + alg);
-      std::vector<Case> cases;
-      for (size_t count : {size_t{0}, size_t{1}, static_cast<size_t>(n + 1), rng() % 1500 + 2}) {
-        Case c;
-        c.alg = alg;
-        c.count = count;
-        c.seed = rng();
-        c.in_place = rng() % 2;
-        c.exact = false;
-        cases.push_back(c);
-      }
-      check(n, cases, tuning(), kHalf, false, false, true);
-      if (HasFatalFailure()) return;
-    }
-    for (int n : {3, 4, 6}) {
-      check(n, small_scratch_cases(alg, n), tuning(), /*half=*/4096, false, false, true);
-      if (HasFatalFailure()) return;
-    }
-  }
 }
 
 // Random doubles: results agree bitwise across ranks and across repeated
 // runs, and stay within rounding of an exact-order sum.
-TEST(SchedulesDeterminism, RepeatedRunsGiveTheSameBits) {
-  for (auto alg : kAlgorithms) {
-    Case c;
-    c.alg = alg;
-    c.count = 3001;
-    c.exact = false;
-    c.seed = 42;
-    std::vector<Case> cases(3, c);
-    const int n = 7;
-    FakeFabric fabric(n, kHalf, doorbell_coll_flags_needed(n));
-    auto out = run_cases(fabric, n, cases, tuning());
-    Bytes seq = sequential(c, n);
-    for (size_t i = 0; i < cases.size(); i++)
-      for (int r = 0; r < n; r++) {
-        ASSERT_EQ(out[i][r].status, 0) << out[i][r].error;
-        ASSERT_EQ(out[i][r].result, out[0][0].result) << "run " << i << " rank " << r;
-      }
-    const double *a = reinterpret_cast<const double *>(out[0][0].result.data());
-    const double *b = reinterpret_cast<const double *>(seq.data());
-    for (size_t k = 0; k < c.count; k++)
-      ASSERT_NEAR(a[k], b[k], 1e-12 * 256) << "element " << k;
-  }
+TEST(SchedulesDeterminism, RepeatedRunsGiveTheSameBits)
+{
+    for (auto alg : kAlgorithms) {
+        Case c;
+        c.alg   = alg;
+        c.count = 3001;
+        c.exact = false;
+        c.seed  = 42;
+        std::vector<Case> cases(3, c);
+        const int         n = 7;
+        FakeFabric        fabric(n, kHalf, doorbell_coll_flags_needed(n));
+        auto              out = run_cases(fabric, n, cases, tuning());
+        Bytes             seq = sequential(c, n);
+        for (size_t i = 0; i < cases.size(); i++)
+            for (int r = 0; r < n; r++) {
+                ASSERT_EQ(out[i][r].status, 0) << out[i][r].error;
+                ASSERT_EQ(out[i][r].result, out[0][0].result) << "run " << i << " rank " << r;
+            }
+        const double *a = reinterpret_cast<const double *>(out[0][0].result.data());
+        const double *b = reinterpret_cast<const double *>(seq.data());
+        for (size_t k = 0; k < c.count; k++)
+            ASSERT_NEAR(a[k], b[k], 1e-12 * 256) << "element " << k;
+    }
 }
 
 // A rank that never arrives: the others fail with a timeout naming a peer
 // instead of hanging.
-TEST(SchedulesErrors, DeadPeerTimesOut) {
-  for (auto alg : {DOORBELL_COLL_ALG_RECURSIVE_DOUBLING, DOORBELL_COLL_ALG_RING,
-                   DOORBELL_COLL_ALG_RABENSEIFNER, DOORBELL_COLL_ALG_HIERARCHICAL,
-                   DOORBELL_COLL_ALG_DIRECT, DOORBELL_COLL_ALG_TWO_STEP}) {
-    const int n = 4;
+TEST(SchedulesErrors, DeadPeerTimesOut)
+{
+    for (auto alg : {DOORBELL_COLL_ALG_RECURSIVE_DOUBLING, DOORBELL_COLL_ALG_RING,
+                     DOORBELL_COLL_ALG_RABENSEIFNER, DOORBELL_COLL_ALG_HIERARCHICAL,
+                     DOORBELL_COLL_ALG_DIRECT, DOORBELL_COLL_ALG_TWO_STEP}) {
+        const int  n = 4;
+        FakeFabric fabric(n, kHalf, doorbell_coll_flags_needed(n));
+        fabric.timeout_ns = 200'000'000;
+        Case c;
+        c.alg    = alg;
+        c.count  = 100;
+        auto out = run_cases(fabric, n, {c}, tuning(), /*absent_rank=*/3);
+        for (int r = 0; r < 3; r++) {
+            EXPECT_NE(out[0][r].status, DOORBELL_COLL_OK) << doorbell_coll_algorithm_name(alg);
+            EXPECT_NE(out[0][r].error.find("rank"), std::string::npos) << out[0][r].error;
+        }
+        // The waiters handed their idle time to the transport (yielding team).
+        EXPECT_GT(fabric.idle_calls(), 0u) << doorbell_coll_algorithm_name(alg);
+    }
+}
+
+TEST(SchedulesErrors, PutFailureIsReported)
+{
+    const int  n = 4;
     FakeFabric fabric(n, kHalf, doorbell_coll_flags_needed(n));
     fabric.timeout_ns = 200'000'000;
+    fabric.fail_puts_from(2);
     Case c;
-    c.alg = alg;
-    c.count = 100;
-    auto out = run_cases(fabric, n, {c}, tuning(), /*absent_rank=*/3);
-    for (int r = 0; r < 3; r++) {
-      EXPECT_NE(out[0][r].status, DOORBELL_COLL_OK) << doorbell_coll_algorithm_name(alg);
-      EXPECT_NE(out[0][r].error.find("rank"), std::string::npos) << out[0][r].error;
-    }
-    // The waiters handed their idle time to the transport (yielding team).
-    EXPECT_GT(fabric.idle_calls(), 0u) << doorbell_coll_algorithm_name(alg);
-  }
+    c.alg    = DOORBELL_COLL_ALG_RECURSIVE_DOUBLING;
+    c.count  = 10;
+    auto out = run_cases(fabric, n, {c}, tuning());
+    EXPECT_EQ(out[0][2].status, DOORBELL_COLL_ERR_TRANSPORT);
+    EXPECT_NE(out[0][2].error.find("put of"), std::string::npos) << out[0][2].error;
+    for (int r : {0, 1, 3})
+        EXPECT_NE(out[0][r].status, DOORBELL_COLL_OK);
 }
 
-TEST(SchedulesErrors, PutFailureIsReported) {
-  const int n = 4;
-  FakeFabric fabric(n, kHalf, doorbell_coll_flags_needed(n));
-  fabric.timeout_ns = 200'000'000;
-  fabric.fail_puts_from(2);
-  Case c;
-  c.alg = DOORBELL_COLL_ALG_RECURSIVE_DOUBLING;
-  c.count = 10;
-  auto out = run_cases(fabric, n, {c}, tuning());
-  EXPECT_EQ(out[0][2].status, DOORBELL_COLL_ERR_TRANSPORT);
-  EXPECT_NE(out[0][2].error.find("put of"), std::string::npos) << out[0][2].error;
-  for (int r : {0, 1, 3}) EXPECT_NE(out[0][r].status, DOORBELL_COLL_OK);
-}
+TEST(SchedulesErrors, UnsupportedPairAndTooFewFlags)
+{
+    FakeFabric           fabric(1, kHalf, 4);
+    doorbell_coll_team_t t = fabric.team(0);
+    double               x = 1;
+    char                 err[256];
+    EXPECT_EQ(doorbell_coll_allreduce(&t, nullptr, DOORBELL_COLL_ALG_AUTO, nullptr, &x, 1,
+                                      DOORBELL_COLL_DT_DOUBLE, DOORBELL_COLL_OP_BXOR, err,
+                                      sizeof(err)),
+              DOORBELL_COLL_ERR_UNSUPPORTED);
+    EXPECT_NE(std::string(err).find("MPI_BXOR"), std::string::npos) << err;
 
-TEST(SchedulesErrors, UnsupportedPairAndTooFewFlags) {
-  FakeFabric fabric(1, kHalf, 4);
-  doorbell_coll_team_t t = fabric.team(0);
-  double x = 1;
-  char err[256];
-  EXPECT_EQ(doorbell_coll_allreduce(&t, nullptr, DOORBELL_COLL_ALG_AUTO, nullptr, &x, 1,
-                                    DOORBELL_COLL_DT_DOUBLE, DOORBELL_COLL_OP_BXOR, err,
-                                    sizeof(err)),
-            DOORBELL_COLL_ERR_UNSUPPORTED);
-  EXPECT_NE(std::string(err).find("MPI_BXOR"), std::string::npos) << err;
-
-  FakeFabric two(2, kHalf, 1);  // fewer flags than recursive doubling needs
-  std::vector<Case> cases(1);
-  cases[0].alg = DOORBELL_COLL_ALG_RECURSIVE_DOUBLING;
-  cases[0].count = 4;
-  auto out = run_cases(two, 2, cases, tuning());
-  EXPECT_EQ(out[0][0].status, DOORBELL_COLL_ERR_NO_SPACE) << out[0][0].error;
+    FakeFabric        two(2, kHalf, 1); // fewer flags than recursive doubling needs
+    std::vector<Case> cases(1);
+    cases[0].alg   = DOORBELL_COLL_ALG_RECURSIVE_DOUBLING;
+    cases[0].count = 4;
+    auto out       = run_cases(two, 2, cases, tuning());
+    EXPECT_EQ(out[0][0].status, DOORBELL_COLL_ERR_NO_SPACE) << out[0][0].error;
 }
 
 // auto, peers read in place (one node): small -> direct (up to
@@ -342,115 +367,118 @@ TEST(SchedulesErrors, UnsupportedPairAndTooFewFlags) {
 // direct_max_ranks), Rabenseifner (2^k ranks) or ring. Peers over the
 // network: recursive doubling up to net_small_max, then Rabenseifner or
 // ring. Hierarchical only when ranks share nodes and span several.
-TEST(SchedulesSelect, AutoFollowsSizeSizeAndTopology) {
-  doorbell_coll_tuning_t t = tuning();
-  FakeFabric f4(4, kHalf, 64);
-  doorbell_coll_team_t team = f4.team(0);
-  EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 8),
-            DOORBELL_COLL_ALG_RECURSIVE_DOUBLING);
-  EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, t.net_small_max),
-            DOORBELL_COLL_ALG_RECURSIVE_DOUBLING);
-  EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, t.net_small_max + 1),
-            DOORBELL_COLL_ALG_RABENSEIFNER);
-  EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 1024),
-            DOORBELL_COLL_ALG_RABENSEIFNER);
-  EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 1 << 20),
-            DOORBELL_COLL_ALG_RING);
-  EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_RING, 8), DOORBELL_COLL_ALG_RING);
-  f4.set_peers_readable(true);  // one node, mapped: two steps
-  team = f4.team(0);
-  EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 8),
-            DOORBELL_COLL_ALG_DIRECT);
-  EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, t.small_max),
-            DOORBELL_COLL_ALG_DIRECT);
-  EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, t.small_max + 1),
-            DOORBELL_COLL_ALG_TWO_STEP);
-  EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 1024),
-            DOORBELL_COLL_ALG_TWO_STEP);
-  EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 1 << 20),
-            DOORBELL_COLL_ALG_TWO_STEP);
-  f4.set_peers_readable(false);
-  f4.set_topology({0, 0, 1, 1}, {});
-  team = f4.team(0);
-  EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 8),
-            DOORBELL_COLL_ALG_HIERARCHICAL);
-  f4.set_topology({0, 0, 0, 0}, {});  // one node: nothing to aggregate
-  team = f4.team(0);
-  EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 8),
-            DOORBELL_COLL_ALG_RECURSIVE_DOUBLING);  // peers not mapped
-  f4.set_peers_readable(true);
-  team = f4.team(0);
-  EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 8),
-            DOORBELL_COLL_ALG_DIRECT);
-  f4.set_peers_readable(false);
-  FakeFabric f5(5, kHalf, 64);
-  team = f5.team(0);
-  EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 8),
-            DOORBELL_COLL_ALG_RECURSIVE_DOUBLING);  // more ranks than direct_max_ranks
-  EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 1024),
-            DOORBELL_COLL_ALG_RING);
-  FakeFabric f8(8, kHalf, 64);
-  team = f8.team(0);
-  EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 8),
-            DOORBELL_COLL_ALG_RECURSIVE_DOUBLING);
-  EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 1024),
-            DOORBELL_COLL_ALG_RABENSEIFNER);
-  EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 1 << 20),
-            DOORBELL_COLL_ALG_RING);
+TEST(SchedulesSelect, AutoFollowsSizeSizeAndTopology)
+{
+    doorbell_coll_tuning_t t = tuning();
+    FakeFabric             f4(4, kHalf, 64);
+    doorbell_coll_team_t   team = f4.team(0);
+    EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 8),
+              DOORBELL_COLL_ALG_RECURSIVE_DOUBLING);
+    EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, t.net_small_max),
+              DOORBELL_COLL_ALG_RECURSIVE_DOUBLING);
+    EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, t.net_small_max + 1),
+              DOORBELL_COLL_ALG_RABENSEIFNER);
+    EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 1024),
+              DOORBELL_COLL_ALG_RABENSEIFNER);
+    EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 1 << 20),
+              DOORBELL_COLL_ALG_RING);
+    EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_RING, 8), DOORBELL_COLL_ALG_RING);
+    f4.set_peers_readable(true); // one node, mapped: two steps
+    team = f4.team(0);
+    EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 8), DOORBELL_COLL_ALG_DIRECT);
+    EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, t.small_max),
+              DOORBELL_COLL_ALG_DIRECT);
+    EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, t.small_max + 1),
+              DOORBELL_COLL_ALG_TWO_STEP);
+    EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 1024),
+              DOORBELL_COLL_ALG_TWO_STEP);
+    EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 1 << 20),
+              DOORBELL_COLL_ALG_TWO_STEP);
+    f4.set_peers_readable(false);
+    f4.set_topology({0, 0, 1, 1}, {});
+    team = f4.team(0);
+    EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 8),
+              DOORBELL_COLL_ALG_HIERARCHICAL);
+    f4.set_topology({0, 0, 0, 0}, {}); // one node: nothing to aggregate
+    team = f4.team(0);
+    EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 8),
+              DOORBELL_COLL_ALG_RECURSIVE_DOUBLING); // peers not mapped
+    f4.set_peers_readable(true);
+    team = f4.team(0);
+    EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 8), DOORBELL_COLL_ALG_DIRECT);
+    f4.set_peers_readable(false);
+    FakeFabric f5(5, kHalf, 64);
+    team = f5.team(0);
+    EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 8),
+              DOORBELL_COLL_ALG_RECURSIVE_DOUBLING); // more ranks than direct_max_ranks
+    EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 1024),
+              DOORBELL_COLL_ALG_RING);
+    FakeFabric f8(8, kHalf, 64);
+    team = f8.team(0);
+    EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 8),
+              DOORBELL_COLL_ALG_RECURSIVE_DOUBLING);
+    EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 1024),
+              DOORBELL_COLL_ALG_RABENSEIFNER);
+    EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 1 << 20),
+              DOORBELL_COLL_ALG_RING);
 }
 
 // Byte sizes beyond 2^31 on two ranks (4.3 GB of memory): opt-in.
-TEST(SchedulesLarge, ByteSizeBeyond2GiB) {
-  if (std::getenv("DOORBELL_COLL_LARGE_TEST") == nullptr)
-    GTEST_SKIP() << "needs ~5 GB of memory; set DOORBELL_COLL_LARGE_TEST=1 to run";
-  const size_t count = (size_t{1} << 31) + 4096 + 3;
-  FakeFabric fabric(2, 8 << 20, doorbell_coll_flags_needed(2));
-  std::vector<Bytes> bufs(2, Bytes(count));
-  std::vector<std::thread> th;
-  int st[2];
-  for (int r = 0; r < 2; r++)
-    th.emplace_back([&, r] {
-      for (size_t i = 0; i < count; i++) bufs[r][i] = static_cast<unsigned char>(i * (r + 3));
-      doorbell_coll_team_t t = fabric.team(r);
-      st[r] = doorbell_coll_allreduce(&t, nullptr, DOORBELL_COLL_ALG_RING, nullptr,
-                                      bufs[r].data(), count, DOORBELL_COLL_DT_BYTE,
-                                      DOORBELL_COLL_OP_BXOR, nullptr, 0);
-    });
-  for (auto &t : th) t.join();
-  ASSERT_EQ(st[0], 0);
-  ASSERT_EQ(st[1], 0);
-  for (size_t i : {size_t{0}, size_t{1} << 31, count - 1})
+TEST(SchedulesLarge, ByteSizeBeyond2GiB)
+{
+    if (std::getenv("DOORBELL_COLL_LARGE_TEST") == nullptr)
+        GTEST_SKIP() << "needs ~5 GB of memory; set DOORBELL_COLL_LARGE_TEST=1 to run";
+    const size_t             count = (size_t{1} << 31) + 4096 + 3;
+    FakeFabric               fabric(2, 8 << 20, doorbell_coll_flags_needed(2));
+    std::vector<Bytes>       bufs(2, Bytes(count));
+    std::vector<std::thread> th;
+    int                      st[2];
     for (int r = 0; r < 2; r++)
-      ASSERT_EQ(bufs[r][i], static_cast<unsigned char>((i * 3) ^ (i * 4))) << i;
+        th.emplace_back([&, r] {
+            for (size_t i = 0; i < count; i++)
+                bufs[r][i] = static_cast<unsigned char>(i * (r + 3));
+            doorbell_coll_team_t t = fabric.team(r);
+            st[r] = doorbell_coll_allreduce(&t, nullptr, DOORBELL_COLL_ALG_RING, nullptr,
+                                            bufs[r].data(), count, DOORBELL_COLL_DT_BYTE,
+                                            DOORBELL_COLL_OP_BXOR, nullptr, 0);
+        });
+    for (auto &t : th)
+        t.join();
+    ASSERT_EQ(st[0], 0);
+    ASSERT_EQ(st[1], 0);
+    for (size_t i : {size_t{0}, size_t{1} << 31, count - 1})
+        for (int r = 0; r < 2; r++)
+            ASSERT_EQ(bufs[r][i], static_cast<unsigned char>((i * 3) ^ (i * 4))) << i;
 }
 
-}  // namespace
+} // namespace
 
 // The target's side of a put_signal carried in one message: remote input,
 // so anything outside the scratch halves or the flags is refused untouched.
-TEST(DeliverPutSignal, WritesInBoundsAndRefusesTheRest) {
-  std::vector<unsigned char> scratch(2 * 256, 0);
-  std::vector<uint64_t> flags(2 * 4, 0);
-  doorbell_coll_team_t team{};
-  team.scratch = scratch.data();
-  team.scratch_half = 256;
-  team.flags = flags.data();
-  team.flag_half = 4;
-  const unsigned char data[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+TEST(DeliverPutSignal, WritesInBoundsAndRefusesTheRest)
+{
+    std::vector<unsigned char> scratch(2 * 256, 0);
+    std::vector<uint64_t>      flags(2 * 4, 0);
+    doorbell_coll_team_t       team{};
+    team.scratch                 = scratch.data();
+    team.scratch_half            = 256;
+    team.flags                   = flags.data();
+    team.flag_half               = 4;
+    const unsigned char data[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
 
-  EXPECT_EQ(0, doorbell_coll_deliver_put_signal(&team, data, 16, 496, 7, 42));
-  EXPECT_EQ(0, std::memcmp(scratch.data() + 496, data, 16));
-  EXPECT_EQ(42u, flags[7]);
-  EXPECT_EQ(0, doorbell_coll_deliver_put_signal(&team, nullptr, 0, 512, 0, 5)); // flag only
-  EXPECT_EQ(5u, flags[0]);
+    EXPECT_EQ(0, doorbell_coll_deliver_put_signal(&team, data, 16, 496, 7, 42));
+    EXPECT_EQ(0, std::memcmp(scratch.data() + 496, data, 16));
+    EXPECT_EQ(42u, flags[7]);
+    EXPECT_EQ(0, doorbell_coll_deliver_put_signal(&team, nullptr, 0, 512, 0, 5)); // flag only
+    EXPECT_EQ(5u, flags[0]);
 
-  const auto before_scratch = scratch;
-  const auto before_flags = flags;
-  EXPECT_EQ(-1, doorbell_coll_deliver_put_signal(&team, data, 16, 497, 1, 9));      // past the end
-  EXPECT_EQ(-1, doorbell_coll_deliver_put_signal(&team, data, 1, 513, 1, 9));       // offset beyond
-  EXPECT_EQ(-1, doorbell_coll_deliver_put_signal(&team, data, 16, UINT64_MAX - 4, 1, 9)); // wraps
-  EXPECT_EQ(-1, doorbell_coll_deliver_put_signal(&team, data, 16, 0, 8, 9));        // no such flag
-  EXPECT_EQ(-1, doorbell_coll_deliver_put_signal(&team, nullptr, 16, 0, 1, 9));     // no bytes
-  EXPECT_EQ(before_scratch, scratch);
-  EXPECT_EQ(before_flags, flags);
+    const auto before_scratch = scratch;
+    const auto before_flags   = flags;
+    EXPECT_EQ(-1, doorbell_coll_deliver_put_signal(&team, data, 16, 497, 1, 9)); // past the end
+    EXPECT_EQ(-1, doorbell_coll_deliver_put_signal(&team, data, 1, 513, 1, 9));  // offset beyond
+    EXPECT_EQ(-1, doorbell_coll_deliver_put_signal(&team, data, 16, UINT64_MAX - 4, 1, 9)); // wraps
+    EXPECT_EQ(-1, doorbell_coll_deliver_put_signal(&team, data, 16, 0, 8, 9));    // no such flag
+    EXPECT_EQ(-1, doorbell_coll_deliver_put_signal(&team, nullptr, 16, 0, 1, 9)); // no bytes
+    EXPECT_EQ(before_scratch, scratch);
+    EXPECT_EQ(before_flags, flags);
 }

@@ -29,8 +29,7 @@ struct QpError {
     std::string       message;
 };
 
-inline void on_qp_error(void *arg, doorbell_qp_t *, doorbell_status_t status,
-                        const char *message)
+inline void on_qp_error(void *arg, doorbell_qp_t *, doorbell_status_t status, const char *message)
 {
     auto *e = static_cast<QpError *>(arg);
     ++e->count;

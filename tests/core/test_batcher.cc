@@ -34,7 +34,7 @@ TEST(Batcher, BatchOfZeroMeansOne)
 
 TEST(Signaler, OneInEveryModeration)
 {
-    Signaler s(4);
+    Signaler         s(4);
     std::vector<int> signaled;
     for (int i = 0; i < 12; ++i) {
         if (s.next(false, false)) {

@@ -15,21 +15,24 @@ namespace {
 
 constexpr unsigned kRW = DOORBELL_ACCESS_REMOTE_READ | DOORBELL_ACCESS_REMOTE_WRITE;
 
-uint64_t addr(const void *p) { return uint64_t(uintptr_t(p)); }
+uint64_t addr(const void *p)
+{
+    return uint64_t(uintptr_t(p));
+}
 
 } // namespace
 
 TEST(ProtectionDomain, KeysAreNonzeroUniqueAndRandom)
 {
-    ProtectionDomain pd;
-    std::vector<uint8_t> buf(64);
-    std::set<uint32_t> keys;
+    ProtectionDomain           pd;
+    std::vector<uint8_t>       buf(64);
+    std::set<uint32_t>         keys;
     std::vector<doorbell_mr *> mrs;
-    int bit_counts[32] = {};
-    const int n = 2000;
+    int                        bit_counts[32] = {};
+    const int                  n              = 2000;
     for (int i = 0; i < n; ++i) {
         doorbell_mr *mr;
-        uint32_t key;
+        uint32_t     key;
         ASSERT_EQ(DOORBELL_OK, pd.register_region(buf.data(), 64, kRW, &mr, &key));
         EXPECT_NE(0u, key);
         keys.insert(key);
@@ -63,10 +66,10 @@ TEST(ProtectionDomain, KeysAreNonzeroUniqueAndRandom)
 
 TEST(ProtectionDomain, BoundsAreExact)
 {
-    ProtectionDomain pd;
+    ProtectionDomain     pd;
     std::vector<uint8_t> buf(4096);
-    doorbell_mr *mr;
-    uint32_t key;
+    doorbell_mr         *mr;
+    uint32_t             key;
     ASSERT_EQ(DOORBELL_OK, pd.register_region(buf.data(), 4096, kRW, &mr, &key));
     const uint64_t start = addr(buf.data());
     EXPECT_TRUE(pd.allows(key, start, 4096, DOORBELL_ACCESS_REMOTE_WRITE));
@@ -85,14 +88,14 @@ TEST(ProtectionDomain, BoundsAreExact)
 
 TEST(ProtectionDomain, AccessFlagsAreChecked)
 {
-    ProtectionDomain pd;
+    ProtectionDomain     pd;
     std::vector<uint8_t> buf(64);
-    doorbell_mr *ro, *wo;
-    uint32_t kro, kwo;
-    ASSERT_EQ(DOORBELL_OK, pd.register_region(buf.data(), 64,
-                                              DOORBELL_ACCESS_REMOTE_READ, &ro, &kro));
-    ASSERT_EQ(DOORBELL_OK, pd.register_region(buf.data(), 64,
-                                              DOORBELL_ACCESS_REMOTE_WRITE, &wo, &kwo));
+    doorbell_mr         *ro, *wo;
+    uint32_t             kro, kwo;
+    ASSERT_EQ(DOORBELL_OK,
+              pd.register_region(buf.data(), 64, DOORBELL_ACCESS_REMOTE_READ, &ro, &kro));
+    ASSERT_EQ(DOORBELL_OK,
+              pd.register_region(buf.data(), 64, DOORBELL_ACCESS_REMOTE_WRITE, &wo, &kwo));
     const uint64_t a = addr(buf.data());
     EXPECT_TRUE(pd.allows(kro, a, 8, DOORBELL_ACCESS_REMOTE_READ));
     EXPECT_FALSE(pd.allows(kro, a, 8, DOORBELL_ACCESS_REMOTE_WRITE));
@@ -100,14 +103,12 @@ TEST(ProtectionDomain, AccessFlagsAreChecked)
     EXPECT_FALSE(pd.allows(kwo, a, 8, DOORBELL_ACCESS_REMOTE_READ));
     int calls = 0;
     EXPECT_EQ(DOORBELL_ERR_REMOTE_ACCESS,
-              pd.access(kro, a, 8, DOORBELL_ACCESS_REMOTE_WRITE,
-                        [&](uint8_t *) { ++calls; }));
+              pd.access(kro, a, 8, DOORBELL_ACCESS_REMOTE_WRITE, [&](uint8_t *) { ++calls; }));
     EXPECT_EQ(0, calls);
-    EXPECT_EQ(DOORBELL_OK, pd.access(kwo, a + 8, 8, DOORBELL_ACCESS_REMOTE_WRITE,
-                                     [&](uint8_t *p) {
-                                         ++calls;
-                                         EXPECT_EQ(buf.data() + 8, p);
-                                     }));
+    EXPECT_EQ(DOORBELL_OK, pd.access(kwo, a + 8, 8, DOORBELL_ACCESS_REMOTE_WRITE, [&](uint8_t *p) {
+        ++calls;
+        EXPECT_EQ(buf.data() + 8, p);
+    }));
     EXPECT_EQ(1, calls);
     pd.deregister_region(ro);
     pd.deregister_region(wo);
@@ -115,14 +116,12 @@ TEST(ProtectionDomain, AccessFlagsAreChecked)
 
 TEST(ProtectionDomain, RejectsBadArguments)
 {
-    ProtectionDomain pd;
+    ProtectionDomain     pd;
     std::vector<uint8_t> buf(64);
-    doorbell_mr *mr;
-    uint32_t key;
-    EXPECT_EQ(DOORBELL_ERR_INVALID_PARAM,
-              pd.register_region(buf.data(), 64, 0x80, &mr, &key));
-    EXPECT_EQ(DOORBELL_ERR_INVALID_PARAM,
-              pd.register_region(nullptr, 64, kRW, &mr, &key));
+    doorbell_mr         *mr;
+    uint32_t             key;
+    EXPECT_EQ(DOORBELL_ERR_INVALID_PARAM, pd.register_region(buf.data(), 64, 0x80, &mr, &key));
+    EXPECT_EQ(DOORBELL_ERR_INVALID_PARAM, pd.register_region(nullptr, 64, kRW, &mr, &key));
     ASSERT_EQ(DOORBELL_OK, pd.register_region(buf.data(), 64, kRW, &mr, &key));
     EXPECT_EQ(DOORBELL_OK, pd.deregister_region(mr));
     doorbell_mr fake{};
@@ -133,26 +132,24 @@ TEST(ProtectionDomain, RejectsBadArguments)
  * domain is shared by the ifaces of a memory domain (TSan target). */
 TEST(ProtectionDomainConcurrency, RegisterAndAccessFromThreads)
 {
-    ProtectionDomain pd;
+    ProtectionDomain     pd;
     std::vector<uint8_t> shared(4096);
-    doorbell_mr *stable;
-    uint32_t stable_key;
-    ASSERT_EQ(DOORBELL_OK, pd.register_region(shared.data(), shared.size(),
-                                              kRW, &stable, &stable_key));
-    std::atomic<bool> stop{false};
-    std::atomic<uint64_t> checks{0};
+    doorbell_mr         *stable;
+    uint32_t             stable_key;
+    ASSERT_EQ(DOORBELL_OK,
+              pd.register_region(shared.data(), shared.size(), kRW, &stable, &stable_key));
+    std::atomic<bool>        stop{false};
+    std::atomic<uint64_t>    checks{0};
     std::vector<std::thread> threads;
     for (int t = 0; t < 2; ++t) {
         threads.emplace_back([&, t] {
             std::vector<uint8_t> own(256);
             for (int i = 0; i < 500; ++i) {
                 doorbell_mr *mr;
-                uint32_t key;
+                uint32_t     key;
+                ASSERT_EQ(DOORBELL_OK, pd.register_region(own.data(), own.size(), kRW, &mr, &key));
                 ASSERT_EQ(DOORBELL_OK,
-                          pd.register_region(own.data(), own.size(), kRW, &mr, &key));
-                ASSERT_EQ(DOORBELL_OK,
-                          pd.access(key, addr(own.data()), 8,
-                                    DOORBELL_ACCESS_REMOTE_WRITE,
+                          pd.access(key, addr(own.data()), 8, DOORBELL_ACCESS_REMOTE_WRITE,
                                     [&](uint8_t *p) { p[0] = uint8_t(t); }));
                 ASSERT_EQ(DOORBELL_OK, pd.deregister_region(mr));
             }
@@ -160,8 +157,7 @@ TEST(ProtectionDomainConcurrency, RegisterAndAccessFromThreads)
     }
     threads.emplace_back([&] {
         do {
-            pd.access(stable_key, addr(shared.data()), 8,
-                      DOORBELL_ACCESS_REMOTE_WRITE,
+            pd.access(stable_key, addr(shared.data()), 8, DOORBELL_ACCESS_REMOTE_WRITE,
                       [&](uint8_t *p) { ++p[0]; });
             checks.fetch_add(1);
         } while (!stop.load());

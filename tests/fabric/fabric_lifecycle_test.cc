@@ -13,145 +13,169 @@ namespace doorbell::fabric_test {
 namespace {
 
 class FabricLifecycle : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (std::string why = cannot_build_fabric(); !why.empty()) GTEST_SKIP() << why;
-  }
+protected:
+    void SetUp() override
+    {
+        if (std::string why = cannot_build_fabric(); !why.empty())
+            GTEST_SKIP() << why;
+    }
 };
 
 // Namespaces of fabric `name` that exist now.
-std::vector<std::string> namespaces_of(const std::string &name) {
-  std::vector<std::string> v;
-  std::istringstream in(run("ip netns list | awk '{print $1}'").out);
-  for (std::string ns; std::getline(in, ns);)
-    if (ns.rfind(name + "-", 0) == 0) v.push_back(ns);
-  return v;
+std::vector<std::string> namespaces_of(const std::string &name)
+{
+    std::vector<std::string> v;
+    std::istringstream       in(run("ip netns list | awk '{print $1}'").out);
+    for (std::string ns; std::getline(in, ns);)
+        if (ns.rfind(name + "-", 0) == 0)
+            v.push_back(ns);
+    return v;
 }
 
 // Ids of the BPF programs attached to the shaped ports of a 2x2 fabric.
-std::vector<std::string> marker_ids(const Fabric &f) {
-  std::vector<std::string> ids;
-  for (const char *port : {"l1 s1", "l1 s2", "l2 s1", "l2 s2", "s1 l1", "s1 l2", "s2 l1", "s2 l2"}) {
-    std::istringstream p(port);
-    std::string node, dev;
-    p >> node >> dev;
-    auto r = run("ip netns exec " + f.ns(node) + " tc filter show dev " + dev +
-                 " egress | sed -n 's/.* id \\([0-9]*\\).*/\\1/p'");
-    std::string id = r.out.substr(0, r.out.find('\n'));
-    if (!id.empty()) ids.push_back(id);
-  }
-  return ids;
+std::vector<std::string> marker_ids(const Fabric &f)
+{
+    std::vector<std::string> ids;
+    for (const char *port :
+         {"l1 s1", "l1 s2", "l2 s1", "l2 s2", "s1 l1", "s1 l2", "s2 l1", "s2 l2"}) {
+        std::istringstream p(port);
+        std::string        node, dev;
+        p >> node >> dev;
+        auto        r  = run("ip netns exec " + f.ns(node) + " tc filter show dev " + dev +
+                             " egress | sed -n 's/.* id \\([0-9]*\\).*/\\1/p'");
+        std::string id = r.out.substr(0, r.out.find('\n'));
+        if (!id.empty())
+            ids.push_back(id);
+    }
+    return ids;
 }
 
 // What the root namespace holds; a fabric must never change it.
-std::string root_netns_state() {
-  return run("ip -o link show | awk '{print $2}'; tc qdisc show").out;
+std::string root_netns_state()
+{
+    return run("ip -o link show | awk '{print $2}'; tc qdisc show").out;
 }
 
-TEST_F(FabricLifecycle, UpIsRoutedAndIdempotentDownLeavesNothing) {
-  const std::string root_before = root_netns_state();
-  std::vector<std::string> ids;
-  {
-    Fabric f('a');
-    auto up = f.up();
-    ASSERT_EQ(up.rc, 0) << up.out;
-    EXPECT_EQ(namespaces_of(f.name()).size(), 8u) << "4 hosts, 2 leaves, 2 spines";
-    auto hosts = f.hosts();
-    ASSERT_EQ(hosts.size(), 4u);
-    for (const auto &h : hosts) EXPECT_EQ(h.rfind("198.18.", 0), 0u) << h << " outside 198.18.0.0/15";
+TEST_F(FabricLifecycle, UpIsRoutedAndIdempotentDownLeavesNothing)
+{
+    const std::string        root_before = root_netns_state();
+    std::vector<std::string> ids;
+    {
+        Fabric f('a');
+        auto   up = f.up();
+        ASSERT_EQ(up.rc, 0) << up.out;
+        EXPECT_EQ(namespaces_of(f.name()).size(), 8u) << "4 hosts, 2 leaves, 2 spines";
+        auto hosts = f.hosts();
+        ASSERT_EQ(hosts.size(), 4u);
+        for (const auto &h : hosts)
+            EXPECT_EQ(h.rfind("198.18.", 0), 0u) << h << " outside 198.18.0.0/15";
 
-    // h1 (leaf 1) reaches h4 (leaf 2) through a spine.
-    auto ping = run(tool(f.name()) + " exec h1 -- ping -c 1 -W 2 " + hosts[3]);
-    EXPECT_EQ(ping.rc, 0) << ping.out;
-    auto trace = run(tool(f.name()) + " exec h1 -- ip route get " + hosts[3]);
-    EXPECT_NE(trace.out.find("fab0"), std::string::npos) << trace.out;
+        // h1 (leaf 1) reaches h4 (leaf 2) through a spine.
+        auto ping = run(tool(f.name()) + " exec h1 -- ping -c 1 -W 2 " + hosts[3]);
+        EXPECT_EQ(ping.rc, 0) << ping.out;
+        auto trace = run(tool(f.name()) + " exec h1 -- ip route get " + hosts[3]);
+        EXPECT_NE(trace.out.find("fab0"), std::string::npos) << trace.out;
 
-    // Every shaped port has its marker and a tbf root.
-    ids = marker_ids(f);
-    EXPECT_EQ(ids.size(), 8u);
-    auto q = run("ip netns exec " + f.ns("l1") + " tc qdisc show dev s1");
-    EXPECT_NE(q.out.find("tbf"), std::string::npos) << q.out;
-    EXPECT_NE(q.out.find("clsact"), std::string::npos) << q.out;
+        // Every shaped port has its marker and a tbf root.
+        ids = marker_ids(f);
+        EXPECT_EQ(ids.size(), 8u);
+        auto q = run("ip netns exec " + f.ns("l1") + " tc qdisc show dev s1");
+        EXPECT_NE(q.out.find("tbf"), std::string::npos) << q.out;
+        EXPECT_NE(q.out.find("clsact"), std::string::npos) << q.out;
 
-    // A second `up` with the same options changes nothing.
-    auto again = f.up();
-    ASSERT_EQ(again.rc, 0) << again.out;
-    EXPECT_NE(again.out.find("already up"), std::string::npos) << again.out;
-    EXPECT_EQ(marker_ids(f), ids);
+        // A second `up` with the same options changes nothing.
+        auto again = f.up();
+        ASSERT_EQ(again.rc, 0) << again.out;
+        EXPECT_NE(again.out.find("already up"), std::string::npos) << again.out;
+        EXPECT_EQ(marker_ids(f), ids);
 
-    auto down = run(tool(f.name()) + " down");
-    ASSERT_EQ(down.rc, 0) << down.out;
+        auto down = run(tool(f.name()) + " down");
+        ASSERT_EQ(down.rc, 0) << down.out;
+        EXPECT_TRUE(namespaces_of(f.name()).empty());
+        EXPECT_FALSE(std::filesystem::exists("/run/doorbell-fabric/" + f.name()));
+        auto status = run(tool(f.name()) + " status");
+        EXPECT_NE(status.rc, 0);
+        EXPECT_NE(status.out.find("not up"), std::string::npos) << status.out;
+    }
+    // The kernel freed the markers with their namespaces.
+    if (run("command -v bpftool").rc == 0) {
+        for (const auto &id : ids)
+            EXPECT_NE(run("bpftool prog show id " + id).rc, 0) << "program " << id << " remains";
+    }
+    EXPECT_EQ(root_netns_state(), root_before);
+}
+
+TEST_F(FabricLifecycle, UpWithOtherOptionsRebuilds)
+{
+    Fabric f('b');
+    ASSERT_EQ(f.up().rc, 0);
+    auto r = f.up("--spines 1 --hosts-per-leaf 3");
+    ASSERT_EQ(r.rc, 0) << r.out;
+    EXPECT_NE(r.out.find("rebuilding"), std::string::npos) << r.out;
+    EXPECT_EQ(namespaces_of(f.name()).size(), 9u) << "6 hosts, 2 leaves, 1 spine";
+    EXPECT_EQ(f.hosts().size(), 6u);
+}
+
+TEST_F(FabricLifecycle, FailedSetUpLeavesNothingBehind)
+{
+    // A clang that fails makes the set-up fail after the namespaces and veths exist.
+    char dir[] = "/tmp/dbfab-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    ASSERT_EQ(run(std::string("printf '#!/bin/sh\\nexit 1\\n' > ") + dir + "/clang && chmod +x " +
+                  dir + "/clang")
+                  .rc,
+              0);
+    Fabric f('c');
+    auto   r = run("PATH=" + std::string(dir) + ":$PATH " + tool(f.name()) + " up");
+    EXPECT_NE(r.rc, 0);
+    EXPECT_NE(r.out.find("building the BPF ECN marker failed"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("tearing down"), std::string::npos) << r.out;
     EXPECT_TRUE(namespaces_of(f.name()).empty());
     EXPECT_FALSE(std::filesystem::exists("/run/doorbell-fabric/" + f.name()));
-    auto status = run(tool(f.name()) + " status");
-    EXPECT_NE(status.rc, 0);
-    EXPECT_NE(status.out.find("not up"), std::string::npos) << status.out;
-  }
-  // The kernel freed the markers with their namespaces.
-  if (run("command -v bpftool").rc == 0) {
-    for (const auto &id : ids) EXPECT_NE(run("bpftool prog show id " + id).rc, 0) << "program " << id << " remains";
-  }
-  EXPECT_EQ(root_netns_state(), root_before);
+    std::filesystem::remove_all(dir);
 }
 
-TEST_F(FabricLifecycle, UpWithOtherOptionsRebuilds) {
-  Fabric f('b');
-  ASSERT_EQ(f.up().rc, 0);
-  auto r = f.up("--spines 1 --hosts-per-leaf 3");
-  ASSERT_EQ(r.rc, 0) << r.out;
-  EXPECT_NE(r.out.find("rebuilding"), std::string::npos) << r.out;
-  EXPECT_EQ(namespaces_of(f.name()).size(), 9u) << "6 hosts, 2 leaves, 1 spine";
-  EXPECT_EQ(f.hosts().size(), 6u);
+TEST_F(FabricLifecycle, InterruptedSetUpLeavesNothingBehind)
+{
+    // Ctrl-C half-way: a clang that interrupts the whole job (its process group).
+    char dir[] = "/tmp/dbfab-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    ASSERT_EQ(
+        run(std::string(
+                "printf '#!/bin/sh\\nkill -INT -- -$(ps -o pgid= -p $$ | tr -d \" \")\\nexit 1\\n' > ") +
+            dir + "/clang && chmod +x " + dir + "/clang")
+            .rc,
+        0);
+    Fabric f('d');
+    auto   r = run("PATH=" + std::string(dir) + ":$PATH setsid -w " + tool(f.name()) + " up");
+    EXPECT_NE(r.rc, 0);
+    EXPECT_NE(r.out.find("tearing down"), std::string::npos) << r.out;
+    EXPECT_TRUE(namespaces_of(f.name()).empty());
+    std::filesystem::remove_all(dir);
 }
 
-TEST_F(FabricLifecycle, FailedSetUpLeavesNothingBehind) {
-  // A clang that fails makes the set-up fail after the namespaces and veths exist.
-  char dir[] = "/tmp/dbfab-XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
-  ASSERT_EQ(run(std::string("printf '#!/bin/sh\\nexit 1\\n' > ") + dir + "/clang && chmod +x " + dir + "/clang").rc, 0);
-  Fabric f('c');
-  auto r = run("PATH=" + std::string(dir) + ":$PATH " + tool(f.name()) + " up");
-  EXPECT_NE(r.rc, 0);
-  EXPECT_NE(r.out.find("building the BPF ECN marker failed"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("tearing down"), std::string::npos) << r.out;
-  EXPECT_TRUE(namespaces_of(f.name()).empty());
-  EXPECT_FALSE(std::filesystem::exists("/run/doorbell-fabric/" + f.name()));
-  std::filesystem::remove_all(dir);
+TEST(FabricRefusal, RefusesClearlyWhenNotRoot)
+{
+    std::string prefix;
+    if (geteuid() == 0) {
+        if (run("command -v setpriv").rc != 0)
+            GTEST_SKIP() << "setpriv (util-linux) is not installed";
+        prefix = "setpriv --reuid=65534 --regid=65534 --clear-groups ";
+    }
+    auto r = run(prefix + tool(unique_name('e')) + " up");
+    EXPECT_NE(r.rc, 0);
+    EXPECT_NE(r.out.find("must run as root"), std::string::npos) << r.out;
 }
 
-TEST_F(FabricLifecycle, InterruptedSetUpLeavesNothingBehind) {
-  // Ctrl-C half-way: a clang that interrupts the whole job (its process group).
-  char dir[] = "/tmp/dbfab-XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
-  ASSERT_EQ(run(std::string("printf '#!/bin/sh\\nkill -INT -- -$(ps -o pgid= -p $$ | tr -d \" \")\\nexit 1\\n' > ") +
-                dir + "/clang && chmod +x " + dir + "/clang").rc, 0);
-  Fabric f('d');
-  auto r = run("PATH=" + std::string(dir) + ":$PATH setsid -w " + tool(f.name()) + " up");
-  EXPECT_NE(r.rc, 0);
-  EXPECT_NE(r.out.find("tearing down"), std::string::npos) << r.out;
-  EXPECT_TRUE(namespaces_of(f.name()).empty());
-  std::filesystem::remove_all(dir);
+TEST(FabricRefusal, RejectsBadOptions)
+{
+    auto r = run(tool(unique_name('f')) + " up --ecn-k 200k --buffer 100k");
+    EXPECT_NE(r.rc, 0);
+    EXPECT_NE(r.out.find("must be below the buffer"), std::string::npos) << r.out;
+    r = run(tool(unique_name('f')) + " up --spine-rate fast");
+    EXPECT_NE(r.rc, 0);
+    EXPECT_NE(r.out.find("bad rate"), std::string::npos) << r.out;
 }
 
-TEST(FabricRefusal, RefusesClearlyWhenNotRoot) {
-  std::string prefix;
-  if (geteuid() == 0) {
-    if (run("command -v setpriv").rc != 0) GTEST_SKIP() << "setpriv (util-linux) is not installed";
-    prefix = "setpriv --reuid=65534 --regid=65534 --clear-groups ";
-  }
-  auto r = run(prefix + tool(unique_name('e')) + " up");
-  EXPECT_NE(r.rc, 0);
-  EXPECT_NE(r.out.find("must run as root"), std::string::npos) << r.out;
-}
-
-TEST(FabricRefusal, RejectsBadOptions) {
-  auto r = run(tool(unique_name('f')) + " up --ecn-k 200k --buffer 100k");
-  EXPECT_NE(r.rc, 0);
-  EXPECT_NE(r.out.find("must be below the buffer"), std::string::npos) << r.out;
-  r = run(tool(unique_name('f')) + " up --spine-rate fast");
-  EXPECT_NE(r.rc, 0);
-  EXPECT_NE(r.out.find("bad rate"), std::string::npos) << r.out;
-}
-
-}  // namespace
-}  // namespace doorbell::fabric_test
+} // namespace
+} // namespace doorbell::fabric_test

@@ -8,8 +8,8 @@
 namespace doorbell::fabric_test {
 
 struct CmdResult {
-  int rc;           ///< exit status, or -1 when it did not exit normally
-  std::string out;  ///< stdout and stderr together
+    int         rc;  ///< exit status, or -1 when it did not exit normally
+    std::string out; ///< stdout and stderr together
 };
 
 /// Runs a shell command line and collects its output.
@@ -27,26 +27,26 @@ std::string tool(const std::string &name);
 
 /// Owns one fabric: brought up by up(), torn down by the destructor.
 class Fabric {
- public:
-  explicit Fabric(char tag) : name_(unique_name(tag)) {}
-  ~Fabric();
-  Fabric(const Fabric &) = delete;
-  Fabric &operator=(const Fabric &) = delete;
+public:
+    explicit Fabric(char tag) : name_(unique_name(tag)) {}
+    ~Fabric();
+    Fabric(const Fabric &)            = delete;
+    Fabric &operator=(const Fabric &) = delete;
 
-  /// `up` with the given options; the result for the caller to assert on.
-  CmdResult up(const std::string &options = "");
-  /// `run -- mpirun_args`, bounded by timeout_s.
-  CmdResult mpirun(const std::string &mpirun_args, int timeout_s = 120);
-  std::vector<std::string> hosts();
-  const std::string &name() const { return name_; }
-  std::string ns(const std::string &node) const { return name_ + "-" + node; }
+    /// `up` with the given options; the result for the caller to assert on.
+    CmdResult up(const std::string &options = "");
+    /// `run -- mpirun_args`, bounded by timeout_s.
+    CmdResult                mpirun(const std::string &mpirun_args, int timeout_s = 120);
+    std::vector<std::string> hosts();
+    const std::string       &name() const { return name_; }
+    std::string              ns(const std::string &node) const { return name_ + "-" + node; }
 
- private:
-  std::string name_;
+private:
+    std::string name_;
 };
 
 /// A socket created inside network namespace `ns` (it stays there); -1 and
 /// errno on failure.
 int socket_in_netns(const std::string &ns, int domain, int type);
 
-}  // namespace doorbell::fabric_test
+} // namespace doorbell::fabric_test

@@ -20,15 +20,15 @@
 #include <string.h>
 #include <time.h>
 
-#define BENCH_WINDOW     16      /* messages in flight per bandwidth round */
-#define BENCH_MIN_ITERS  3
-#define BENCH_MAX_ITERS  2000
+#define BENCH_WINDOW    16 /* messages in flight per bandwidth round */
+#define BENCH_MIN_ITERS 3
+#define BENCH_MAX_ITERS 2000
 
 struct bench_opts {
-    size_t min_bytes;
-    size_t max_bytes;
-    double budget_s;     /* seconds per size and benchmark */
-    const char *only;    /* NULL: all */
+    size_t      min_bytes;
+    size_t      max_bytes;
+    double      budget_s; /* seconds per size and benchmark */
+    const char *only;     /* NULL: all */
 };
 
 static int rank, nranks, peer;
@@ -38,8 +38,8 @@ static int rank, nranks, peer;
  * from the two that are measured; the host may have fewer cores than ranks. */
 static void bench_wait(MPI_Request *req)
 {
-    const struct timespec nap = {0, 20000};   /* 20 us */
-    int done = 0;
+    const struct timespec nap  = {0, 20000}; /* 20 us */
+    int                   done = 0;
 
     for (;;) {
         MPI_Test(req, &done, MPI_STATUS_IGNORE);
@@ -64,8 +64,9 @@ static int bench_iters(double warmup_s, const struct bench_opts *o)
 
     if (rank == 0) {
         double n = warmup_s > 0 ? o->budget_s / warmup_s : BENCH_MAX_ITERS;
-        iters = n < BENCH_MIN_ITERS ? BENCH_MIN_ITERS :
-                n > BENCH_MAX_ITERS ? BENCH_MAX_ITERS : (int)n;
+        iters    = n < BENCH_MIN_ITERS ? BENCH_MIN_ITERS :
+                   n > BENCH_MAX_ITERS ? BENCH_MAX_ITERS :
+                                         (int)n;
     }
     MPI_Request req;
     MPI_Ibcast(&iters, 1, MPI_INT, 0, MPI_COMM_WORLD, &req);
@@ -89,12 +90,13 @@ static void pingpong(char *buf, size_t len, int iters)
 static void stream(char *buf, size_t len, int iters)
 {
     MPI_Request req[BENCH_WINDOW];
-    char ack = 0;
+    char        ack = 0;
 
     for (int i = 0; i < iters; i++) {
         if (rank == 0) {
             for (int w = 0; w < BENCH_WINDOW; w++)
-                MPI_Isend(buf + (size_t)w * len, (int)len, MPI_CHAR, peer, 2, MPI_COMM_WORLD, &req[w]);
+                MPI_Isend(buf + (size_t)w * len, (int)len, MPI_CHAR, peer, 2, MPI_COMM_WORLD,
+                          &req[w]);
             MPI_Waitall(BENCH_WINDOW, req, MPI_STATUSES_IGNORE);
             MPI_Recv(&ack, 1, MPI_CHAR, peer, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         } else if (rank == peer) {
@@ -117,17 +119,19 @@ static void allreduce(double *in, double *out, size_t count, int iters)
 #define BENCH_TIMED(call_with_iters, o, out_iters)                              \
     ({                                                                          \
         double t0_, t1_;                                                        \
-        int n_ = 1;                                                             \
+        int    n_ = 1;                                                          \
         call_with_iters; /* untimed: buffers, registrations, protocol switch */ \
         bench_barrier();                                                        \
         t0_ = MPI_Wtime();                                                      \
         call_with_iters;                                                        \
         t1_ = MPI_Wtime();                                                      \
-        n_ = bench_iters(t1_ - t0_, o);                                         \
+        n_  = bench_iters(t1_ - t0_, o);                                        \
         bench_barrier();                                                        \
         t0_ = MPI_Wtime();                                                      \
-        for (int r_ = 0; r_ < n_; r_++) { call_with_iters; }                    \
-        t1_ = MPI_Wtime();                                                      \
+        for (int r_ = 0; r_ < n_; r_++) {                                       \
+            call_with_iters;                                                    \
+        }                                                                       \
+        t1_         = MPI_Wtime();                                              \
         (out_iters) = n_;                                                       \
         (t1_ - t0_) / n_;                                                       \
     })
@@ -154,15 +158,18 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
             o->only = argv[++i];
         } else {
             if (rank == 0)
-                fprintf(stderr, "usage: %s [--min B] [--max B] [--budget-ms MS] "
-                        "[--only latency|bandwidth|allreduce]\n", argv[0]);
+                fprintf(stderr,
+                        "usage: %s [--min B] [--max B] [--budget-ms MS] "
+                        "[--only latency|bandwidth|allreduce]\n",
+                        argv[0]);
             return -1;
         }
     }
     if (o->min_bytes < 1 || o->max_bytes < o->min_bytes || o->max_bytes > (1u << 26) ||
         o->budget_s <= 0) {
         if (rank == 0)
-            fprintf(stderr, "%s: need 1 <= --min <= --max <= 64 MiB and --budget-ms > 0\n", argv[0]);
+            fprintf(stderr, "%s: need 1 <= --min <= --max <= 64 MiB and --budget-ms > 0\n",
+                    argv[0]);
         return -1;
     }
     return 0;
@@ -171,9 +178,9 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
 int main(int argc, char **argv)
 {
     struct bench_opts o;
-    char *buf;
-    double *in, *out;
-    int iters;
+    char             *buf;
+    double           *in, *out;
+    int               iters;
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -208,7 +215,8 @@ int main(int argc, char **argv)
             double t = BENCH_TIMED(pingpong(buf, len, 1), &o, iters);
             if (rank == 0) {
                 printf("latency,%zu,%.3f\n", len, t / 2 * 1e6);
-                fprintf(stderr, "  latency   %8zu B  %10.2f us   (%d iters)\n", len, t / 2 * 1e6, iters);
+                fprintf(stderr, "  latency   %8zu B  %10.2f us   (%d iters)\n", len, t / 2 * 1e6,
+                        iters);
             }
         }
         if (wants(&o, "bandwidth")) {
@@ -221,10 +229,10 @@ int main(int argc, char **argv)
         }
         if (wants(&o, "allreduce")) {
             size_t count = len / sizeof(double) ? len / sizeof(double) : 1;
-            double t = BENCH_TIMED(allreduce(in, out, count, 1), &o, iters);
+            double t     = BENCH_TIMED(allreduce(in, out, count, 1), &o, iters);
             /* Every element must be the sum of 1..nranks. */
             double want = (double)nranks * (nranks + 1) / 2;
-            int bad = out[0] != want || out[count - 1] != want, any_bad = 0;
+            int    bad = out[0] != want || out[count - 1] != want, any_bad = 0;
             MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_LOR, MPI_COMM_WORLD);
             if (any_bad) {
                 if (rank == 0)
@@ -233,7 +241,8 @@ int main(int argc, char **argv)
             }
             if (rank == 0) {
                 printf("allreduce,%zu,%.3f\n", len, t * 1e6);
-                fprintf(stderr, "  allreduce %8zu B  %10.2f us   (%d iters)\n", len, t * 1e6, iters);
+                fprintf(stderr, "  allreduce %8zu B  %10.2f us   (%d iters)\n", len, t * 1e6,
+                        iters);
             }
         }
         if (rank == 0)

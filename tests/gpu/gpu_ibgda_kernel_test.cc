@@ -26,22 +26,22 @@ namespace {
 const doorbell_gpu_memory_ops_t *g_cuda = nullptr;
 
 /* the fake's UAR is host memory, not a device BAR: no IoMemory */
-doorbell_status_t map_plain(void *arg, void *host, size_t bytes, int, void **device_p,
-                            char *why, size_t n)
+doorbell_status_t map_plain(void *arg, void *host, size_t bytes, int, void **device_p, char *why,
+                            size_t n)
 {
     return g_cuda->map_host(arg, host, bytes, 0, device_p, why, n);
 }
 
 class gpu_ibgda_kernel : public ::testing::TestWithParam<doorbell_gpu_kernel_kind_t> {
-  protected:
+protected:
     void SetUp() override
     {
         char reason[256];
         if (doorbell_gpu_cuda_device_count(reason, sizeof(reason)) == 0) {
             GTEST_SKIP() << "no GPU: " << reason;
         }
-        g_cuda          = doorbell_gpu_cuda_memory();
-        memory_         = *g_cuda;
+        g_cuda           = doorbell_gpu_cuda_memory();
+        memory_          = *g_cuda;
         memory_.map_host = map_plain;
         ASSERT_EQ(DOORBELL_OK,
                   doorbell_gpu_engine_create_for_iface(pair_.a, "mlx5_0:1", nullptr, &engine_));
@@ -72,18 +72,18 @@ class gpu_ibgda_kernel : public ::testing::TestWithParam<doorbell_gpu_kernel_kin
 TEST_P(gpu_ibgda_kernel, puts_and_signals_reach_the_target_through_the_nic_queue)
 {
     constexpr uint32_t kBlocks = 2, kThreads = 64, kBytes = 16, kIters = 4, kBatch = 4;
-    const uint32_t nthreads = kBlocks * kThreads;
-    void *src = nullptr;
-    size_t bytes = size_t(nthreads) * kBytes;
+    const uint32_t     nthreads = kBlocks * kThreads;
+    void              *src      = nullptr;
+    size_t             bytes    = size_t(nthreads) * kBytes;
     ASSERT_EQ(DOORBELL_OK, g_cuda->alloc_shared(nullptr, bytes, &src, &src));
     for (size_t i = 0; i < bytes; ++i) {
-        static_cast<uint8_t*>(src)[i] = uint8_t(i * 7 + 1);
+        static_cast<uint8_t *>(src)[i] = uint8_t(i * 7 + 1);
     }
     doorbell_mr_t *mr;
-    uint32_t unused;
+    uint32_t       unused;
     ASSERT_EQ(DOORBELL_OK, doorbell_mr_register(pair_.pda, src, bytes, 0, &mr, &unused));
     std::vector<uint8_t> dst(bytes + 64, 0);
-    uint32_t rkey = pair_.expose(dst.data(), dst.size(), DOORBELL_ACCESS_REMOTE_WRITE);
+    uint32_t             rkey = pair_.expose(dst.data(), dst.size(), DOORBELL_ACCESS_REMOTE_WRITE);
 
     doorbell_gpu_queue_params_t p;
     doorbell_gpu_queue_params_init(&p);
@@ -95,30 +95,30 @@ TEST_P(gpu_ibgda_kernel, puts_and_signals_reach_the_target_through_the_nic_queue
     ASSERT_EQ(DOORBELL_OK, doorbell_gpu_queue_create_for_qp(engine_, qp_, &p, &queue));
     ASSERT_EQ(DOORBELL_GPU_MODE_MLX5, doorbell_gpu_queue_mode(queue));
 
-    std::atomic<bool> stop{false};
-    std::thread nic([&] {
+    std::atomic<bool>          stop{false};
+    std::thread                nic([&] {
         while (!stop.load()) {
             pair_.fabric.mlx5_process();
             std::this_thread::yield();
         }
     });
-    doorbell_gpu_ring_t ring = doorbell_gpu_queue_device_ring(queue);
-    doorbell_gpu_kernel_args_t a = {};
-    a.kind        = GetParam();
-    a.blocks      = kBlocks;
-    a.threads     = kThreads;
-    a.iters       = kIters;
-    a.batch       = kBatch;
-    a.bytes       = kBytes;
-    a.local       = src;
-    a.remote_addr = uintptr_t(dst.data());
-    a.rkey        = rkey;
-    a.signal_addr = uintptr_t(dst.data() + bytes);
-    a.signal_rkey = rkey;
-    a.signal_op   = DOORBELL_SIGNAL_ADD;
+    doorbell_gpu_ring_t        ring  = doorbell_gpu_queue_device_ring(queue);
+    doorbell_gpu_kernel_args_t a     = {};
+    a.kind                           = GetParam();
+    a.blocks                         = kBlocks;
+    a.threads                        = kThreads;
+    a.iters                          = kIters;
+    a.batch                          = kBatch;
+    a.bytes                          = kBytes;
+    a.local                          = src;
+    a.remote_addr                    = uintptr_t(dst.data());
+    a.rkey                           = rkey;
+    a.signal_addr                    = uintptr_t(dst.data() + bytes);
+    a.signal_rkey                    = rkey;
+    a.signal_op                      = DOORBELL_SIGNAL_ADD;
     doorbell_gpu_kernel_result_t res = {};
-    doorbell_status_t st = doorbell_gpu_cuda_run_puts(&ring, &a, &res);
-    stop = true;
+    doorbell_status_t            st  = doorbell_gpu_cuda_run_puts(&ring, &a, &res);
+    stop                             = true;
     nic.join();
     ASSERT_EQ(DOORBELL_OK, st);
     EXPECT_EQ(DOORBELL_OK, res.status);

@@ -39,14 +39,14 @@ uint32_t be32_at(const volatile void *p)
 doorbell_iface_params_t small_queue(const char *dev)
 {
     doorbell_iface_params_t p = verbs_params(dev);
-    p.tx_queue_len = 16; /* SQ of 16 WQEBBs, CQ of 32 CQEs: wraps soon */
+    p.tx_queue_len            = 16; /* SQ of 16 WQEBBs, CQ of 32 CQEs: wraps soon */
     return p;
 }
 
 class gpu_ibgda : public ::testing::Test {
-  protected:
-    explicit gpu_ibgda(verbs::fake::HcaConfig ca = {})
-        : pair(ca, {}, small_queue("mlx5_0:1"), small_queue("mlx5_1:1"))
+protected:
+    explicit gpu_ibgda(verbs::fake::HcaConfig ca = {}) :
+        pair(ca, {}, small_queue("mlx5_0:1"), small_queue("mlx5_1:1"))
     {
     }
 
@@ -59,9 +59,9 @@ class gpu_ibgda : public ::testing::Test {
             src[i] = uint8_t(i * 13 + 5);
         }
         doorbell_mr_t *mr;
-        uint32_t unused;
-        ASSERT_EQ(DOORBELL_OK, doorbell_mr_register(pair.pda, src.data(), src.size(), 0, &mr,
-                                                    &unused));
+        uint32_t       unused;
+        ASSERT_EQ(DOORBELL_OK,
+                  doorbell_mr_register(pair.pda, src.data(), src.size(), 0, &mr, &unused));
         lkey = doorbell_mr_local_key(mr);
         ASSERT_NE(0u, lkey);
         target.assign(8192, 0);
@@ -122,7 +122,7 @@ class gpu_ibgda : public ::testing::Test {
 };
 
 class gpu_ibgda_not_mlx5 : public gpu_ibgda {
-  protected:
+protected:
     static verbs::fake::HcaConfig not_mlx5()
     {
         verbs::fake::HcaConfig c;
@@ -138,31 +138,30 @@ class gpu_ibgda_not_mlx5 : public gpu_ibgda {
 
 TEST_F(gpu_ibgda, a_batch_is_mlx5_wqes_in_the_sq_one_doorbell_record_and_uar_write)
 {
-    doorbell_qp_t *q = direct_qp();
-    doorbell_gpu_queue_t *queue;
+    doorbell_qp_t              *q = direct_qp();
+    doorbell_gpu_queue_t       *queue;
     doorbell_gpu_queue_params_t p = params();
     ASSERT_EQ(DOORBELL_OK, doorbell_gpu_queue_create_for_qp(engine, q, &p, &queue));
     ASSERT_EQ(DOORBELL_GPU_MODE_MLX5, doorbell_gpu_queue_mode(queue));
 
-    doorbell_gpu_ring_t r = doorbell_gpu_queue_host_ring(queue);
-    doorbell_wqe_t w[3]   = {put(0, 256), put(256, 256),
-                             doorbell_gpu_make_put_signal(src.data() + 512, 64, base + 512,
-                                                          rkey, base + 4096, rkey,
-                                                          DOORBELL_SIGNAL_ADD, 5)};
-    uint64_t ticket = 0;
+    doorbell_gpu_ring_t r      = doorbell_gpu_queue_host_ring(queue);
+    doorbell_wqe_t      w[3]   = {put(0, 256), put(256, 256),
+                                  doorbell_gpu_make_put_signal(src.data() + 512, 64, base + 512, rkey,
+                                                               base + 4096, rkey, DOORBELL_SIGNAL_ADD, 5)};
+    uint64_t            ticket = 0;
     ASSERT_EQ(DOORBELL_OK, doorbell_gpu_producer_post(r, w, 3, &ticket));
     EXPECT_EQ(4u, ticket); /* WQEBBs: two puts, the write and the fetch-add */
 
     /* the SQ, as the NIC will read it */
     const uint8_t *sq = static_cast<const uint8_t *>(exported.sq_buf);
     for (uint32_t k = 0; k < 4; ++k) {
-        const uint8_t *e = sq + 64 * k;
-        uint8_t opcode   = (k == 3) ? 0x12 : 0x08; /* fetch-add last */
+        const uint8_t *e      = sq + 64 * k;
+        uint8_t        opcode = (k == 3) ? 0x12 : 0x08; /* fetch-add last */
         EXPECT_EQ((k << 8) | opcode, be32_at(e)) << k;
         EXPECT_EQ((exported.qpn << 8) | ((k == 3) ? 4u : 3u), be32_at(e + 4)) << k;
         EXPECT_EQ((k == 3) ? 0x08 : 0x00, e[11]) << "only the batch's last WQE asks a CQE";
     }
-    EXPECT_EQ(lkey, be32_at(sq + 36));                    /* the producers' key */
+    EXPECT_EQ(lkey, be32_at(sq + 36));                         /* the producers' key */
     EXPECT_EQ(exported.fetch_lkey, be32_at(sq + 3 * 64 + 52)); /* fetch-add result */
     /* the doorbell record: the producer index, big-endian */
     EXPECT_EQ(4u, be32_at(&exported.dbrec[1]));
@@ -187,8 +186,8 @@ TEST_F(gpu_ibgda, a_batch_is_mlx5_wqes_in_the_sq_one_doorbell_record_and_uar_wri
 
 TEST_F(gpu_ibgda, completions_follow_the_sq_and_cq_around_their_wrap)
 {
-    doorbell_qp_t *q = direct_qp();
-    doorbell_gpu_queue_t *queue;
+    doorbell_qp_t              *q = direct_qp();
+    doorbell_gpu_queue_t       *queue;
     doorbell_gpu_queue_params_t p = params(DOORBELL_GPU_MODE_MLX5);
     ASSERT_EQ(DOORBELL_OK, doorbell_gpu_queue_create_for_qp(engine, q, &p, &queue));
     doorbell_gpu_ring_t r = doorbell_gpu_queue_host_ring(queue);
@@ -199,9 +198,9 @@ TEST_F(gpu_ibgda, completions_follow_the_sq_and_cq_around_their_wrap)
     for (uint32_t i = 0; i < 100; ++i) {
         doorbell_wqe_t w[2] = {put(8 * (i % 64), 8),
                                doorbell_gpu_make_put_signal(src.data(), 8, base + 2048, rkey,
-                                                            base + 4096, rkey,
-                                                            DOORBELL_SIGNAL_SET, i + 1)};
-        uint64_t ticket;
+                                                            base + 4096, rkey, DOORBELL_SIGNAL_SET,
+                                                            i + 1)};
+        uint64_t       ticket;
         ASSERT_EQ(DOORBELL_OK, doorbell_gpu_producer_post(r, w, 2, &ticket)) << i;
         ASSERT_EQ(3u * (i + 1), ticket);
         pair.fabric.mlx5_process();
@@ -219,14 +218,14 @@ TEST_F(gpu_ibgda, completions_follow_the_sq_and_cq_around_their_wrap)
 
 TEST_F(gpu_ibgda, an_error_cqe_ends_every_wait_with_the_error)
 {
-    doorbell_qp_t *q = direct_qp();
-    doorbell_gpu_queue_t *queue;
+    doorbell_qp_t              *q = direct_qp();
+    doorbell_gpu_queue_t       *queue;
     doorbell_gpu_queue_params_t p = params();
     ASSERT_EQ(DOORBELL_OK, doorbell_gpu_queue_create_for_qp(engine, q, &p, &queue));
-    doorbell_gpu_ring_t r = doorbell_gpu_queue_host_ring(queue);
-    doorbell_wqe_t good = put(0, 64);
-    doorbell_wqe_t bad  = doorbell_gpu_make_put(src.data(), 64, base, rkey ^ 0x5a5a);
-    uint64_t t1, t2;
+    doorbell_gpu_ring_t r    = doorbell_gpu_queue_host_ring(queue);
+    doorbell_wqe_t      good = put(0, 64);
+    doorbell_wqe_t      bad  = doorbell_gpu_make_put(src.data(), 64, base, rkey ^ 0x5a5a);
+    uint64_t            t1, t2;
     ASSERT_EQ(DOORBELL_OK, doorbell_gpu_producer_post(r, &good, 1, &t1));
     ASSERT_EQ(DOORBELL_OK, doorbell_gpu_producer_post(r, &bad, 1, &t2));
     pair.fabric.mlx5_process();
@@ -244,14 +243,14 @@ TEST_F(gpu_ibgda, an_error_cqe_ends_every_wait_with_the_error)
 
 TEST_F(gpu_ibgda, a_wait_the_nic_never_answers_times_out)
 {
-    doorbell_qp_t *q = direct_qp();
-    doorbell_gpu_queue_t *queue;
+    doorbell_qp_t              *q = direct_qp();
+    doorbell_gpu_queue_t       *queue;
     doorbell_gpu_queue_params_t p = params();
-    p.timeout_ns = 20ull * 1000 * 1000; /* 20 ms */
+    p.timeout_ns                  = 20ull * 1000 * 1000; /* 20 ms */
     ASSERT_EQ(DOORBELL_OK, doorbell_gpu_queue_create_for_qp(engine, q, &p, &queue));
     doorbell_gpu_ring_t r = doorbell_gpu_queue_host_ring(queue);
-    doorbell_wqe_t w = put(0, 8);
-    uint64_t t;
+    doorbell_wqe_t      w = put(0, 8);
+    uint64_t            t;
     ASSERT_EQ(DOORBELL_OK, doorbell_gpu_producer_post(r, &w, 1, &t));
     /* no mlx5_process: no CQE ever comes */
     EXPECT_EQ(DOORBELL_ERR_TIMED_OUT, doorbell_gpu_producer_wait(r, t));
@@ -260,23 +259,23 @@ TEST_F(gpu_ibgda, a_wait_the_nic_never_answers_times_out)
 
 TEST_F(gpu_ibgda, producer_threads_and_a_nic_thread_exactly_once)
 {
-    doorbell_qp_t *q = direct_qp();
-    doorbell_gpu_queue_t *queue;
+    doorbell_qp_t              *q = direct_qp();
+    doorbell_gpu_queue_t       *queue;
     doorbell_gpu_queue_params_t p = params();
     ASSERT_EQ(DOORBELL_OK, doorbell_gpu_queue_create_for_qp(engine, q, &p, &queue));
-    doorbell_gpu_ring_t r = doorbell_gpu_queue_host_ring(queue);
-    constexpr uint32_t kThreads = 4, kIters = 100;
-    std::atomic<uint32_t> done{0};
-    std::atomic<int> failures{0};
+    doorbell_gpu_ring_t      r        = doorbell_gpu_queue_host_ring(queue);
+    constexpr uint32_t       kThreads = 4, kIters = 100;
+    std::atomic<uint32_t>    done{0};
+    std::atomic<int>         failures{0};
     std::vector<std::thread> producers;
     for (uint32_t t = 0; t < kThreads; ++t) {
         producers.emplace_back([&, t] {
             uint64_t ticket = 0;
             for (uint32_t i = 0; i < kIters; ++i) {
                 /* each thread its own 8 bytes and its own counter word */
-                doorbell_wqe_t w = doorbell_gpu_make_put_signal(
-                    src.data() + 8 * t, 8, base + 8 * t, rkey, base + 4096 + 8 * t, rkey,
-                    DOORBELL_SIGNAL_ADD, 1);
+                doorbell_wqe_t w = doorbell_gpu_make_put_signal(src.data() + 8 * t, 8, base + 8 * t,
+                                                                rkey, base + 4096 + 8 * t, rkey,
+                                                                DOORBELL_SIGNAL_ADD, 1);
                 if (doorbell_gpu_producer_post(r, &w, 1, &ticket) != DOORBELL_OK) {
                     ++failures;
                     break;
@@ -310,30 +309,29 @@ TEST_F(gpu_ibgda, producer_threads_and_a_nic_thread_exactly_once)
 
 TEST_F(gpu_ibgda, a_group_reserves_once_rings_once_and_only_its_last_wqe_asks_a_cqe)
 {
-    doorbell_qp_t *q = direct_qp();
-    doorbell_gpu_queue_t *queue;
+    doorbell_qp_t              *q = direct_qp();
+    doorbell_gpu_queue_t       *queue;
     doorbell_gpu_queue_params_t p = params();
     ASSERT_EQ(DOORBELL_OK, doorbell_gpu_queue_create_for_qp(engine, q, &p, &queue));
     doorbell_gpu_ring_t r = doorbell_gpu_queue_host_ring(queue);
     /* four threads as one warp: 2, 0, 1 and 1 WQEs (the last two with a
      * signal): 2 + 0 + 2 + 2 = 6 WQEBBs */
-    constexpr uint32_t kMembers = 4;
-    const uint32_t counts[kMembers] = {2, 0, 1, 1};
+    constexpr uint32_t                 kMembers         = 4;
+    const uint32_t                     counts[kMembers] = {2, 0, 1, 1};
     doorbell_gpu_test::HostGroupShared shared(kMembers);
-    uint64_t ends[kMembers] = {}, group_ends[kMembers] = {};
-    doorbell_status_t sts[kMembers];
-    std::vector<std::thread> members;
+    uint64_t                           ends[kMembers] = {}, group_ends[kMembers] = {};
+    doorbell_status_t                  sts[kMembers];
+    std::vector<std::thread>           members;
     for (uint32_t m = 0; m < kMembers; ++m) {
         members.emplace_back([&, m] {
             doorbell_gpu_test::HostGroup g(shared, m);
-            doorbell_wqe_t w[2] = {put(64 * m, 8), put(64 * m + 8, 8)};
+            doorbell_wqe_t               w[2] = {put(64 * m, 8), put(64 * m + 8, 8)};
             if (m >= 2) {
                 w[0] = doorbell_gpu_make_put_signal(src.data() + 64 * m, 8, base + 64 * m, rkey,
-                                                    base + 4096 + 8 * m, rkey,
-                                                    DOORBELL_SIGNAL_ADD, m);
+                                                    base + 4096 + 8 * m, rkey, DOORBELL_SIGNAL_ADD,
+                                                    m);
             }
-            sts[m] = doorbell_gpu_producer_group_post(g, r, w, counts[m], &ends[m],
-                                                      &group_ends[m]);
+            sts[m] = doorbell_gpu_producer_group_post(g, r, w, counts[m], &ends[m], &group_ends[m]);
         });
     }
     for (auto &t : members) {
@@ -379,10 +377,12 @@ doorbell_status_t t_alloc_producer(void *a, size_t bytes, void **p)
 {
     return t_alloc(a, bytes, p, nullptr);
 }
-void t_free(void *, void *p) { std::free(p); }
-int g_maps = 0, g_unmaps = 0;
-doorbell_status_t t_map(void *, void *host, size_t, int io, void **device_p, char *why,
-                        size_t n)
+void t_free(void *, void *p)
+{
+    std::free(p);
+}
+int               g_maps = 0, g_unmaps = 0;
+doorbell_status_t t_map(void *, void *host, size_t, int io, void **device_p, char *why, size_t n)
 {
     if (io) {
         std::snprintf(why, n, "cudaHostRegister(IoMemory) failed: operation not supported");
@@ -392,15 +392,18 @@ doorbell_status_t t_map(void *, void *host, size_t, int io, void **device_p, cha
     *device_p = host;
     return DOORBELL_OK;
 }
-void t_unmap(void *, void *) { ++g_unmaps; }
+void t_unmap(void *, void *)
+{
+    ++g_unmaps;
+}
 
 TEST_F(gpu_ibgda, a_gpu_that_cannot_map_the_uar_falls_back_to_proxy_and_says_why)
 {
-    doorbell_qp_t *q = direct_qp();
+    doorbell_qp_t                  *q   = direct_qp();
     const doorbell_gpu_memory_ops_t mem = {t_alloc, t_free, t_alloc_producer, t_free,
                                            nullptr, t_map,  t_unmap};
-    doorbell_gpu_queue_params_t p = params();
-    p.memory = &mem;
+    doorbell_gpu_queue_params_t     p   = params();
+    p.memory                            = &mem;
     doorbell_gpu_queue_t *queue;
     testing::internal::CaptureStderr();
     ASSERT_EQ(DOORBELL_OK, doorbell_gpu_queue_create_for_qp(engine, q, &p, &queue));
@@ -427,7 +430,7 @@ TEST_F(gpu_ibgda_not_mlx5, a_queue_to_a_peer_falls_back_to_proxy_once_naming_dev
     doorbell_iface_get_device_address(pair.b, dev.data());
     doorbell_iface_get_address(pair.b, ifa.data());
     doorbell_gpu_queue_params_t p = params();
-    doorbell_gpu_queue_t *q1, *q2;
+    doorbell_gpu_queue_t       *q1, *q2;
     testing::internal::CaptureStderr();
     ASSERT_EQ(DOORBELL_OK,
               doorbell_gpu_queue_create_for_peer(engine, dev.data(), ifa.data(), &p, &q1));
@@ -445,9 +448,9 @@ TEST_F(gpu_ibgda_not_mlx5, a_queue_to_a_peer_falls_back_to_proxy_once_naming_dev
     EXPECT_EQ(err.find("CPU-proxy"), err.rfind("CPU-proxy")) << err;
     /* the fallback queue works: CPU producers, the engine posts */
     doorbell_gpu_ring_t r = doorbell_gpu_queue_host_ring(q1);
-    doorbell_wqe_t w = doorbell_gpu_make_put_signal(src.data(), 64, base, rkey, base + 4096,
-                                                    rkey, DOORBELL_SIGNAL_ADD, 2);
-    uint64_t t;
+    doorbell_wqe_t w = doorbell_gpu_make_put_signal(src.data(), 64, base, rkey, base + 4096, rkey,
+                                                    DOORBELL_SIGNAL_ADD, 2);
+    uint64_t       t;
     ASSERT_EQ(DOORBELL_OK, doorbell_gpu_producer_post(r, &w, 1, &t));
     for (int i = 0; i < 100000 && doorbell_gpu_port::load_acquire(r.completed) < t; ++i) {
         doorbell_gpu_engine_progress(engine);

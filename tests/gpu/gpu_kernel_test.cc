@@ -16,33 +16,32 @@ namespace {
 /* Performs PUT / PUT_SIGNAL on this process's memory (addresses are host
  * pointers), completes signaled WQEs from progress with a chosen status. */
 struct LoopbackQp {
-    std::vector<std::pair<void*, doorbell_status_t>> pending;
-    doorbell_status_t completion_status = DOORBELL_OK;
+    std::vector<std::pair<void *, doorbell_status_t>> pending;
+    doorbell_status_t                                 completion_status = DOORBELL_OK;
 
     static doorbell_status_t post(void *arg, const doorbell_wqe_t *wqes, unsigned n)
     {
-        auto *qp = static_cast<LoopbackQp*>(arg);
+        auto *qp = static_cast<LoopbackQp *>(arg);
         for (unsigned k = 0; k < n; ++k) {
             const doorbell_wqe_t &w = wqes[k];
             if ((w.opcode == DOORBELL_OP_PUT) || (w.opcode == DOORBELL_OP_PUT_SIGNAL)) {
-                std::memcpy(reinterpret_cast<void*>(w.remote_addr),
-                            reinterpret_cast<const void*>(w.local_addr), w.length);
+                std::memcpy(reinterpret_cast<void *>(w.remote_addr),
+                            reinterpret_cast<const void *>(w.local_addr), w.length);
             }
             if (w.opcode == DOORBELL_OP_PUT_SIGNAL) {
-                auto *sig = reinterpret_cast<uint64_t*>(w.signal_addr);
-                *sig = (w.am_id == DOORBELL_SIGNAL_ADD) ? *sig + w.signal_value
-                                                        : w.signal_value;
+                auto *sig = reinterpret_cast<uint64_t *>(w.signal_addr);
+                *sig = (w.am_id == DOORBELL_SIGNAL_ADD) ? *sig + w.signal_value : w.signal_value;
             }
             if (w.flags & DOORBELL_WQE_SIGNALED) {
-                qp->pending.emplace_back((void*)(uintptr_t)w.wr_id, qp->completion_status);
+                qp->pending.emplace_back((void *)(uintptr_t)w.wr_id, qp->completion_status);
             }
         }
         return DOORBELL_OK;
     }
     static unsigned progress(void *arg)
     {
-        auto *qp = static_cast<LoopbackQp*>(arg);
-        auto done = std::move(qp->pending);
+        auto *qp   = static_cast<LoopbackQp *>(arg);
+        auto  done = std::move(qp->pending);
         qp->pending.clear();
         for (auto &c : done) {
             doorbell_gpu_engine_complete(c.first, c.second);
@@ -52,7 +51,7 @@ struct LoopbackQp {
 };
 
 class gpu_kernel : public ::testing::TestWithParam<doorbell_gpu_kernel_kind_t> {
-  protected:
+protected:
     void SetUp() override
     {
         char reason[256];
@@ -93,30 +92,30 @@ class gpu_kernel : public ::testing::TestWithParam<doorbell_gpu_kernel_kind_t> {
 TEST_P(gpu_kernel, puts_and_signals_arrive_through_the_ring)
 {
     constexpr uint32_t kBlocks = 4, kThreads = 64, kBytes = 32, kIters = 8, kBatch = 4;
-    const uint32_t nthreads = kBlocks * kThreads;
+    const uint32_t     nthreads = kBlocks * kThreads;
     /* source and target are host-mapped: the loopback QP reads and writes them */
     std::vector<uint8_t> src(size_t(nthreads) * kBytes), dst(src.size(), 0);
     for (size_t i = 0; i < src.size(); ++i) {
         src[i] = uint8_t(i * 7 + 1);
     }
-    doorbell_gpu_ring_t ring = doorbell_gpu_queue_device_ring(queue_);
-    void *mapped_src = nullptr;
+    doorbell_gpu_ring_t ring       = doorbell_gpu_queue_device_ring(queue_);
+    void               *mapped_src = nullptr;
     ASSERT_EQ(DOORBELL_OK, doorbell_gpu_cuda_memory()->alloc_shared(nullptr, src.size(),
                                                                     &mapped_src, &mapped_src));
     std::memcpy(mapped_src, src.data(), src.size());
     uint64_t signal = 0;
 
-    doorbell_gpu_kernel_args_t a = {};
-    a.kind        = GetParam();
-    a.blocks      = kBlocks;
-    a.threads     = kThreads;
-    a.iters       = kIters;
-    a.batch       = kBatch;
-    a.bytes       = kBytes;
-    a.local       = mapped_src;
-    a.remote_addr = (uint64_t)(uintptr_t)dst.data();
-    a.signal_addr = (uint64_t)(uintptr_t)&signal;
-    a.signal_op   = DOORBELL_SIGNAL_ADD;
+    doorbell_gpu_kernel_args_t a     = {};
+    a.kind                           = GetParam();
+    a.blocks                         = kBlocks;
+    a.threads                        = kThreads;
+    a.iters                          = kIters;
+    a.batch                          = kBatch;
+    a.bytes                          = kBytes;
+    a.local                          = mapped_src;
+    a.remote_addr                    = (uint64_t)(uintptr_t)dst.data();
+    a.signal_addr                    = (uint64_t)(uintptr_t)&signal;
+    a.signal_op                      = DOORBELL_SIGNAL_ADD;
     doorbell_gpu_kernel_result_t res = {};
     ASSERT_EQ(DOORBELL_OK, doorbell_gpu_cuda_run_puts(&ring, &a, &res));
     EXPECT_EQ(DOORBELL_OK, res.status);
@@ -141,21 +140,21 @@ INSTANTIATE_TEST_SUITE_P(kinds, gpu_kernel,
 
 TEST_F(gpu_kernel, error_completion_ends_the_kernel_with_the_error)
 {
-    qp_.completion_status = DOORBELL_ERR_REMOTE_ACCESS;
-    doorbell_gpu_ring_t ring = doorbell_gpu_queue_device_ring(queue_);
-    void *mapped = nullptr;
-    ASSERT_EQ(DOORBELL_OK, doorbell_gpu_cuda_memory()->alloc_shared(nullptr, 4096, &mapped,
-                                                                    &mapped));
-    doorbell_gpu_kernel_args_t a = {};
-    a.kind        = DOORBELL_GPU_KERNEL_WARP;
-    a.blocks      = 2;
-    a.threads     = 64;
-    a.iters       = 4;
-    a.bytes       = 8;
-    a.local       = mapped;
-    a.remote_addr = (uint64_t)(uintptr_t)mapped + 2048;
-    a.signal_addr = (uint64_t)(uintptr_t)mapped + 4088;
-    a.signal_op   = DOORBELL_SIGNAL_ADD;
+    qp_.completion_status      = DOORBELL_ERR_REMOTE_ACCESS;
+    doorbell_gpu_ring_t ring   = doorbell_gpu_queue_device_ring(queue_);
+    void               *mapped = nullptr;
+    ASSERT_EQ(DOORBELL_OK,
+              doorbell_gpu_cuda_memory()->alloc_shared(nullptr, 4096, &mapped, &mapped));
+    doorbell_gpu_kernel_args_t a     = {};
+    a.kind                           = DOORBELL_GPU_KERNEL_WARP;
+    a.blocks                         = 2;
+    a.threads                        = 64;
+    a.iters                          = 4;
+    a.bytes                          = 8;
+    a.local                          = mapped;
+    a.remote_addr                    = (uint64_t)(uintptr_t)mapped + 2048;
+    a.signal_addr                    = (uint64_t)(uintptr_t)mapped + 4088;
+    a.signal_op                      = DOORBELL_SIGNAL_ADD;
     doorbell_gpu_kernel_result_t res = {};
     ASSERT_EQ(DOORBELL_OK, doorbell_gpu_cuda_run_puts(&ring, &a, &res));
     EXPECT_EQ(DOORBELL_ERR_REMOTE_ACCESS, res.status) << "the kernel returned instead of hanging";

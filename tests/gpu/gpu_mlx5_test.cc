@@ -35,20 +35,20 @@ uint64_t be64_at(const uint8_t *p)
 
 doorbell_wqe_t put(uint64_t local, uint32_t len, uint64_t raddr, uint32_t rkey)
 {
-    return doorbell_gpu_make_put(reinterpret_cast<void*>(local), len, raddr, rkey);
+    return doorbell_gpu_make_put(reinterpret_cast<void *>(local), len, raddr, rkey);
 }
 
 } /* namespace */
 
 TEST(gpu_mlx5, put_is_ctrl_raddr_data_big_endian)
 {
-    uint8_t out[128];
+    uint8_t        out[128];
     doorbell_wqe_t w = put(0x1122334455667788ull, 4096, 0xa1a2a3a4a5a6a7a8ull, 0xdeadbeef);
     ASSERT_EQ(1u, doorbell_mlx5_translate(w, 0x1234, 0xabcdef, 0x777, 0, 0, true, out));
 
-    EXPECT_EQ((0x1234u << 8) | 0x08u, be32_at(out));      /* pi, RDMA_WRITE */
-    EXPECT_EQ((0xabcdefu << 8) | 3u, be32_at(out + 4));   /* qpn, ds = 3 */
-    EXPECT_EQ(0x08, out[11]);                              /* CQ update */
+    EXPECT_EQ((0x1234u << 8) | 0x08u, be32_at(out));    /* pi, RDMA_WRITE */
+    EXPECT_EQ((0xabcdefu << 8) | 3u, be32_at(out + 4)); /* qpn, ds = 3 */
+    EXPECT_EQ(0x08, out[11]);                           /* CQ update */
     EXPECT_EQ(0xa1a2a3a4a5a6a7a8ull, be64_at(out + 16));
     EXPECT_EQ(0xdeadbeefu, be32_at(out + 24));
     EXPECT_EQ(4096u, be32_at(out + 32));
@@ -58,22 +58,26 @@ TEST(gpu_mlx5, put_is_ctrl_raddr_data_big_endian)
 #if defined(DOORBELL_HAVE_MLX5DV)
     /* the vendor's builders give the same bytes */
     uint8_t ref[64] = {};
-    mlx5dv_set_ctrl_seg(reinterpret_cast<mlx5_wqe_ctrl_seg*>(ref), 0x1234,
-                        MLX5_OPCODE_RDMA_WRITE, 0, 0xabcdef, MLX5_WQE_CTRL_CQ_UPDATE, 3, 0, 0);
-    auto *raddr = reinterpret_cast<mlx5_wqe_raddr_seg*>(ref + 16);
+    mlx5dv_set_ctrl_seg(reinterpret_cast<mlx5_wqe_ctrl_seg *>(ref), 0x1234, MLX5_OPCODE_RDMA_WRITE,
+                        0, 0xabcdef, MLX5_WQE_CTRL_CQ_UPDATE, 3, 0, 0);
+    auto *raddr  = reinterpret_cast<mlx5_wqe_raddr_seg *>(ref + 16);
     raddr->raddr = htobe64(0xa1a2a3a4a5a6a7a8ull);
     raddr->rkey  = htobe32(0xdeadbeef);
-    mlx5dv_set_data_seg(reinterpret_cast<mlx5_wqe_data_seg*>(ref + 32), 4096, 0x777,
+    mlx5dv_set_data_seg(reinterpret_cast<mlx5_wqe_data_seg *>(ref + 32), 4096, 0x777,
                         0x1122334455667788ull);
     EXPECT_EQ(0, std::memcmp(ref, out, 64));
     static_assert(sizeof(mlx5_wqe_ctrl_seg) == 16 && sizeof(mlx5_wqe_raddr_seg) == 16 &&
-                  sizeof(mlx5_wqe_data_seg) == 16 && sizeof(mlx5_wqe_atomic_seg) == 16,
+                      sizeof(mlx5_wqe_data_seg) == 16 && sizeof(mlx5_wqe_atomic_seg) == 16,
                   "segment sizes");
-    static_assert(int(DOORBELL_MLX5_OPCODE_WRITE) == int(MLX5_OPCODE_RDMA_WRITE), "MLX5_OPCODE_RDMA_WRITE");
-    static_assert(int(DOORBELL_MLX5_OPCODE_READ) == int(MLX5_OPCODE_RDMA_READ), "MLX5_OPCODE_RDMA_READ");
-    static_assert(int(DOORBELL_MLX5_OPCODE_FA) == int(MLX5_OPCODE_ATOMIC_FA), "MLX5_OPCODE_ATOMIC_FA");
+    static_assert(int(DOORBELL_MLX5_OPCODE_WRITE) == int(MLX5_OPCODE_RDMA_WRITE),
+                  "MLX5_OPCODE_RDMA_WRITE");
+    static_assert(int(DOORBELL_MLX5_OPCODE_READ) == int(MLX5_OPCODE_RDMA_READ),
+                  "MLX5_OPCODE_RDMA_READ");
+    static_assert(int(DOORBELL_MLX5_OPCODE_FA) == int(MLX5_OPCODE_ATOMIC_FA),
+                  "MLX5_OPCODE_ATOMIC_FA");
     static_assert(int(DOORBELL_MLX5_OPCODE_NOP) == int(MLX5_OPCODE_NOP), "MLX5_OPCODE_NOP");
-    static_assert(int(DOORBELL_MLX5_CTRL_CQ_UPDATE) == int(MLX5_WQE_CTRL_CQ_UPDATE), "MLX5_WQE_CTRL_CQ_UPDATE");
+    static_assert(int(DOORBELL_MLX5_CTRL_CQ_UPDATE) == int(MLX5_WQE_CTRL_CQ_UPDATE),
+                  "MLX5_WQE_CTRL_CQ_UPDATE");
     static_assert(int(DOORBELL_MLX5_CTRL_FENCE) == int(MLX5_WQE_CTRL_FENCE), "MLX5_WQE_CTRL_FENCE");
     static_assert(int(DOORBELL_MLX5_INLINE_SEG) == int(MLX5_INLINE_SEG), "MLX5_INLINE_SEG");
     static_assert(int(DOORBELL_MLX5_SND_DBR) == int(MLX5_SND_DBR), "MLX5_SND_DBR");
@@ -85,13 +89,13 @@ TEST(gpu_mlx5, put_is_ctrl_raddr_data_big_endian)
 
 TEST(gpu_mlx5, inline_put_carries_its_payload)
 {
-    uint8_t out[128];
+    uint8_t        out[128];
     doorbell_wqe_t w = {};
-    w.opcode      = DOORBELL_OP_PUT;
-    w.flags       = DOORBELL_WQE_INLINE | DOORBELL_WQE_FENCE;
-    w.inline_len  = 13;
-    w.remote_addr = 0x4000;
-    w.rkey        = 9;
+    w.opcode         = DOORBELL_OP_PUT;
+    w.flags          = DOORBELL_WQE_INLINE | DOORBELL_WQE_FENCE;
+    w.inline_len     = 13;
+    w.remote_addr    = 0x4000;
+    w.rkey           = 9;
     for (int k = 0; k < 13; ++k) {
         w.inline_data[k] = uint8_t(0x30 + k);
     }
@@ -106,10 +110,9 @@ TEST(gpu_mlx5, inline_put_carries_its_payload)
 
 TEST(gpu_mlx5, put_signal_is_a_write_then_the_signal)
 {
-    uint8_t out[128];
-    doorbell_wqe_t add = doorbell_gpu_make_put_signal(reinterpret_cast<void*>(0x1000), 64,
-                                                      0x2000, 11, 0x3000, 12,
-                                                      DOORBELL_SIGNAL_ADD, 5);
+    uint8_t        out[128];
+    doorbell_wqe_t add = doorbell_gpu_make_put_signal(reinterpret_cast<void *>(0x1000), 64, 0x2000,
+                                                      11, 0x3000, 12, DOORBELL_SIGNAL_ADD, 5);
     ASSERT_EQ(2u, doorbell_mlx5_translate(add, 0xffff, 3, 0x55, 0x9000, 0x66, true, out));
     EXPECT_EQ(0, out[11]) << "the write is not signaled";
     const uint8_t *s = out + 64;
@@ -118,21 +121,20 @@ TEST(gpu_mlx5, put_signal_is_a_write_then_the_signal)
     EXPECT_EQ(0x08, s[11]);
     EXPECT_EQ(0x3000u, be64_at(s + 16));
     EXPECT_EQ(12u, be32_at(s + 24));
-    EXPECT_EQ(5u, be64_at(s + 32));          /* swap_add */
-    EXPECT_EQ(0u, be64_at(s + 40));          /* compare */
-    EXPECT_EQ(8u, be32_at(s + 48));          /* fetched value lands here */
+    EXPECT_EQ(5u, be64_at(s + 32)); /* swap_add */
+    EXPECT_EQ(0u, be64_at(s + 40)); /* compare */
+    EXPECT_EQ(8u, be32_at(s + 48)); /* fetched value lands here */
     EXPECT_EQ(0x66u, be32_at(s + 52));
     EXPECT_EQ(0x9000u, be64_at(s + 56));
 #if defined(DOORBELL_HAVE_MLX5DV)
     uint8_t ref[64] = {};
-    mlx5dv_set_ctrl_seg(reinterpret_cast<mlx5_wqe_ctrl_seg*>(ref), 0, MLX5_OPCODE_ATOMIC_FA, 0,
-                        3, MLX5_WQE_CTRL_CQ_UPDATE, 4, 0, 0);
+    mlx5dv_set_ctrl_seg(reinterpret_cast<mlx5_wqe_ctrl_seg *>(ref), 0, MLX5_OPCODE_ATOMIC_FA, 0, 3,
+                        MLX5_WQE_CTRL_CQ_UPDATE, 4, 0, 0);
     EXPECT_EQ(0, std::memcmp(ref, s, 16));
 #endif
 
-    doorbell_wqe_t set = doorbell_gpu_make_put_signal(reinterpret_cast<void*>(0x1000), 64,
-                                                      0x2000, 11, 0x3000, 12,
-                                                      DOORBELL_SIGNAL_SET,
+    doorbell_wqe_t set = doorbell_gpu_make_put_signal(reinterpret_cast<void *>(0x1000), 64, 0x2000,
+                                                      11, 0x3000, 12, DOORBELL_SIGNAL_SET,
                                                       0x0102030405060708ull);
     ASSERT_EQ(2u, doorbell_mlx5_translate(set, 10, 3, 0x55, 0, 0, false, out));
     EXPECT_EQ((11u << 8) | 0x08u, be32_at(s));
@@ -145,9 +147,9 @@ TEST(gpu_mlx5, put_signal_is_a_write_then_the_signal)
 
 TEST(gpu_mlx5, get_nop_and_unsupported)
 {
-    uint8_t out[128];
+    uint8_t        out[128];
     doorbell_wqe_t get = put(0x10, 32, 0x20, 4);
-    get.opcode = DOORBELL_OP_GET;
+    get.opcode         = DOORBELL_OP_GET;
     ASSERT_EQ(1u, doorbell_mlx5_translate(get, 1, 2, 3, 0, 0, false, out));
     EXPECT_EQ((1u << 8) | 0x10u, be32_at(out));
     doorbell_wqe_t nop = {};
@@ -155,10 +157,10 @@ TEST(gpu_mlx5, get_nop_and_unsupported)
     EXPECT_EQ((2u << 8) | 0x00u, be32_at(out));
     EXPECT_EQ((2u << 8) | 1u, be32_at(out + 4));
     doorbell_wqe_t send = put(0x10, 32, 0x20, 4);
-    send.opcode = DOORBELL_OP_SEND;
+    send.opcode         = DOORBELL_OP_SEND;
     EXPECT_EQ(0u, doorbell_mlx5_translate(send, 1, 2, 3, 0, 0, false, out));
     doorbell_wqe_t bad = put(0x10, 32, 0x20, 4);
-    bad.opcode = 77;
+    bad.opcode         = 77;
     EXPECT_EQ(0u, doorbell_mlx5_translate(bad, 1, 2, 3, 0, 0, false, out));
 }
 
@@ -167,22 +169,21 @@ TEST(gpu_mlx5, get_nop_and_unsupported)
 TEST(gpu_mlx5, batch_post_wraps_and_rings_once)
 {
     std::vector<uint8_t> sqbuf(8 * 64, 0xee);
-    uint32_t dbrec[2] = {0, 0};
-    uint64_t uar = 0;
-    doorbell_mlx5_sq_t sq = {};
-    sq.buf    = sqbuf.data();
-    sq.wqebbs = 8;
-    sq.qpn    = 0x42;
-    sq.dbrec  = dbrec;
-    sq.uar    = &uar;
-    sq.lkey   = 0x99;
+    uint32_t             dbrec[2] = {0, 0};
+    uint64_t             uar      = 0;
+    doorbell_mlx5_sq_t   sq       = {};
+    sq.buf                        = sqbuf.data();
+    sq.wqebbs                     = 8;
+    sq.qpn                        = 0x42;
+    sq.dbrec                      = dbrec;
+    sq.uar                        = &uar;
+    sq.lkey                       = 0x99;
 
     doorbell_wqe_t w[3] = {put(0x100, 8, 0x200, 1),
-                           doorbell_gpu_make_put_signal(reinterpret_cast<void*>(0x100), 8,
-                                                        0x208, 1, 0x300, 2,
-                                                        DOORBELL_SIGNAL_SET, 1),
+                           doorbell_gpu_make_put_signal(reinterpret_cast<void *>(0x100), 8, 0x208,
+                                                        1, 0x300, 2, DOORBELL_SIGNAL_SET, 1),
                            put(0x108, 8, 0x210, 1)};
-    uint16_t pi = 0xfffe; /* 16-bit producer index about to wrap; slot 6 of 8 */
+    uint16_t       pi   = 0xfffe; /* 16-bit producer index about to wrap; slot 6 of 8 */
     ASSERT_EQ(4u, doorbell_mlx5_post(sq, &pi, w, 3, 8));
     EXPECT_EQ(2u, pi);
     /* slots 6, 7, 0, 1 hold pi 0xfffe, 0xffff, 0, 1 */
@@ -211,8 +212,8 @@ TEST(gpu_mlx5, batch_post_wraps_and_rings_once)
 
 TEST(gpu_mlx5, probe_says_why_not)
 {
-    char reason[160] = "";
-    doorbell_status_t st = doorbell_gpu_mlx5_probe(reason, sizeof(reason));
+    char              reason[160] = "";
+    doorbell_status_t st          = doorbell_gpu_mlx5_probe(reason, sizeof(reason));
     EXPECT_NE('\0', reason[0]);
     if (st != DOORBELL_OK) {
         GTEST_SKIP() << "IBGDA not available here: " << reason;

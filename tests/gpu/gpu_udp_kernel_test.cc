@@ -12,16 +12,16 @@
 
 #include <cstring>
 
+using doorbell_gpu_test::pattern;
 using doorbell_gpu_test::PeerResult;
 using doorbell_gpu_test::UdpPeer;
-using doorbell_gpu_test::pattern;
 
 namespace {
 
 constexpr uint32_t kBlocks = 2, kThreads = 64, kIters = 20, kBytes = 64, kBatch = 4;
 
 class gpu_udp_kernel : public ::testing::TestWithParam<doorbell_gpu_kernel_kind_t> {
-  protected:
+protected:
     void SetUp() override
     {
         char reason[256];
@@ -36,13 +36,13 @@ class gpu_udp_kernel : public ::testing::TestWithParam<doorbell_gpu_kernel_kind_
 TEST_P(gpu_udp_kernel, kernel_puts_reach_another_process)
 {
     const uint32_t regions = kBlocks * kThreads;
-    UdpPeer peer(regions, kBytes, kIters); /* fork before any thread */
+    UdpPeer        peer(regions, kBytes, kIters); /* fork before any thread */
     ASSERT_TRUE(peer.ok()) << "target process did not start";
 
-    doorbell_pd_t *pd = nullptr;
-    doorbell_iface_t *iface = nullptr;
-    doorbell_gpu_engine_t *engine = nullptr;
-    doorbell_gpu_queue_t *queue = nullptr;
+    doorbell_pd_t          *pd     = nullptr;
+    doorbell_iface_t       *iface  = nullptr;
+    doorbell_gpu_engine_t  *engine = nullptr;
+    doorbell_gpu_queue_t   *queue  = nullptr;
     doorbell_iface_params_t p;
     doorbell_iface_params_init(&p);
     p.device = "lo";
@@ -60,29 +60,30 @@ TEST_P(gpu_udp_kernel, kernel_puts_reach_another_process)
     ASSERT_EQ(DOORBELL_OK, doorbell_gpu_engine_start(engine));
 
     void *src = nullptr;
-    ASSERT_EQ(DOORBELL_OK, doorbell_gpu_cuda_memory()->alloc_shared(
-                               nullptr, size_t(regions) * kBytes, &src, &src));
+    ASSERT_EQ(DOORBELL_OK,
+              doorbell_gpu_cuda_memory()->alloc_shared(nullptr, size_t(regions) * kBytes, &src,
+                                                       &src));
     for (uint32_t t = 0; t < regions; ++t) {
         for (uint32_t k = 0; k < kBytes; ++k) {
-            static_cast<uint8_t*>(src)[size_t(t) * kBytes + k] = pattern(t, k);
+            static_cast<uint8_t *>(src)[size_t(t) * kBytes + k] = pattern(t, k);
         }
     }
-    doorbell_gpu_kernel_args_t a = {};
-    a.kind          = GetParam();
-    a.blocks        = kBlocks;
-    a.threads       = kThreads;
-    a.iters         = kIters;
-    a.batch         = kBatch;
-    a.bytes         = kBytes;
-    a.local         = src;
-    a.remote_addr   = peer.info().data_addr;
-    a.rkey          = peer.info().data_rkey;
-    a.signal_addr   = peer.info().flag_addr;
-    a.signal_rkey   = peer.info().flag_rkey;
-    a.signal_op     = DOORBELL_SIGNAL_SET;
-    a.signal_stride = 8;
-    doorbell_gpu_ring_t ring = doorbell_gpu_queue_device_ring(queue);
-    doorbell_gpu_kernel_result_t res = {};
+    doorbell_gpu_kernel_args_t a      = {};
+    a.kind                            = GetParam();
+    a.blocks                          = kBlocks;
+    a.threads                         = kThreads;
+    a.iters                           = kIters;
+    a.batch                           = kBatch;
+    a.bytes                           = kBytes;
+    a.local                           = src;
+    a.remote_addr                     = peer.info().data_addr;
+    a.rkey                            = peer.info().data_rkey;
+    a.signal_addr                     = peer.info().flag_addr;
+    a.signal_rkey                     = peer.info().flag_rkey;
+    a.signal_op                       = DOORBELL_SIGNAL_SET;
+    a.signal_stride                   = 8;
+    doorbell_gpu_ring_t          ring = doorbell_gpu_queue_device_ring(queue);
+    doorbell_gpu_kernel_result_t res  = {};
     ASSERT_EQ(DOORBELL_OK, doorbell_gpu_cuda_run_puts(&ring, &a, &res));
     EXPECT_EQ(DOORBELL_OK, res.status) << doorbell_status_string(res.status);
 

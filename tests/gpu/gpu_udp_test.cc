@@ -13,9 +13,9 @@
 #include <thread>
 #include <vector>
 
+using doorbell_gpu_test::pattern;
 using doorbell_gpu_test::PeerResult;
 using doorbell_gpu_test::UdpPeer;
-using doorbell_gpu_test::pattern;
 
 namespace {
 
@@ -24,7 +24,7 @@ constexpr uint32_t kIters   = 200; ///< put_signal rounds per thread
 constexpr uint32_t kBytes   = 256; ///< bytes per put
 
 class gpu_udp : public ::testing::Test {
-  protected:
+protected:
     void open_engine(const UdpPeer &peer, doorbell_gpu_mode_t mode)
     {
         doorbell_iface_params_t p;
@@ -36,11 +36,11 @@ class gpu_udp : public ::testing::Test {
                   doorbell_gpu_engine_create_for_iface(iface_, "lo", nullptr, &engine_));
         doorbell_gpu_queue_params_t qp;
         doorbell_gpu_queue_params_init(&qp);
-        qp.size = 256;
-        qp.mode = mode;
+        qp.size       = 256;
+        qp.mode       = mode;
         qp.timeout_ns = 20ull * 1000 * 1000 * 1000;
-        ASSERT_EQ(DOORBELL_OK, doorbell_gpu_queue_create_for_peer(
-                                   engine_, peer.info().dev, peer.info().ifa, &qp, &queue_));
+        ASSERT_EQ(DOORBELL_OK, doorbell_gpu_queue_create_for_peer(engine_, peer.info().dev,
+                                                                  peer.info().ifa, &qp, &queue_));
         ASSERT_EQ(DOORBELL_OK, doorbell_gpu_engine_start(engine_));
     }
     void TearDown() override
@@ -59,10 +59,9 @@ class gpu_udp : public ::testing::Test {
     /* Every thread: kIters rounds of put (its region) + signal: SET to the
      * round, or ADD 1 (either way the flag ends at kIters). */
     void run_producers(const doorbell_gpu_ring_t &r, const UdpPeer &peer,
-                       const std::vector<uint8_t> &src,
-                       uint8_t op = DOORBELL_SIGNAL_SET)
+                       const std::vector<uint8_t> &src, uint8_t op = DOORBELL_SIGNAL_SET)
     {
-        std::atomic<int> failures{0};
+        std::atomic<int>         failures{0};
         std::vector<std::thread> threads;
         for (uint32_t t = 0; t < kThreads; ++t) {
             threads.emplace_back([&, t] {
@@ -70,9 +69,8 @@ class gpu_udp : public ::testing::Test {
                 for (uint32_t i = 0; i < kIters; ++i) {
                     doorbell_wqe_t w = doorbell_gpu_make_put_signal(
                         &src[size_t(t) * kBytes], kBytes, peer.info().data_addr + t * kBytes,
-                        peer.info().data_rkey, peer.info().flag_addr + t * 8,
-                        peer.info().flag_rkey, op,
-                        op == DOORBELL_SIGNAL_SET ? i + 1 : 1);
+                        peer.info().data_rkey, peer.info().flag_addr + t * 8, peer.info().flag_rkey,
+                        op, op == DOORBELL_SIGNAL_SET ? i + 1 : 1);
                     if (doorbell_gpu_ring_post(r, &w, 1, &end) != DOORBELL_OK) {
                         failures++;
                         return;
@@ -135,8 +133,7 @@ TEST_F(gpu_udp, add_signals_count_every_put_once)
     ASSERT_TRUE(peer.ok()) << "target process did not start";
     std::vector<uint8_t> src = source();
     open_engine(peer, DOORBELL_GPU_MODE_AUTO);
-    run_producers(doorbell_gpu_queue_host_ring(queue_), peer, src,
-                  DOORBELL_SIGNAL_ADD);
+    run_producers(doorbell_gpu_queue_host_ring(queue_), peer, src, DOORBELL_SIGNAL_ADD);
     PeerResult res;
     ASSERT_TRUE(peer.result(&res));
     EXPECT_EQ(0, res.timed_out);
@@ -167,10 +164,10 @@ TEST_F(gpu_udp, wrong_remote_key_is_an_error_for_the_waiter)
     ASSERT_TRUE(peer.ok()) << "target process did not start";
     std::vector<uint8_t> src = source();
     open_engine(peer, DOORBELL_GPU_MODE_AUTO);
-    const doorbell_gpu_ring_t r = doorbell_gpu_queue_host_ring(queue_);
-    doorbell_wqe_t w = doorbell_gpu_make_put(src.data(), kBytes, peer.info().data_addr,
-                                             peer.info().data_rkey ^ 0x5a5a5a5au);
-    uint64_t end = 0;
+    const doorbell_gpu_ring_t r   = doorbell_gpu_queue_host_ring(queue_);
+    doorbell_wqe_t            w   = doorbell_gpu_make_put(src.data(), kBytes, peer.info().data_addr,
+                                                          peer.info().data_rkey ^ 0x5a5a5a5au);
+    uint64_t                  end = 0;
     ASSERT_EQ(DOORBELL_OK, doorbell_gpu_ring_post(r, &w, 1, &end));
     doorbell_status_t st = doorbell_gpu_ring_wait_completed(r, end);
     EXPECT_EQ(DOORBELL_ERR_REMOTE_ACCESS, st) << doorbell_status_string(st);

@@ -19,9 +19,9 @@ struct HostGroupShared {
 };
 
 class HostGroup {
-  public:
+public:
     HostGroup(HostGroupShared &s, uint32_t rank) : s_(s), rank_(rank) {}
-    bool is_leader() const { return rank_ == 0; }
+    bool     is_leader() const { return rank_ == 0; }
     uint32_t exclusive_sum(uint32_t v, uint32_t *total_p)
     {
         s_.vals[rank_] = v;
@@ -29,7 +29,7 @@ class HostGroup {
         uint32_t before = 0, total = 0;
         for (uint32_t k = 0; k < s_.vals.size(); ++k) {
             before += (k < rank_) ? s_.vals[k] : 0;
-            total  += s_.vals[k];
+            total += s_.vals[k];
         }
         s_.bar.arrive_and_wait();
         *total_p = total;
@@ -47,7 +47,7 @@ class HostGroup {
     }
     void sync() { s_.bar.arrive_and_wait(); }
 
-  private:
+private:
     HostGroupShared &s_;
     uint32_t         rank_;
 };

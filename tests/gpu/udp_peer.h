@@ -34,20 +34,20 @@ struct PeerInfo {
     uint64_t flag_addr;
     uint32_t data_rkey;
     uint32_t flag_rkey;
-    int32_t  status;      /* DOORBELL_OK once the child is ready */
+    int32_t  status; /* DOORBELL_OK once the child is ready */
 };
 
 struct PeerResult {
-    uint64_t flags_ok;    /* flag words at the expected value */
-    uint64_t bytes_bad;   /* data bytes differing from pattern() */
+    uint64_t flags_ok;  /* flag words at the expected value */
+    uint64_t bytes_bad; /* data bytes differing from pattern() */
     int32_t  timed_out;
 };
 
 class UdpPeer {
-  public:
+public:
     /* regions of region_bytes each, one flag per region, expected value */
-    UdpPeer(uint32_t regions, uint32_t region_bytes, uint64_t expect)
-        : regions_(regions), region_bytes_(region_bytes), expect_(expect)
+    UdpPeer(uint32_t regions, uint32_t region_bytes, uint64_t expect) :
+        regions_(regions), region_bytes_(region_bytes), expect_(expect)
     {
         int up[2], down[2];
         if ((pipe(up) != 0) || (pipe(down) != 0)) {
@@ -65,8 +65,7 @@ class UdpPeer {
         close(down[0]);
         from_child_ = up[0];
         to_child_   = down[1];
-        ok_ = read_all(from_child_, &info_, sizeof(info_), 20000) &&
-              (info_.status == DOORBELL_OK);
+        ok_ = read_all(from_child_, &info_, sizeof(info_), 20000) && (info_.status == DOORBELL_OK);
     }
 
     ~UdpPeer()
@@ -83,16 +82,16 @@ class UdpPeer {
         }
     }
 
-    bool ok() const { return ok_; }
+    bool            ok() const { return ok_; }
     const PeerInfo &info() const { return info_; }
 
     /* Waits (at most 30 s) for the child's verdict. */
     bool result(PeerResult *r) { return read_all(from_child_, r, sizeof(*r), 30000); }
 
-  private:
+private:
     static bool read_all(int fd, void *buf, size_t len, int timeout_ms)
     {
-        auto *p = static_cast<char*>(buf);
+        auto *p = static_cast<char *>(buf);
         while (len > 0) {
             struct pollfd pfd = {fd, POLLIN, 0};
             if (poll(&pfd, 1, timeout_ms) <= 0) {
@@ -102,7 +101,7 @@ class UdpPeer {
             if (n <= 0) {
                 return false;
             }
-            p   += n;
+            p += n;
             len -= size_t(n);
         }
         return true;
@@ -110,16 +109,16 @@ class UdpPeer {
 
     void child(int up, int down)
     {
-        PeerInfo info = {};
-        doorbell_pd_t *pd = nullptr;
-        doorbell_iface_t *iface = nullptr;
-        doorbell_mr_t *mr_data = nullptr, *mr_flag = nullptr;
-        std::vector<uint8_t> data(size_t(regions_) * region_bytes_, 0);
+        PeerInfo              info    = {};
+        doorbell_pd_t        *pd      = nullptr;
+        doorbell_iface_t     *iface   = nullptr;
+        doorbell_mr_t        *mr_data = nullptr, *mr_flag = nullptr;
+        std::vector<uint8_t>  data(size_t(regions_) * region_bytes_, 0);
         std::vector<uint64_t> flags(regions_, 0);
 
         doorbell_iface_params_t p;
         doorbell_iface_params_init(&p);
-        p.device = "lo";
+        p.device    = "lo";
         info.status = doorbell_pd_create(&pd);
         if (info.status == DOORBELL_OK) {
             info.status = doorbell_iface_open(pd, &p, &iface);
@@ -149,8 +148,8 @@ class UdpPeer {
             return;
         }
 
-        PeerResult r = {};
-        auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(25);
+        PeerResult r        = {};
+        auto       deadline = std::chrono::steady_clock::now() + std::chrono::seconds(25);
         for (uint64_t n = 1;; ++n) {
             doorbell_iface_progress(iface);
             if ((n % 256) == 0) {

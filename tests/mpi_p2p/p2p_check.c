@@ -35,9 +35,10 @@ static size_t check(const uint8_t *buf, int src, size_t size, int dir, int rank)
     for (i = 0; i < size; ++i) {
         if (buf[i] != pattern(src, size, i, dir)) {
             if (bad == 0) {
-                fprintf(stderr, "rank %d: size %zu from %d dir %d: byte %zu is"
-                        " 0x%02x, expected 0x%02x\n", rank, size, src, dir, i,
-                        buf[i], pattern(src, size, i, dir));
+                fprintf(stderr,
+                        "rank %d: size %zu from %d dir %d: byte %zu is"
+                        " 0x%02x, expected 0x%02x\n",
+                        rank, size, src, dir, i, buf[i], pattern(src, size, i, dir));
             }
             ++bad;
         }
@@ -47,10 +48,9 @@ static size_t check(const uint8_t *buf, int src, size_t size, int dir, int rank)
 
 static size_t build_sizes(size_t *sizes)
 {
-    static const size_t odd[] = {3, 7, 100, 1000, 4095, 8193, 12345, 65537,
-                                 100000, 262143, 1000001, 3333333,
-                                 MAX_SIZE - 1};
-    size_t n = 0, s, i;
+    static const size_t odd[] = {3,     7,      100,    1000,    4095,    8193,        12345,
+                                 65537, 100000, 262143, 1000001, 3333333, MAX_SIZE - 1};
+    size_t              n     = 0, s, i;
 
     sizes[n++] = 0;
     for (s = 1; s <= MAX_SIZE; s <<= 1) {
@@ -64,9 +64,9 @@ static size_t build_sizes(size_t *sizes)
 
 int main(int argc, char **argv)
 {
-    size_t sizes[64], nsizes, k, bad = 0, total_bad = 0;
-    uint8_t *send_r, *send_l, *recv_r, *recv_l;
-    int rank, nranks, right, left;
+    size_t      sizes[64], nsizes, k, bad = 0, total_bad = 0;
+    uint8_t    *send_r, *send_l, *recv_r, *recv_l;
+    int         rank, nranks, right, left;
     MPI_Request reqs[4];
 
     MPI_Init(&argc, &argv);
@@ -104,11 +104,10 @@ int main(int argc, char **argv)
         bad += check(recv_r, right, size, 1, rank);
     }
 
-    MPI_Reduce(&bad, &total_bad, 1, MPI_UNSIGNED_LONG, MPI_SUM, 0,
-               MPI_COMM_WORLD);
+    MPI_Reduce(&bad, &total_bad, 1, MPI_UNSIGNED_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     if (rank == 0) {
-        printf("p2p_check: %d ranks, %zu sizes (0 B .. %u B), %zu wrong bytes\n",
-               nranks, nsizes, MAX_SIZE, total_bad);
+        printf("p2p_check: %d ranks, %zu sizes (0 B .. %u B), %zu wrong bytes\n", nranks, nsizes,
+               MAX_SIZE, total_bad);
     }
 
     free(send_r);

@@ -27,11 +27,11 @@ static double now_sec(void)
 
 int main(int argc, char **argv)
 {
-    int rank, ok = 1, all_ok = 0;
+    int            rank, ok = 1, all_ok = 0;
     unsigned char *buf;
-    size_t size;
-    MPI_Request req;
-    size_t i;
+    size_t         size;
+    MPI_Request    req;
+    size_t         i;
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -60,7 +60,7 @@ int main(int argc, char **argv)
         while (access(argv[1], F_OK) != 0) { /* computing: no MPI calls */
             if (now_sec() - start > BOUND_SEC) {
                 fprintf(stderr, "rank 0: the receiver did not complete while"
-                        " the sender stayed out of MPI\n");
+                                " the sender stayed out of MPI\n");
                 ok = 0;
                 break;
             }
@@ -85,7 +85,8 @@ int main(int argc, char **argv)
     if (rank == 0) {
         unlink(argv[1]);
         printf("progress_check: %s\n", all_ok ? "receiver completed while the"
-               " sender computed" : "FAILED");
+                                                " sender computed" :
+                                                "FAILED");
     }
     free(buf);
     MPI_Finalize();

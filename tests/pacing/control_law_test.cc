@@ -17,280 +17,296 @@ using namespace doorbell::pacing;
 
 namespace {
 
-constexpr double kC = 50e9;          // 400 Gb/s in bytes/s
-constexpr uint64_t kBase = 5000;     // base RTT, ns
-constexpr uint64_t kStep = 100;      // fluid step, ns
+constexpr double   kC        = 50e9; // 400 Gb/s in bytes/s
+constexpr uint64_t kBase     = 5000; // base RTT, ns
+constexpr uint64_t kStep     = 100;  // fluid step, ns
 constexpr uint64_t kAckEvery = 1000; // ACK period per flow, ns
 
 struct Fluid {
-  std::vector<std::unique_ptr<Pacer>> flows;
-  std::vector<std::deque<double>> sent_rate; ///< per flow, last half RTT of rates
-  std::deque<double> queue_hist;              ///< queue, last half RTT
-  double q = 0;                               ///< bytes
-  double ecn_bytes = 384 * 1024;
-  uint64_t now = 0;
-  std::vector<double> acked;                  ///< bytes delivered per flow
-  bool ce_burst = false;                      ///< mark every ACK regardless of queue
-  double extra_rtt_ns = 0;                    ///< added to every RTT sample
+    std::vector<std::unique_ptr<Pacer>> flows;
+    std::vector<std::deque<double>>     sent_rate;     ///< per flow, last half RTT of rates
+    std::deque<double>                  queue_hist;    ///< queue, last half RTT
+    double                              q         = 0; ///< bytes
+    double                              ecn_bytes = 384 * 1024;
+    uint64_t                            now       = 0;
+    std::vector<double>                 acked;            ///< bytes delivered per flow
+    bool                                ce_burst = false; ///< mark every ACK regardless of queue
+    double                              extra_rtt_ns = 0; ///< added to every RTT sample
 
-  Pacer &add(const Config &c) {
-    std::string err;
-    flows.push_back(make_pacer(c, &err));
-    EXPECT_TRUE(flows.back()) << err;
-    sent_rate.emplace_back(kBase / 2 / kStep, flows.back()->rate());
-    acked.push_back(0);
-    return *flows.back();
-  }
-
-  void run(uint64_t for_ns) {
-    size_t half = kBase / 2 / kStep;
-    if (queue_hist.empty())
-      queue_hist.assign(half, 0);
-    for (uint64_t end = now + for_ns; now < end; now += kStep) {
-      double in = 0;
-      for (size_t i = 0; i < flows.size(); i++) {
-        sent_rate[i].push_back(flows[i]->rate());
-        in += sent_rate[i].front(); // what was sent half an RTT ago arrives now
-        sent_rate[i].pop_front();
-      }
-      double served = std::min(q / (kStep * 1e-9) + in, kC);
-      double share = in > 0 ? served / in : 0;
-      q = std::max(0.0, q + (in - kC) * kStep * 1e-9);
-      queue_hist.push_back(q);
-      double q_seen = queue_hist.front();
-      queue_hist.pop_front();
-      for (size_t i = 0; i < flows.size(); i++)
-        acked[i] += sent_rate[i].front() * share * kStep * 1e-9;
-      if (now % kAckEvery == 0) {
-        for (size_t i = 0; i < flows.size(); i++) {
-          auto bytes = uint64_t(std::max(1.0, flows[i]->rate() * kAckEvery * 1e-9));
-          bool ce = ce_burst || q_seen > ecn_bytes;
-          uint64_t rtt = kBase + uint64_t(q_seen / kC * 1e9 + extra_rtt_ns);
-          flows[i]->on_ack(now + 1, bytes, ce ? bytes : 0, rtt);
-        }
-      }
+    Pacer &add(const Config &c)
+    {
+        std::string err;
+        flows.push_back(make_pacer(c, &err));
+        EXPECT_TRUE(flows.back()) << err;
+        sent_rate.emplace_back(kBase / 2 / kStep, flows.back()->rate());
+        acked.push_back(0);
+        return *flows.back();
     }
-  }
-  double total_rate() const {
-    double s = 0;
-    for (auto &f : flows)
-      s += f->rate();
-    return s;
-  }
-  double delay_ns() const { return q / kC * 1e9; }
+
+    void run(uint64_t for_ns)
+    {
+        size_t half = kBase / 2 / kStep;
+        if (queue_hist.empty())
+            queue_hist.assign(half, 0);
+        for (uint64_t end = now + for_ns; now < end; now += kStep) {
+            double in = 0;
+            for (size_t i = 0; i < flows.size(); i++) {
+                sent_rate[i].push_back(flows[i]->rate());
+                in += sent_rate[i].front(); // what was sent half an RTT ago arrives now
+                sent_rate[i].pop_front();
+            }
+            double served = std::min(q / (kStep * 1e-9) + in, kC);
+            double share  = in > 0 ? served / in : 0;
+            q             = std::max(0.0, q + (in - kC) * kStep * 1e-9);
+            queue_hist.push_back(q);
+            double q_seen = queue_hist.front();
+            queue_hist.pop_front();
+            for (size_t i = 0; i < flows.size(); i++)
+                acked[i] += sent_rate[i].front() * share * kStep * 1e-9;
+            if (now % kAckEvery == 0) {
+                for (size_t i = 0; i < flows.size(); i++) {
+                    auto     bytes = uint64_t(std::max(1.0, flows[i]->rate() * kAckEvery * 1e-9));
+                    bool     ce    = ce_burst || q_seen > ecn_bytes;
+                    uint64_t rtt   = kBase + uint64_t(q_seen / kC * 1e9 + extra_rtt_ns);
+                    flows[i]->on_ack(now + 1, bytes, ce ? bytes : 0, rtt);
+                }
+            }
+        }
+    }
+    double total_rate() const
+    {
+        double s = 0;
+        for (auto &f : flows)
+            s += f->rate();
+        return s;
+    }
+    double delay_ns() const { return q / kC * 1e9; }
 };
 
-Config ibrc(double gain = 0) {
-  Config c;
-  c.policy = Policy::kIbrc;
-  c.line_rate_Bps = kC;
-  c.gain = gain;
-  return c;
+Config ibrc(double gain = 0)
+{
+    Config c;
+    c.policy        = Policy::kIbrc;
+    c.line_rate_Bps = kC;
+    c.gain          = gain;
+    return c;
 }
 
-double jain(const std::vector<double> &x) {
-  double s = 0, s2 = 0;
-  for (double v : x)
-    s += v, s2 += v * v;
-  return s * s / (x.size() * s2);
+double jain(const std::vector<double> &x)
+{
+    double s = 0, s2 = 0;
+    for (double v : x)
+        s += v, s2 += v * v;
+    return s * s / (x.size() * s2);
 }
 
-}  // namespace
+} // namespace
 
-TEST(IbrcLaw, StepResponseReachesLineRateAndSettlesAtTarget) {
-  Fluid f;
-  Pacer &p = f.add(ibrc());
-  uint64_t target = p.config().target_delay_ns;
-  EXPECT_DOUBLE_EQ(p.rate(), kC * kIbrcInitFraction);
-  // Probe up from 1/16 of line rate: within 60 RTTs near line rate, and a
-  // single flow at line rate builds no queue beyond the target.
-  double worst = 0;
-  for (int i = 0; i < 300; i++) {
-    f.run(1000);
-    worst = std::max(worst, f.delay_ns());
-  }
-  EXPECT_GT(p.rate(), 0.95 * kC);
-  EXPECT_LE(worst, double(target)) << "target " << target << " ns";
-  EXPECT_NEAR(p.ibrc_gain(), ibrc_derived_gain(kBase + target), 1e-6);
+TEST(IbrcLaw, StepResponseReachesLineRateAndSettlesAtTarget)
+{
+    Fluid    f;
+    Pacer   &p      = f.add(ibrc());
+    uint64_t target = p.config().target_delay_ns;
+    EXPECT_DOUBLE_EQ(p.rate(), kC * kIbrcInitFraction);
+    // Probe up from 1/16 of line rate: within 60 RTTs near line rate, and a
+    // single flow at line rate builds no queue beyond the target.
+    double worst = 0;
+    for (int i = 0; i < 300; i++) {
+        f.run(1000);
+        worst = std::max(worst, f.delay_ns());
+    }
+    EXPECT_GT(p.rate(), 0.95 * kC);
+    EXPECT_LE(worst, double(target)) << "target " << target << " ns";
+    EXPECT_NEAR(p.ibrc_gain(), ibrc_derived_gain(kBase + target), 1e-6);
 }
 
-TEST(IbrcLaw, ManyFlowsConvergeToTheLinkRate) {
-  Fluid f;
-  for (int i = 0; i < 16; i++)
-    f.add(ibrc());
-  f.run(1000000);
-  double sum = 0, qsum = 0;
-  for (int i = 0; i < 200; i++) {
-    f.run(1000);
-    sum += f.total_rate();
-    qsum += f.delay_ns();
-  }
-  EXPECT_NEAR(sum / 200 / kC, 1.0, 0.03);
-  // Multiplicative law: the aggregate loop, and so the queue, does not grow with N.
-  uint64_t target = f.flows[0]->config().target_delay_ns;
-  EXPECT_LT(qsum / 200, 2.0 * target);
-  EXPECT_GT(qsum / 200, 0.25 * target);
+TEST(IbrcLaw, ManyFlowsConvergeToTheLinkRate)
+{
+    Fluid f;
+    for (int i = 0; i < 16; i++)
+        f.add(ibrc());
+    f.run(1000000);
+    double sum = 0, qsum = 0;
+    for (int i = 0; i < 200; i++) {
+        f.run(1000);
+        sum += f.total_rate();
+        qsum += f.delay_ns();
+    }
+    EXPECT_NEAR(sum / 200 / kC, 1.0, 0.03);
+    // Multiplicative law: the aggregate loop, and so the queue, does not grow with N.
+    uint64_t target = f.flows[0]->config().target_delay_ns;
+    EXPECT_LT(qsum / 200, 2.0 * target);
+    EXPECT_GT(qsum / 200, 0.25 * target);
 }
 
-TEST(IbrcLaw, TwoFlowsConvergeToFairShares) {
-  Fluid f;
-  Config a = ibrc(), b = ibrc();
-  a.init_rate_Bps = 0.8 * kC;
-  b.init_rate_Bps = 0.05 * kC;
-  f.add(a);
-  f.add(b);
-  f.run(2000000);
-  double j0 = jain({f.flows[0]->rate(), f.flows[1]->rate()});
-  f.run(30000000);
-  std::vector<double> r = {f.flows[0]->rate(), f.flows[1]->rate()};
-  EXPECT_GT(jain(r), 0.98) << r[0] << " vs " << r[1] << ", after 2 ms Jain " << j0;
-  EXPECT_NEAR((r[0] + r[1]) / kC, 1.0, 0.05);
+TEST(IbrcLaw, TwoFlowsConvergeToFairShares)
+{
+    Fluid  f;
+    Config a = ibrc(), b = ibrc();
+    a.init_rate_Bps = 0.8 * kC;
+    b.init_rate_Bps = 0.05 * kC;
+    f.add(a);
+    f.add(b);
+    f.run(2000000);
+    double j0 = jain({f.flows[0]->rate(), f.flows[1]->rate()});
+    f.run(30000000);
+    std::vector<double> r = {f.flows[0]->rate(), f.flows[1]->rate()};
+    EXPECT_GT(jain(r), 0.98) << r[0] << " vs " << r[1] << ", after 2 ms Jain " << j0;
+    EXPECT_NEAR((r[0] + r[1]) / kC, 1.0, 0.05);
 }
 
-TEST(IbrcLaw, NoStarvationUnderNoiseAndRecoveryAfter) {
-  Fluid f;
-  Pacer &p = f.add(ibrc());
-  f.run(300000);
-  // A noisy path: every ACK marked, RTT samples inflated by 50 us.
-  f.ce_burst = true;
-  f.extra_rtt_ns = 50000;
-  f.run(2000000);
-  EXPECT_GE(p.rate(), p.config().min_rate_Bps);
-  EXPECT_GT(p.rate(), 0);
-  EXPECT_LT(p.rate(), 0.01 * kC);
-  // The noise ends: the path climbs back to line rate (no stuck floor).
-  f.ce_burst = false;
-  f.extra_rtt_ns = 0;
-  f.run(2000000);
-  EXPECT_GT(p.rate(), 0.9 * kC);
+TEST(IbrcLaw, NoStarvationUnderNoiseAndRecoveryAfter)
+{
+    Fluid  f;
+    Pacer &p = f.add(ibrc());
+    f.run(300000);
+    // A noisy path: every ACK marked, RTT samples inflated by 50 us.
+    f.ce_burst     = true;
+    f.extra_rtt_ns = 50000;
+    f.run(2000000);
+    EXPECT_GE(p.rate(), p.config().min_rate_Bps);
+    EXPECT_GT(p.rate(), 0);
+    EXPECT_LT(p.rate(), 0.01 * kC);
+    // The noise ends: the path climbs back to line rate (no stuck floor).
+    f.ce_burst     = false;
+    f.extra_rtt_ns = 0;
+    f.run(2000000);
+    EXPECT_GT(p.rate(), 0.9 * kC);
 }
 
-TEST(IbrcLaw, QuietPathKeepsItsRate) {
-  // No ACKs at all (idle path): nothing pushes the rate down.
-  std::string err;
-  auto p = make_pacer(ibrc(), &err);
-  ASSERT_TRUE(p);
-  double r0 = p->rate();
-  EXPECT_LE(p->next_send_ns(1000000, 4096), 1000000u);
-  p->on_send(1000000, 4096);
-  EXPECT_EQ(p->rate(), r0);
+TEST(IbrcLaw, QuietPathKeepsItsRate)
+{
+    // No ACKs at all (idle path): nothing pushes the rate down.
+    std::string err;
+    auto        p = make_pacer(ibrc(), &err);
+    ASSERT_TRUE(p);
+    double r0 = p->rate();
+    EXPECT_LE(p->next_send_ns(1000000, 4096), 1000000u);
+    p->on_send(1000000, 4096);
+    EXPECT_EQ(p->rate(), r0);
 }
 
-TEST(IbrcLaw, CeBurstCutsOncePerRtt) {
-  Fluid f;
-  Pacer &p = f.add(ibrc());
-  f.run(400000);
-  double before = p.rate();
-  // Three RTTs of marks, one ACK per us: at most one cut per loop time
-  // (~6 us), each by the default ce_beta, not one per ACK.
-  f.ce_burst = true;
-  f.run(15000);
-  f.ce_burst = false;
-  double after = p.rate();
-  EXPECT_LT(after, before * 0.6);
-  EXPECT_GT(after, before * std::pow(1 - Config{}.ce_beta, 4) * 0.99);
-  // And it recovers.
-  f.run(1000000);
-  EXPECT_GT(p.rate(), 0.9 * kC);
+TEST(IbrcLaw, CeBurstCutsOncePerRtt)
+{
+    Fluid  f;
+    Pacer &p = f.add(ibrc());
+    f.run(400000);
+    double before = p.rate();
+    // Three RTTs of marks, one ACK per us: at most one cut per loop time
+    // (~6 us), each by the default ce_beta, not one per ACK.
+    f.ce_burst = true;
+    f.run(15000);
+    f.ce_burst   = false;
+    double after = p.rate();
+    EXPECT_LT(after, before * 0.6);
+    EXPECT_GT(after, before * std::pow(1 - Config{}.ce_beta, 4) * 0.99);
+    // And it recovers.
+    f.run(1000000);
+    EXPECT_GT(p.rate(), 0.9 * kC);
 }
 
 // A host path's settings (the UDP device's): a short burst of marks after a
 // long clean stretch moves the smoothed estimate little, so it cuts a little;
 // marks that persist raise it toward 1 and the rate falls far; it recovers.
-TEST(IbrcLaw, SmoothedMarksCutLittleForABurstAndFarWhenTheyPersist) {
-  Fluid f;
-  Config c = ibrc();
-  c.ce_gain = 1.0 / 16;
-  c.ce_beta = 0.25;
-  Pacer &p = f.add(c);
-  f.run(400000);
-  double before = p.rate();
-  f.ce_burst = true;
-  f.run(15000);  // three RTTs
-  f.ce_burst = false;
-  EXPECT_LT(p.rate(), before);
-  EXPECT_GT(p.rate(), before * 0.8) << "the default law cuts this burst to below 0.6";
-  f.run(400000);
-  before = p.rate();
-  f.ce_burst = true;
-  f.run(300000);
-  f.ce_burst = false;
-  EXPECT_LT(p.rate(), before * 0.1);
-  f.run(1000000);
-  EXPECT_GT(p.rate(), 0.9 * kC);
+TEST(IbrcLaw, SmoothedMarksCutLittleForABurstAndFarWhenTheyPersist)
+{
+    Fluid  f;
+    Config c  = ibrc();
+    c.ce_gain = 1.0 / 16;
+    c.ce_beta = 0.25;
+    Pacer &p  = f.add(c);
+    f.run(400000);
+    double before = p.rate();
+    f.ce_burst    = true;
+    f.run(15000); // three RTTs
+    f.ce_burst = false;
+    EXPECT_LT(p.rate(), before);
+    EXPECT_GT(p.rate(), before * 0.8) << "the default law cuts this burst to below 0.6";
+    f.run(400000);
+    before     = p.rate();
+    f.ce_burst = true;
+    f.run(300000);
+    f.ce_burst = false;
+    EXPECT_LT(p.rate(), before * 0.1);
+    f.run(1000000);
+    EXPECT_GT(p.rate(), 0.9 * kC);
 }
 
 // The probe's additive floor: from the bottom of its range a flow on an
 // empty queue gains at least probe_step of the ceiling per loop time, where
 // the multiplicative probe alone gains a few per cent of its own rate.
-TEST(IbrcLaw, ProbeFloorAddsTheSameStepToEveryFlow) {
-  auto climb = [](double probe_step) {
-    Config c = ibrc();
-    c.init_rate_Bps = kC / 1000;
-    c.probe_step = probe_step;
-    auto p = make_pacer(c, nullptr);
-    uint64_t t = 0;
-    for (; t < 200000; t += 1000)  // empty queue: every sample at the base RTT
-      p->on_ack(t, 4096, 0, kBase);
-    return p->rate();
-  };
-  double plain = climb(0), floored = climb(1.0 / 512);
-  EXPECT_GT(floored, plain * 2);
-  EXPECT_GT(floored, kC / 1000 + 30 * kC / 512) << "at least one step per loop time (~6 us)";
+TEST(IbrcLaw, ProbeFloorAddsTheSameStepToEveryFlow)
+{
+    auto climb = [](double probe_step) {
+        Config c        = ibrc();
+        c.init_rate_Bps = kC / 1000;
+        c.probe_step    = probe_step;
+        auto     p      = make_pacer(c, nullptr);
+        uint64_t t      = 0;
+        for (; t < 200000; t += 1000) // empty queue: every sample at the base RTT
+            p->on_ack(t, 4096, 0, kBase);
+        return p->rate();
+    };
+    double plain = climb(0), floored = climb(1.0 / 512);
+    EXPECT_GT(floored, plain * 2);
+    EXPECT_GT(floored, kC / 1000 + 30 * kC / 512) << "at least one step per loop time (~6 us)";
 }
 
-TEST(IbrcLaw, LossCutsOncePerRtt) {
-  Fluid f;
-  Pacer &p = f.add(ibrc());
-  f.run(400000);
-  double before = p.rate();
-  for (int i = 0; i < 10; i++)
-    p.on_loss(f.now + i);
-  EXPECT_NEAR(p.rate(), before * (1 - kIbrcLossBeta), before * 0.01);
-  EXPECT_EQ(p.counters().losses, 10u);
+TEST(IbrcLaw, LossCutsOncePerRtt)
+{
+    Fluid  f;
+    Pacer &p = f.add(ibrc());
+    f.run(400000);
+    double before = p.rate();
+    for (int i = 0; i < 10; i++)
+        p.on_loss(f.now + i);
+    EXPECT_NEAR(p.rate(), before * (1 - kIbrcLossBeta), before * 0.01);
+    EXPECT_EQ(p.counters().losses, 10u);
 }
 
-TEST(IbrcLaw, TooHighGainOscillatesDerivedDoesNot) {
-  // The same loop at 10x the derived gain swings the queue; at the derived
-  // gain it stays within the target band.
-  auto swing = [](double scale) {
-    Fluid f;
-    Config c = ibrc();
-    Config r;
+TEST(IbrcLaw, TooHighGainOscillatesDerivedDoesNot)
+{
+    // The same loop at 10x the derived gain swings the queue; at the derived
+    // gain it stays within the target band.
+    auto swing = [](double scale) {
+        Fluid       f;
+        Config      c = ibrc();
+        Config      r;
+        std::string err;
+        resolve_config(c, &r, &err);
+        c.gain = scale * ibrc_derived_gain(kBase + r.target_delay_ns);
+        for (int i = 0; i < 4; i++)
+            f.add(c);
+        f.run(1000000);
+        double lo = 1e18, hi = 0;
+        for (int i = 0; i < 500; i++) {
+            f.run(1000);
+            lo = std::min(lo, f.total_rate());
+            hi = std::max(hi, f.total_rate());
+        }
+        return (hi - lo) / kC;
+    };
+    double derived = swing(1), high = swing(10);
+    EXPECT_LT(derived, 0.1);
+    EXPECT_GT(high, 0.5);
+}
+
+TEST(IbrcLaw, SlowPathIsPacedNotIdle)
+{
+    // A path pushed to the floor sends one segment per ~170 us; those gaps are
+    // its pacing, not idleness, so ACKs showing an empty queue must raise it.
     std::string err;
-    resolve_config(c, &r, &err);
-    c.gain = scale * ibrc_derived_gain(kBase + r.target_delay_ns);
-    for (int i = 0; i < 4; i++)
-      f.add(c);
-    f.run(1000000);
-    double lo = 1e18, hi = 0;
-    for (int i = 0; i < 500; i++) {
-      f.run(1000);
-      lo = std::min(lo, f.total_rate());
-      hi = std::max(hi, f.total_rate());
+    Config      c   = ibrc();
+    c.init_rate_Bps = c.line_rate_Bps / 2048;
+    auto p          = make_pacer(c, &err);
+    ASSERT_TRUE(p) << err;
+    double   floor = p->rate();
+    uint64_t now   = 1000;
+    for (int i = 0; i < 200 && p->rate() < 100 * floor; i++) {
+        now = std::max(now, p->next_send_ns(now, 4096));
+        p->on_send(now, 4096);
+        now += kBase;
+        p->on_ack(now, 4096, 0, kBase);
     }
-    return (hi - lo) / kC;
-  };
-  double derived = swing(1), high = swing(10);
-  EXPECT_LT(derived, 0.1);
-  EXPECT_GT(high, 0.5);
-}
-
-TEST(IbrcLaw, SlowPathIsPacedNotIdle) {
-  // A path pushed to the floor sends one segment per ~170 us; those gaps are
-  // its pacing, not idleness, so ACKs showing an empty queue must raise it.
-  std::string err;
-  Config c = ibrc();
-  c.init_rate_Bps = c.line_rate_Bps / 2048;
-  auto p = make_pacer(c, &err);
-  ASSERT_TRUE(p) << err;
-  double floor = p->rate();
-  uint64_t now = 1000;
-  for (int i = 0; i < 200 && p->rate() < 100 * floor; i++) {
-    now = std::max(now, p->next_send_ns(now, 4096));
-    p->on_send(now, 4096);
-    now += kBase;
-    p->on_ack(now, 4096, 0, kBase);
-  }
-  EXPECT_GT(p->rate(), 100 * floor);
+    EXPECT_GT(p->rate(), 100 * floor);
 }

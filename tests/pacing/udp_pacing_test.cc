@@ -22,8 +22,10 @@ struct Record {
 
 class RecordingGate final : public PacingGate {
 public:
-    RecordingGate(std::unique_ptr<PacingGate> inner, Record *rec)
-        : inner_(std::move(inner)), rec_(rec) {}
+    RecordingGate(std::unique_ptr<PacingGate> inner, Record *rec) :
+        inner_(std::move(inner)), rec_(rec)
+    {
+    }
     uint64_t next_send_ns(uint64_t now_ns, uint32_t bytes) override
     {
         ++rec_->asks;
@@ -65,8 +67,8 @@ Record g_record;
 doorbell_iface_params_t paced(const char *cc, double gain = 0)
 {
     doorbell_iface_params_t p = lo_params();
-    p.cc        = cc;
-    p.ibrc_gain = gain;
+    p.cc                      = cc;
+    p.ibrc_gain               = gain;
     return p;
 }
 
@@ -86,7 +88,7 @@ TEST(UdpPacerGate, BadGainFailsAtOpen)
     doorbell_pd_t *pd = nullptr;
     ASSERT_EQ(DOORBELL_OK, doorbell_pd_create(&pd));
     doorbell_iface_t *i = nullptr;
-    auto p = paced("ibrc", -3);
+    auto              p = paced("ibrc", -3);
     EXPECT_EQ(DOORBELL_ERR_INVALID_PARAM, doorbell_iface_open(pd, &p, &i));
     EXPECT_NE(std::string(doorbell_last_error()).find("gain"), std::string::npos);
     doorbell_pd_destroy(pd);
@@ -105,13 +107,12 @@ TEST(UdpPacerGate, IbrcGateSeesTheTraffic)
     {
         LoopbackPair pair(paced("ibrc-recorded"), paced("ibrc-recorded"));
         const size_t len = 4 << 20;
-        Region target(pair.pd, len, DOORBELL_ACCESS_REMOTE_WRITE);
-        auto data = pattern(len, 11);
-        iovec iov{data.data(), len};
-        Completion c;
-        ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_put_zcopy(pair.qa, &iov, 1,
-                                                             target.addr(),
-                                                             target.rkey, &c));
+        Region       target(pair.pd, len, DOORBELL_ACCESS_REMOTE_WRITE);
+        auto         data = pattern(len, 11);
+        iovec        iov{data.data(), len};
+        Completion   c;
+        ASSERT_EQ(DOORBELL_INPROGRESS,
+                  doorbell_qp_put_zcopy(pair.qa, &iov, 1, target.addr(), target.rkey, &c));
         ASSERT_TRUE(pair.wait([&] { return c.count == 1; }));
         EXPECT_EQ(DOORBELL_OK, c.status);
         EXPECT_EQ(0, std::memcmp(target.bytes.data(), data.data(), len));
@@ -132,9 +133,9 @@ TEST(UdpPacerGate, BadRatesOrTargetFailAtOpen)
     doorbell_pd_t *pd = nullptr;
     ASSERT_EQ(DOORBELL_OK, doorbell_pd_create(&pd));
     doorbell_iface_t *i = nullptr;
-    auto p        = paced("ibrc");
-    p.cc_min_rate = 2e6;
-    p.cc_max_rate = 1e6;
+    auto              p = paced("ibrc");
+    p.cc_min_rate       = 2e6;
+    p.cc_max_rate       = 1e6;
     EXPECT_EQ(DOORBELL_ERR_INVALID_PARAM, doorbell_iface_open(pd, &p, &i));
     EXPECT_NE(std::string(doorbell_last_error()).find("pacing rates"), std::string::npos);
     p                    = paced("ibrc");
@@ -163,13 +164,12 @@ TEST(UdpPacerGate, RateBoundsAndTargetReachTheController)
     {
         LoopbackPair pair(p, p);
         const size_t len = 1 << 20;
-        Region target(pair.pd, len, DOORBELL_ACCESS_REMOTE_WRITE);
-        auto data = pattern(len, 12);
-        iovec iov{data.data(), len};
-        Completion c;
-        ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_put_zcopy(pair.qa, &iov, 1,
-                                                             target.addr(),
-                                                             target.rkey, &c));
+        Region       target(pair.pd, len, DOORBELL_ACCESS_REMOTE_WRITE);
+        auto         data = pattern(len, 12);
+        iovec        iov{data.data(), len};
+        Completion   c;
+        ASSERT_EQ(DOORBELL_INPROGRESS,
+                  doorbell_qp_put_zcopy(pair.qa, &iov, 1, target.addr(), target.rkey, &c));
         ASSERT_TRUE(pair.wait([&] { return c.count == 1; }));
         EXPECT_EQ(0, std::memcmp(target.bytes.data(), data.data(), len));
     }

@@ -10,169 +10,184 @@ using namespace doorbell::sim;
 
 namespace {
 
-SimConfig incast8(pacing::Policy p = pacing::Policy::kIbrc) {
-  SimConfig c;
-  apply_host_preset(8, &c);
-  c.scenario = Scenario::kIncast;
-  c.duration_ns = 3000000;
-  c.cc.policy = p;
-  return c;
+SimConfig incast8(pacing::Policy p = pacing::Policy::kIbrc)
+{
+    SimConfig c;
+    apply_host_preset(8, &c);
+    c.scenario    = Scenario::kIncast;
+    c.duration_ns = 3000000;
+    c.cc.policy   = p;
+    return c;
 }
 
-SimResult run(const SimConfig &c) {
-  SimResult r;
-  std::string err;
-  EXPECT_TRUE(run_sim(c, &r, &err)) << err;
-  return r;
+SimResult run(const SimConfig &c)
+{
+    SimResult   r;
+    std::string err;
+    EXPECT_TRUE(run_sim(c, &r, &err)) << err;
+    return r;
 }
 
-SimResult run_scaled(double scale, uint64_t rtt_ns = 5000, bool on_off = false) {
-  SimConfig c = incast8();
-  if (on_off)
-    c.on_ns = 200000, c.off_ns = 50000;
-  c.hop_delay_ns = hop_delay_for_rtt(c, rtt_ns);
-  pacing::Config pc = c.cc, res;
-  pc.line_rate_Bps = c.link_gbps * 1e9 / 8;
-  std::string err;
-  EXPECT_TRUE(pacing::resolve_config(pc, &res, &err));
-  c.cc.gain = scale * pacing::ibrc_derived_gain(base_rtt_ns(c) + res.target_delay_ns);
-  return run(c);
+SimResult run_scaled(double scale, uint64_t rtt_ns = 5000, bool on_off = false)
+{
+    SimConfig c = incast8();
+    if (on_off)
+        c.on_ns = 200000, c.off_ns = 50000;
+    c.hop_delay_ns    = hop_delay_for_rtt(c, rtt_ns);
+    pacing::Config pc = c.cc, res;
+    pc.line_rate_Bps  = c.link_gbps * 1e9 / 8;
+    std::string err;
+    EXPECT_TRUE(pacing::resolve_config(pc, &res, &err));
+    c.cc.gain = scale * pacing::ibrc_derived_gain(base_rtt_ns(c) + res.target_delay_ns);
+    return run(c);
 }
 
-}  // namespace
+} // namespace
 
-TEST(SimFabric, BaseRttNearFiveMicroseconds) {
-  SimConfig c = incast8();
-  EXPECT_NEAR(double(base_rtt_ns(c)), 5000, 50);
-  for (uint64_t rtt : {3200u, 5000u, 6800u}) {
-    c.hop_delay_ns = hop_delay_for_rtt(c, rtt);
-    EXPECT_NEAR(double(base_rtt_ns(c)), double(rtt), 10);
-  }
+TEST(SimFabric, BaseRttNearFiveMicroseconds)
+{
+    SimConfig c = incast8();
+    EXPECT_NEAR(double(base_rtt_ns(c)), 5000, 50);
+    for (uint64_t rtt : {3200u, 5000u, 6800u}) {
+        c.hop_delay_ns = hop_delay_for_rtt(c, rtt);
+        EXPECT_NEAR(double(base_rtt_ns(c)), double(rtt), 10);
+    }
 }
 
-TEST(SimFabric, RejectsBadConfigs) {
-  SimConfig c = incast8();
-  SimResult r;
-  std::string err;
-  c.leaves = 1;
-  EXPECT_FALSE(run_sim(c, &r, &err));
-  EXPECT_NE(err.find("leaves"), std::string::npos);
-  c = incast8();
-  c.ecn_bytes = c.buffer_bytes + 1;
-  EXPECT_FALSE(run_sim(c, &r, &err));
-  EXPECT_NE(err.find("ECN"), std::string::npos);
-  c = incast8();
-  c.cc.min_rate_Bps = 1e12;
-  EXPECT_FALSE(run_sim(c, &r, &err));
-  EXPECT_NE(err.find("pacer"), std::string::npos);
+TEST(SimFabric, RejectsBadConfigs)
+{
+    SimConfig   c = incast8();
+    SimResult   r;
+    std::string err;
+    c.leaves = 1;
+    EXPECT_FALSE(run_sim(c, &r, &err));
+    EXPECT_NE(err.find("leaves"), std::string::npos);
+    c           = incast8();
+    c.ecn_bytes = c.buffer_bytes + 1;
+    EXPECT_FALSE(run_sim(c, &r, &err));
+    EXPECT_NE(err.find("ECN"), std::string::npos);
+    c                 = incast8();
+    c.cc.min_rate_Bps = 1e12;
+    EXPECT_FALSE(run_sim(c, &r, &err));
+    EXPECT_NE(err.find("pacer"), std::string::npos);
 }
 
-TEST(SimFabric, DeterministicForASeed) {
-  SimResult a = run(incast8()), b = run(incast8());
-  EXPECT_EQ(a.events, b.events);
-  EXPECT_EQ(a.drops, b.drops);
-  EXPECT_EQ(a.utilization, b.utilization);
-  EXPECT_EQ(a.rtt_std_us, b.rtt_std_us);
+TEST(SimFabric, DeterministicForASeed)
+{
+    SimResult a = run(incast8()), b = run(incast8());
+    EXPECT_EQ(a.events, b.events);
+    EXPECT_EQ(a.drops, b.drops);
+    EXPECT_EQ(a.utilization, b.utilization);
+    EXPECT_EQ(a.rtt_std_us, b.rtt_std_us);
 }
 
-TEST(SimIncast, DerivedGainHoldsTheLinkWithSteadyRtt) {
-  SimResult r = run(incast8());
-  EXPECT_EQ(r.flows, 4u);
-  EXPECT_GE(r.utilization, 0.94);
-  EXPECT_LE(r.rtt_std_us, 0.8);
-  EXPECT_EQ(r.dips, 0u);
-  EXPECT_GT(r.jain, 0.99);
-  EXPECT_NEAR(r.gain, r.derived_gain, r.derived_gain * 0.05);
+TEST(SimIncast, DerivedGainHoldsTheLinkWithSteadyRtt)
+{
+    SimResult r = run(incast8());
+    EXPECT_EQ(r.flows, 4u);
+    EXPECT_GE(r.utilization, 0.94);
+    EXPECT_LE(r.rtt_std_us, 0.8);
+    EXPECT_EQ(r.dips, 0u);
+    EXPECT_GT(r.jain, 0.99);
+    EXPECT_NEAR(r.gain, r.derived_gain, r.derived_gain * 0.05);
 }
 
-TEST(SimIncast, IbrcRetransmitsLessAndQueuesLessThanDcqcnAndTimely) {
-  SimResult ibrc = run(incast8(pacing::Policy::kIbrc));
-  SimResult dcqcn = run(incast8(pacing::Policy::kDcqcn));
-  SimResult timely = run(incast8(pacing::Policy::kTimely));
-  EXPECT_LT(ibrc.retx_all_pct, dcqcn.retx_all_pct);
-  EXPECT_LT(ibrc.retx_all_pct, timely.retx_all_pct);
-  EXPECT_LT(ibrc.qdelay_p99_us, dcqcn.qdelay_p99_us);
-  EXPECT_LT(ibrc.qdelay_p99_us, timely.qdelay_p99_us);
-  EXPECT_GE(ibrc.utilization, std::max(dcqcn.utilization, timely.utilization) - 0.01);
+TEST(SimIncast, IbrcRetransmitsLessAndQueuesLessThanDcqcnAndTimely)
+{
+    SimResult ibrc   = run(incast8(pacing::Policy::kIbrc));
+    SimResult dcqcn  = run(incast8(pacing::Policy::kDcqcn));
+    SimResult timely = run(incast8(pacing::Policy::kTimely));
+    EXPECT_LT(ibrc.retx_all_pct, dcqcn.retx_all_pct);
+    EXPECT_LT(ibrc.retx_all_pct, timely.retx_all_pct);
+    EXPECT_LT(ibrc.qdelay_p99_us, dcqcn.qdelay_p99_us);
+    EXPECT_LT(ibrc.qdelay_p99_us, timely.qdelay_p99_us);
+    EXPECT_GE(ibrc.utilization, std::max(dcqcn.utilization, timely.utilization) - 0.01);
 }
 
-TEST(SimIncast, GainTenTimesTooLowUnderUtilizes) {
-  // Static incast: a low gain converges slowly, with more RTT jitter.
-  SimResult low = run_scaled(0.1), good = run_scaled(1);
-  EXPECT_LT(low.utilization, good.utilization - 0.02);
-  EXPECT_GT(low.rtt_std_us, 4 * good.rtt_std_us);
-  // Senders that come and go: it cannot refill the link in time.
-  SimResult low_dyn = run_scaled(0.1, 5000, true), good_dyn = run_scaled(1, 5000, true);
-  EXPECT_LT(low_dyn.utilization, 0.6);
-  EXPECT_GT(good_dyn.utilization, low_dyn.utilization + 0.25);
+TEST(SimIncast, GainTenTimesTooLowUnderUtilizes)
+{
+    // Static incast: a low gain converges slowly, with more RTT jitter.
+    SimResult low = run_scaled(0.1), good = run_scaled(1);
+    EXPECT_LT(low.utilization, good.utilization - 0.02);
+    EXPECT_GT(low.rtt_std_us, 4 * good.rtt_std_us);
+    // Senders that come and go: it cannot refill the link in time.
+    SimResult low_dyn = run_scaled(0.1, 5000, true), good_dyn = run_scaled(1, 5000, true);
+    EXPECT_LT(low_dyn.utilization, 0.6);
+    EXPECT_GT(good_dyn.utilization, low_dyn.utilization + 0.25);
 }
 
-TEST(SimIncast, GainTenTimesTooHighOscillates) {
-  SimResult high = run_scaled(10), good = run_scaled(1);
-  EXPECT_GE(high.dips, 10u);
-  EXPECT_EQ(good.dips, 0u);
-  EXPECT_GT(high.util_cv, 5 * good.util_cv);
-  EXPECT_LT(high.utilization, good.utilization - 0.1);
-  EXPECT_GT(high.dip_period_us, 0);
+TEST(SimIncast, GainTenTimesTooHighOscillates)
+{
+    SimResult high = run_scaled(10), good = run_scaled(1);
+    EXPECT_GE(high.dips, 10u);
+    EXPECT_EQ(good.dips, 0u);
+    EXPECT_GT(high.util_cv, 5 * good.util_cv);
+    EXPECT_LT(high.utilization, good.utilization - 0.1);
+    EXPECT_GT(high.dip_period_us, 0);
 }
 
-TEST(SimIncast, DerivedGainWinsAtOtherRtts) {
-  for (uint64_t rtt : {3200u, 6800u}) {
-    SimResult good = run_scaled(1, rtt), high = run_scaled(10, rtt);
-    EXPECT_GE(good.utilization, 0.94) << rtt;
-    EXPECT_LE(good.rtt_std_us, 0.8) << rtt;
-    EXPECT_GT(high.dips, good.dips) << rtt;
-  }
+TEST(SimIncast, DerivedGainWinsAtOtherRtts)
+{
+    for (uint64_t rtt : {3200u, 6800u}) {
+        SimResult good = run_scaled(1, rtt), high = run_scaled(10, rtt);
+        EXPECT_GE(good.utilization, 0.94) << rtt;
+        EXPECT_LE(good.rtt_std_us, 0.8) << rtt;
+        EXPECT_GT(high.dips, good.dips) << rtt;
+    }
 }
 
-TEST(SimFabric, CreditFlowControlIsLossless) {
-  SimConfig c = incast8(pacing::Policy::kNone);
-  c.credit = true;
-  c.duration_ns = 500000;
-  SimResult r = run(c);
-  EXPECT_EQ(r.drops, 0u);
-  EXPECT_GT(r.credit_stalls, 0u);
-  EXPECT_GT(r.utilization, 0.95);
-  c.credit = false;
-  SimResult lossy = run(c);
-  EXPECT_GT(lossy.drops, 0u);
+TEST(SimFabric, CreditFlowControlIsLossless)
+{
+    SimConfig c   = incast8(pacing::Policy::kNone);
+    c.credit      = true;
+    c.duration_ns = 500000;
+    SimResult r   = run(c);
+    EXPECT_EQ(r.drops, 0u);
+    EXPECT_GT(r.credit_stalls, 0u);
+    EXPECT_GT(r.utilization, 0.95);
+    c.credit        = false;
+    SimResult lossy = run(c);
+    EXPECT_GT(lossy.drops, 0u);
 }
 
-TEST(SimFabric, IbrcHoldsTheLinkUnderCreditFlowControl) {
-  SimConfig c = incast8();
-  c.credit = true;
-  SimResult r = run(c);
-  EXPECT_EQ(r.drops, 0u);
-  EXPECT_EQ(r.retx_pkts, 0u);
-  EXPECT_GE(r.utilization, 0.94);
-  EXPECT_LE(r.rtt_std_us, 0.8);
+TEST(SimFabric, IbrcHoldsTheLinkUnderCreditFlowControl)
+{
+    SimConfig c = incast8();
+    c.credit    = true;
+    SimResult r = run(c);
+    EXPECT_EQ(r.drops, 0u);
+    EXPECT_EQ(r.retx_pkts, 0u);
+    EXPECT_GE(r.utilization, 0.94);
+    EXPECT_LE(r.rtt_std_us, 0.8);
 }
 
-TEST(SimScenarios, AllreduceCompletesAndPermutationRuns) {
-  SimConfig c = incast8();
-  c.scenario = Scenario::kAllreduce;
-  c.allreduce_bytes = 1 << 20;
-  SimResult ar = run(c);
-  EXPECT_GT(ar.allreduce_us, 0);
-  EXPECT_LT(ar.allreduce_us, 3000);
-  // 2 (n-1)/n of the data crosses each link at most at line rate.
-  double floor_us = 2.0 * 7 / 8 * (1 << 20) / 8 / (400e9 / 8) * 1e6;
-  EXPECT_GT(ar.allreduce_us, floor_us);
+TEST(SimScenarios, AllreduceCompletesAndPermutationRuns)
+{
+    SimConfig c       = incast8();
+    c.scenario        = Scenario::kAllreduce;
+    c.allreduce_bytes = 1 << 20;
+    SimResult ar      = run(c);
+    EXPECT_GT(ar.allreduce_us, 0);
+    EXPECT_LT(ar.allreduce_us, 3000);
+    // 2 (n-1)/n of the data crosses each link at most at line rate.
+    double floor_us = 2.0 * 7 / 8 * (1 << 20) / 8 / (400e9 / 8) * 1e6;
+    EXPECT_GT(ar.allreduce_us, floor_us);
 
-  c.scenario = Scenario::kPermutation;
-  c.duration_ns = 1000000;
-  SimResult perm = run(c);
-  EXPECT_EQ(perm.flows, 8u);
-  EXPECT_GT(perm.utilization, 0.5);
+    c.scenario     = Scenario::kPermutation;
+    c.duration_ns  = 1000000;
+    SimResult perm = run(c);
+    EXPECT_EQ(perm.flows, 8u);
+    EXPECT_GT(perm.utilization, 0.5);
 }
 
-TEST(SimScenarios, Preset128Hosts) {
-  SimConfig c;
-  ASSERT_TRUE(apply_host_preset(128, &c));
-  c.duration_ns = 1000000;
-  c.warmup_ns = 500000; // past the start-up transient of 112 senders
-  SimResult r = run(c);
-  EXPECT_EQ(r.flows, 112u); // every host off the receiver's leaf
-  EXPECT_GT(r.utilization, 0.9);
-  EXPECT_LT(r.qdelay_p99_us, 5);
+TEST(SimScenarios, Preset128Hosts)
+{
+    SimConfig c;
+    ASSERT_TRUE(apply_host_preset(128, &c));
+    c.duration_ns = 1000000;
+    c.warmup_ns   = 500000; // past the start-up transient of 112 senders
+    SimResult r   = run(c);
+    EXPECT_EQ(r.flows, 112u); // every host off the receiver's leaf
+    EXPECT_GT(r.utilization, 0.9);
+    EXPECT_LT(r.qdelay_p99_us, 5);
 }

@@ -15,354 +15,370 @@
 
 namespace {
 
-constexpr uint8_t kAmId = 7;
-constexpr int kMaxPolls = 10000000;  ///< bound on progress calls per wait
+constexpr uint8_t kAmId     = 7;
+constexpr int     kMaxPolls = 10000000; ///< bound on progress calls per wait
 
 struct AmCapture {
-  int count = 0;
-  std::vector<char> data;
+    int               count = 0;
+    std::vector<char> data;
 };
 
-ucs_status_t am_cb(void *arg, void *data, size_t length, unsigned /*flags*/) {
-  auto *cap = static_cast<AmCapture *>(arg);
-  cap->data.assign(static_cast<char *>(data), static_cast<char *>(data) + length);
-  ++cap->count;
-  return UCS_OK;
+ucs_status_t am_cb(void *arg, void *data, size_t length, unsigned /*flags*/)
+{
+    auto *cap = static_cast<AmCapture *>(arg);
+    cap->data.assign(static_cast<char *>(data), static_cast<char *>(data) + length);
+    ++cap->count;
+    return UCS_OK;
 }
 
 struct Completion {
-  uct_completion_t uct;
-  bool done = false;
-  ucs_status_t status = UCS_OK;
+    uct_completion_t uct;
+    bool             done   = false;
+    ucs_status_t     status = UCS_OK;
 };
 
-void completion_cb(uct_completion_t *self) {
-  auto *c = reinterpret_cast<Completion *>(self);
-  c->done = true;
-  c->status = self->status;
+void completion_cb(uct_completion_t *self)
+{
+    auto *c   = reinterpret_cast<Completion *>(self);
+    c->done   = true;
+    c->status = self->status;
 }
 
 class UctDoorbell : public ::testing::Test {
 protected:
-  static void SetUpTestSuite() {
-    // Registers the component from its constructor, as LD_PRELOAD does.
-    module_ = dlopen(DOORBELL_UCT_MODULE, RTLD_NOW | RTLD_GLOBAL);
-  }
-
-  void SetUp() override {
-    ASSERT_NE(module_, nullptr) << dlerror();
-    ASSERT_EQ(ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &async_), UCS_OK);
-    ASSERT_EQ(uct_worker_create(async_, UCS_THREAD_MODE_SINGLE, &worker_), UCS_OK);
-
-    uct_component_h *comps;
-    unsigned ncomps;
-    ASSERT_EQ(uct_query_components(&comps, &ncomps), UCS_OK);
-    for (unsigned i = 0; i < ncomps; ++i) {
-      uct_component_attr_t attr{};
-      attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME;
-      ASSERT_EQ(uct_component_query(comps[i], &attr), UCS_OK);
-      if (std::string(attr.name) == "doorbell")
-        component_ = comps[i];
+    static void SetUpTestSuite()
+    {
+        // Registers the component from its constructor, as LD_PRELOAD does.
+        module_ = dlopen(DOORBELL_UCT_MODULE, RTLD_NOW | RTLD_GLOBAL);
     }
-    uct_release_component_list(comps);
-    ASSERT_NE(component_, nullptr) << "doorbell component not registered";
 
-    uct_md_config_t *md_config;
-    ASSERT_EQ(uct_md_config_read(component_, nullptr, nullptr, &md_config), UCS_OK);
-    ucs_status_t st = uct_md_open(component_, "doorbell", md_config, &md_);
-    uct_config_release(md_config);
-    ASSERT_EQ(st, UCS_OK);
+    void SetUp() override
+    {
+        ASSERT_NE(module_, nullptr) << dlerror();
+        ASSERT_EQ(ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &async_), UCS_OK);
+        ASSERT_EQ(uct_worker_create(async_, UCS_THREAD_MODE_SINGLE, &worker_), UCS_OK);
 
-    open_iface(&sender_);
-    open_iface(&receiver_);
-    ASSERT_EQ(uct_iface_query(receiver_, &attr_), UCS_OK);
+        uct_component_h *comps;
+        unsigned         ncomps;
+        ASSERT_EQ(uct_query_components(&comps, &ncomps), UCS_OK);
+        for (unsigned i = 0; i < ncomps; ++i) {
+            uct_component_attr_t attr{};
+            attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME;
+            ASSERT_EQ(uct_component_query(comps[i], &attr), UCS_OK);
+            if (std::string(attr.name) == "doorbell")
+                component_ = comps[i];
+        }
+        uct_release_component_list(comps);
+        ASSERT_NE(component_, nullptr) << "doorbell component not registered";
 
-    connect(sender_, receiver_, &ep_);
-  }
+        uct_md_config_t *md_config;
+        ASSERT_EQ(uct_md_config_read(component_, nullptr, nullptr, &md_config), UCS_OK);
+        ucs_status_t st = uct_md_open(component_, "doorbell", md_config, &md_);
+        uct_config_release(md_config);
+        ASSERT_EQ(st, UCS_OK);
 
-  void TearDown() override {
-    if (ep_ != nullptr)
-      uct_ep_destroy(ep_);
-    for (uct_iface_h iface : {sender_, receiver_})
-      if (iface != nullptr)
-        uct_iface_close(iface);
-    if (md_ != nullptr)
-      uct_md_close(md_);
-    if (worker_ != nullptr)
-      uct_worker_destroy(worker_);
-    if (async_ != nullptr)
-      ucs_async_context_destroy(async_);
-  }
+        open_iface(&sender_);
+        open_iface(&receiver_);
+        ASSERT_EQ(uct_iface_query(receiver_, &attr_), UCS_OK);
 
-  // Opens an iface on lo in worker (default: the fixture's), with the
-  // given UCX_DOORBELL_* settings.
-  void open_iface(uct_iface_h *iface_p, uct_worker_h worker = nullptr,
-                  std::initializer_list<std::pair<const char *, const char *>> settings = {}) {
-    uct_iface_config_t *config;
-    ASSERT_EQ(uct_md_iface_config_read(md_, "doorbell", nullptr, nullptr, &config), UCS_OK);
-    for (const auto &[name, value] : settings)
-      ASSERT_EQ(uct_config_modify(config, name, value), UCS_OK) << name;
-    uct_iface_params_t params{};
-    params.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE |
-                        UCT_IFACE_PARAM_FIELD_STATS_ROOT | UCT_IFACE_PARAM_FIELD_RX_HEADROOM;
-    params.open_mode = UCT_IFACE_OPEN_MODE_DEVICE;
-    params.mode.device.tl_name = "doorbell";
-    params.mode.device.dev_name = "lo";
-    ucs_status_t st = uct_iface_open(md_, worker ? worker : worker_, &params, config, iface_p);
-    uct_config_release(config);
-    ASSERT_EQ(st, UCS_OK);
-    uct_iface_progress_enable(*iface_p, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
-  }
+        connect(sender_, receiver_, &ep_);
+    }
 
-  // An endpoint from `from` to `to`.
-  void connect(uct_iface_h from, uct_iface_h to, uct_ep_h *ep_p) {
-    uct_iface_attr_t attr;
-    ASSERT_EQ(uct_iface_query(to, &attr), UCS_OK);
-    std::vector<char> dev_addr(attr.device_addr_len), iface_addr(attr.iface_addr_len);
-    auto *dev = reinterpret_cast<uct_device_addr_t *>(dev_addr.data());
-    auto *ifa = reinterpret_cast<uct_iface_addr_t *>(iface_addr.data());
-    ASSERT_EQ(uct_iface_get_device_address(to, dev), UCS_OK);
-    ASSERT_EQ(uct_iface_get_address(to, ifa), UCS_OK);
-    ASSERT_TRUE(uct_iface_is_reachable(from, dev, ifa));
-    uct_ep_params_t ep_params{};
-    ep_params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
-                           UCT_EP_PARAM_FIELD_IFACE_ADDR;
-    ep_params.iface = from;
-    ep_params.dev_addr = dev;
-    ep_params.iface_addr = ifa;
-    ASSERT_EQ(uct_ep_create(&ep_params, ep_p), UCS_OK);
-  }
+    void TearDown() override
+    {
+        if (ep_ != nullptr)
+            uct_ep_destroy(ep_);
+        for (uct_iface_h iface : {sender_, receiver_})
+            if (iface != nullptr)
+                uct_iface_close(iface);
+        if (md_ != nullptr)
+            uct_md_close(md_);
+        if (worker_ != nullptr)
+            uct_worker_destroy(worker_);
+        if (async_ != nullptr)
+            ucs_async_context_destroy(async_);
+    }
 
-  template <typename Pred> bool progress_until(Pred pred) {
-    for (int i = 0; i < kMaxPolls && !pred(); ++i)
-      uct_worker_progress(worker_);
-    return pred();
-  }
+    // Opens an iface on lo in worker (default: the fixture's), with the
+    // given UCX_DOORBELL_* settings.
+    void open_iface(uct_iface_h *iface_p, uct_worker_h worker = nullptr,
+                    std::initializer_list<std::pair<const char *, const char *>> settings = {})
+    {
+        uct_iface_config_t *config;
+        ASSERT_EQ(uct_md_iface_config_read(md_, "doorbell", nullptr, nullptr, &config), UCS_OK);
+        for (const auto &[name, value] : settings)
+            ASSERT_EQ(uct_config_modify(config, name, value), UCS_OK) << name;
+        uct_iface_params_t params{};
+        params.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE |
+                            UCT_IFACE_PARAM_FIELD_STATS_ROOT | UCT_IFACE_PARAM_FIELD_RX_HEADROOM;
+        params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
+        params.mode.device.tl_name  = "doorbell";
+        params.mode.device.dev_name = "lo";
+        ucs_status_t st = uct_iface_open(md_, worker ? worker : worker_, &params, config, iface_p);
+        uct_config_release(config);
+        ASSERT_EQ(st, UCS_OK);
+        uct_iface_progress_enable(*iface_p, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    }
 
-  // Retries an operation while the transport is out of resources.
-  template <typename Op> ucs_status_t post(Op op) {
-    ucs_status_t st;
-    for (int i = 0; i < kMaxPolls; ++i) {
-      st = op();
-      if (st != UCS_ERR_NO_RESOURCE)
+    // An endpoint from `from` to `to`.
+    void connect(uct_iface_h from, uct_iface_h to, uct_ep_h *ep_p)
+    {
+        uct_iface_attr_t attr;
+        ASSERT_EQ(uct_iface_query(to, &attr), UCS_OK);
+        std::vector<char> dev_addr(attr.device_addr_len), iface_addr(attr.iface_addr_len);
+        auto             *dev = reinterpret_cast<uct_device_addr_t *>(dev_addr.data());
+        auto             *ifa = reinterpret_cast<uct_iface_addr_t *>(iface_addr.data());
+        ASSERT_EQ(uct_iface_get_device_address(to, dev), UCS_OK);
+        ASSERT_EQ(uct_iface_get_address(to, ifa), UCS_OK);
+        ASSERT_TRUE(uct_iface_is_reachable(from, dev, ifa));
+        uct_ep_params_t ep_params{};
+        ep_params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
+                               UCT_EP_PARAM_FIELD_IFACE_ADDR;
+        ep_params.iface      = from;
+        ep_params.dev_addr   = dev;
+        ep_params.iface_addr = ifa;
+        ASSERT_EQ(uct_ep_create(&ep_params, ep_p), UCS_OK);
+    }
+
+    template <typename Pred>
+    bool progress_until(Pred pred)
+    {
+        for (int i = 0; i < kMaxPolls && !pred(); ++i)
+            uct_worker_progress(worker_);
+        return pred();
+    }
+
+    // Retries an operation while the transport is out of resources.
+    template <typename Op>
+    ucs_status_t post(Op op)
+    {
+        ucs_status_t st;
+        for (int i = 0; i < kMaxPolls; ++i) {
+            st = op();
+            if (st != UCS_ERR_NO_RESOURCE)
+                return st;
+            uct_worker_progress(worker_);
+        }
         return st;
-      uct_worker_progress(worker_);
     }
-    return st;
-  }
 
-  ucs_status_t flush() {
-    Completion comp;
-    comp.uct = {completion_cb, 1, UCS_OK};
-    ucs_status_t st = post([&] { return uct_ep_flush(ep_, 0, &comp.uct); });
-    if (st != UCS_INPROGRESS)
-      return st;
-    if (!progress_until([&] { return comp.done; }))
-      return UCS_ERR_TIMED_OUT;
-    return comp.status;
-  }
+    ucs_status_t flush()
+    {
+        Completion comp;
+        comp.uct        = {completion_cb, 1, UCS_OK};
+        ucs_status_t st = post([&] { return uct_ep_flush(ep_, 0, &comp.uct); });
+        if (st != UCS_INPROGRESS)
+            return st;
+        if (!progress_until([&] { return comp.done; }))
+            return UCS_ERR_TIMED_OUT;
+        return comp.status;
+    }
 
-  struct Region {
-    std::vector<char> buf;
-    uct_mem_h memh = nullptr;
-    uct_rkey_bundle_t rkey{};
-  };
+    struct Region {
+        std::vector<char> buf;
+        uct_mem_h         memh = nullptr;
+        uct_rkey_bundle_t rkey{};
+    };
 
-  void register_region(Region &r, size_t size, char fill) {
-    r.buf.assign(size, fill);
-    ASSERT_EQ(uct_md_mem_reg(md_, r.buf.data(), size, UCT_MD_MEM_ACCESS_ALL, &r.memh), UCS_OK);
-    uct_md_attr_t md_attr;
-    ASSERT_EQ(uct_md_query(md_, &md_attr), UCS_OK);
-    std::vector<char> packed(md_attr.rkey_packed_size);
-    ASSERT_EQ(uct_md_mkey_pack(md_, r.memh, packed.data()), UCS_OK);
-    ASSERT_EQ(uct_rkey_unpack(component_, packed.data(), &r.rkey), UCS_OK);
-  }
+    void register_region(Region &r, size_t size, char fill)
+    {
+        r.buf.assign(size, fill);
+        ASSERT_EQ(uct_md_mem_reg(md_, r.buf.data(), size, UCT_MD_MEM_ACCESS_ALL, &r.memh), UCS_OK);
+        uct_md_attr_t md_attr;
+        ASSERT_EQ(uct_md_query(md_, &md_attr), UCS_OK);
+        std::vector<char> packed(md_attr.rkey_packed_size);
+        ASSERT_EQ(uct_md_mkey_pack(md_, r.memh, packed.data()), UCS_OK);
+        ASSERT_EQ(uct_rkey_unpack(component_, packed.data(), &r.rkey), UCS_OK);
+    }
 
-  void release_region(Region &r) {
-    uct_rkey_release(component_, &r.rkey);
-    uct_md_mem_dereg(md_, r.memh);
-  }
+    void release_region(Region &r)
+    {
+        uct_rkey_release(component_, &r.rkey);
+        uct_md_mem_dereg(md_, r.memh);
+    }
 
-  static inline void *module_ = nullptr;
-  ucs_async_context_t *async_ = nullptr;
-  uct_worker_h worker_ = nullptr;
-  uct_component_h component_ = nullptr;
-  uct_md_h md_ = nullptr;
-  uct_iface_h sender_ = nullptr, receiver_ = nullptr;
-  uct_iface_attr_t attr_{};
-  uct_ep_h ep_ = nullptr;
+    static inline void  *module_    = nullptr;
+    ucs_async_context_t *async_     = nullptr;
+    uct_worker_h         worker_    = nullptr;
+    uct_component_h      component_ = nullptr;
+    uct_md_h             md_        = nullptr;
+    uct_iface_h          sender_ = nullptr, receiver_ = nullptr;
+    uct_iface_attr_t     attr_{};
+    uct_ep_h             ep_ = nullptr;
 };
 
-TEST_F(UctDoorbell, AdvertisesRmaAndAm) {
-  const uint64_t need = UCT_IFACE_FLAG_CONNECT_TO_IFACE | UCT_IFACE_FLAG_AM_SHORT |
-                        UCT_IFACE_FLAG_AM_BCOPY | UCT_IFACE_FLAG_PUT_ZCOPY |
-                        UCT_IFACE_FLAG_GET_ZCOPY | UCT_IFACE_FLAG_PENDING;
-  EXPECT_EQ(attr_.cap.flags & need, need);
-  EXPECT_GE(attr_.cap.am.max_short, 8u);
-  EXPECT_GT(attr_.cap.put.max_zcopy, attr_.cap.am.max_bcopy);
-  EXPECT_GT(attr_.bandwidth.shared + attr_.bandwidth.dedicated, 0);
+TEST_F(UctDoorbell, AdvertisesRmaAndAm)
+{
+    const uint64_t need = UCT_IFACE_FLAG_CONNECT_TO_IFACE | UCT_IFACE_FLAG_AM_SHORT |
+                          UCT_IFACE_FLAG_AM_BCOPY | UCT_IFACE_FLAG_PUT_ZCOPY |
+                          UCT_IFACE_FLAG_GET_ZCOPY | UCT_IFACE_FLAG_PENDING;
+    EXPECT_EQ(attr_.cap.flags & need, need);
+    EXPECT_GE(attr_.cap.am.max_short, 8u);
+    EXPECT_GT(attr_.cap.put.max_zcopy, attr_.cap.am.max_bcopy);
+    EXPECT_GT(attr_.bandwidth.shared + attr_.bandwidth.dedicated, 0);
 }
 
-TEST_F(UctDoorbell, AmShortAndBcopyArriveIntact) {
-  AmCapture cap;
-  ASSERT_EQ(uct_iface_set_am_handler(receiver_, kAmId, am_cb, &cap, 0), UCS_OK);
+TEST_F(UctDoorbell, AmShortAndBcopyArriveIntact)
+{
+    AmCapture cap;
+    ASSERT_EQ(uct_iface_set_am_handler(receiver_, kAmId, am_cb, &cap, 0), UCS_OK);
 
-  const uint64_t header = 0x1122334455667788ull;
-  const char payload[] = "doorbell short";
-  ASSERT_EQ(post([&] {
-              return uct_ep_am_short(ep_, kAmId, header, payload, sizeof(payload));
-            }),
-            UCS_OK);
-  ASSERT_TRUE(progress_until([&] { return cap.count == 1; }));
-  ASSERT_EQ(cap.data.size(), sizeof(header) + sizeof(payload));
-  EXPECT_EQ(std::memcmp(cap.data.data(), &header, sizeof(header)), 0);
-  EXPECT_EQ(std::memcmp(cap.data.data() + sizeof(header), payload, sizeof(payload)), 0);
+    const uint64_t header    = 0x1122334455667788ull;
+    const char     payload[] = "doorbell short";
+    ASSERT_EQ(post([&] { return uct_ep_am_short(ep_, kAmId, header, payload, sizeof(payload)); }),
+              UCS_OK);
+    ASSERT_TRUE(progress_until([&] { return cap.count == 1; }));
+    ASSERT_EQ(cap.data.size(), sizeof(header) + sizeof(payload));
+    EXPECT_EQ(std::memcmp(cap.data.data(), &header, sizeof(header)), 0);
+    EXPECT_EQ(std::memcmp(cap.data.data() + sizeof(header), payload, sizeof(payload)), 0);
 
-  std::vector<char> big(std::min<size_t>(attr_.cap.am.max_bcopy, 4000));
-  for (size_t i = 0; i < big.size(); ++i)
-    big[i] = static_cast<char>(i * 7 + 3);
-  auto pack = [](void *dest, void *arg) -> size_t {
-    auto *v = static_cast<std::vector<char> *>(arg);
-    std::memcpy(dest, v->data(), v->size());
-    return v->size();
-  };
-  ssize_t packed;
-  for (int i = 0; i < kMaxPolls; ++i) {
-    packed = uct_ep_am_bcopy(ep_, kAmId, pack, &big, 0);
-    if (packed != UCS_ERR_NO_RESOURCE)
-      break;
-    uct_worker_progress(worker_);
-  }
-  ASSERT_EQ(packed, static_cast<ssize_t>(big.size()));
-  ASSERT_TRUE(progress_until([&] { return cap.count == 2; }));
-  EXPECT_EQ(cap.data, big);
+    std::vector<char> big(std::min<size_t>(attr_.cap.am.max_bcopy, 4000));
+    for (size_t i = 0; i < big.size(); ++i)
+        big[i] = static_cast<char>(i * 7 + 3);
+    auto pack = [](void *dest, void *arg) -> size_t {
+        auto *v = static_cast<std::vector<char> *>(arg);
+        std::memcpy(dest, v->data(), v->size());
+        return v->size();
+    };
+    ssize_t packed;
+    for (int i = 0; i < kMaxPolls; ++i) {
+        packed = uct_ep_am_bcopy(ep_, kAmId, pack, &big, 0);
+        if (packed != UCS_ERR_NO_RESOURCE)
+            break;
+        uct_worker_progress(worker_);
+    }
+    ASSERT_EQ(packed, static_cast<ssize_t>(big.size()));
+    ASSERT_TRUE(progress_until([&] { return cap.count == 2; }));
+    EXPECT_EQ(cap.data, big);
 }
 
-TEST_F(UctDoorbell, AmZcopyWithUcpSizedHeaderArrivesIntact) {
-  ASSERT_TRUE(attr_.cap.flags & UCT_IFACE_FLAG_AM_ZCOPY);
-  ASSERT_GE(attr_.cap.am.max_hdr, 24u);
-  AmCapture cap;
-  ASSERT_EQ(uct_iface_set_am_handler(receiver_, kAmId, am_cb, &cap, 0), UCS_OK);
+TEST_F(UctDoorbell, AmZcopyWithUcpSizedHeaderArrivesIntact)
+{
+    ASSERT_TRUE(attr_.cap.flags & UCT_IFACE_FLAG_AM_ZCOPY);
+    ASSERT_GE(attr_.cap.am.max_hdr, 24u);
+    AmCapture cap;
+    ASSERT_EQ(uct_iface_set_am_handler(receiver_, kAmId, am_cb, &cap, 0), UCS_OK);
 
-  Region source;
-  register_region(source, 3000, 0);
-  for (size_t i = 0; i < source.buf.size(); ++i)
-    source.buf[i] = static_cast<char>(i * 13 + 1);
-  std::vector<char> header(24);
-  for (size_t i = 0; i < header.size(); ++i)
-    header[i] = static_cast<char>(0xa0 + i);
-  uct_iov_t iov{source.buf.data(), source.buf.size(), source.memh, 0, 1};
-  Completion comp;
-  comp.uct = {completion_cb, 1, UCS_OK};
-  ucs_status_t st = post([&] {
-    return uct_ep_am_zcopy(ep_, kAmId, header.data(), header.size(), &iov, 1, 0,
-                           &comp.uct);
-  });
-  ASSERT_TRUE(st == UCS_OK || st == UCS_INPROGRESS) << ucs_status_string(st);
-  ASSERT_TRUE(progress_until([&] { return cap.count == 1; }));
-  std::vector<char> expect = header;
-  expect.insert(expect.end(), source.buf.begin(), source.buf.end());
-  EXPECT_EQ(cap.data, expect);
-  if (st == UCS_INPROGRESS) {
+    Region source;
+    register_region(source, 3000, 0);
+    for (size_t i = 0; i < source.buf.size(); ++i)
+        source.buf[i] = static_cast<char>(i * 13 + 1);
+    std::vector<char> header(24);
+    for (size_t i = 0; i < header.size(); ++i)
+        header[i] = static_cast<char>(0xa0 + i);
+    uct_iov_t  iov{source.buf.data(), source.buf.size(), source.memh, 0, 1};
+    Completion comp;
+    comp.uct        = {completion_cb, 1, UCS_OK};
+    ucs_status_t st = post([&] {
+        return uct_ep_am_zcopy(ep_, kAmId, header.data(), header.size(), &iov, 1, 0, &comp.uct);
+    });
+    ASSERT_TRUE(st == UCS_OK || st == UCS_INPROGRESS) << ucs_status_string(st);
+    ASSERT_TRUE(progress_until([&] { return cap.count == 1; }));
+    std::vector<char> expect = header;
+    expect.insert(expect.end(), source.buf.begin(), source.buf.end());
+    EXPECT_EQ(cap.data, expect);
+    if (st == UCS_INPROGRESS) {
+        ASSERT_TRUE(progress_until([&] { return comp.done; }));
+        EXPECT_EQ(comp.status, UCS_OK);
+    }
+    release_region(source);
+}
+
+TEST_F(UctDoorbell, EventFdWakesOnArrival)
+{
+    ASSERT_TRUE(attr_.cap.event_flags & UCT_IFACE_FLAG_EVENT_FD);
+    AmCapture cap;
+    ASSERT_EQ(uct_iface_set_am_handler(receiver_, kAmId, am_cb, &cap, 0), UCS_OK);
+    int fd = -1;
+    ASSERT_EQ(uct_iface_event_fd_get(receiver_, &fd), UCS_OK);
+    // Arm once nothing is pending (busy means: progress first).
+    ucs_status_t st = UCS_ERR_BUSY;
+    for (int i = 0; i < kMaxPolls && st == UCS_ERR_BUSY; ++i) {
+        st = uct_iface_event_arm(receiver_, UCT_EVENT_RECV);
+        if (st == UCS_ERR_BUSY)
+            uct_worker_progress(worker_);
+    }
+    ASSERT_EQ(st, UCS_OK);
+
+    const uint64_t header = 42;
+    ASSERT_EQ(post([&] { return uct_ep_am_short(ep_, kAmId, header, nullptr, 0); }), UCS_OK);
+    pollfd pfd{fd, POLLIN, 0};
+    // The wait ends on the event; the bound only keeps a failure from hanging.
+    ASSERT_EQ(poll(&pfd, 1, 30000), 1) << "event fd did not become readable";
+    ASSERT_TRUE(progress_until([&] { return cap.count == 1; }));
+}
+
+TEST_F(UctDoorbell, PutThenGetRoundTrip)
+{
+    Region target;
+    register_region(target, 64 * 1024, 0);
+
+    const char msg[] = "written by put_short";
+    ASSERT_EQ(post([&] {
+                  return uct_ep_put_short(ep_, msg, sizeof(msg),
+                                          reinterpret_cast<uint64_t>(target.buf.data()),
+                                          target.rkey.rkey);
+              }),
+              UCS_OK);
+
+    Region source;
+    register_region(source, 32 * 1024, 0);
+    for (size_t i = 0; i < source.buf.size(); ++i)
+        source.buf[i] = static_cast<char>(i % 251);
+    uct_iov_t  iov{source.buf.data(), source.buf.size(), source.memh, 0, 1};
+    Completion put_comp;
+    put_comp.uct            = {completion_cb, 1, UCS_OK};
+    const uint64_t zcopy_at = reinterpret_cast<uint64_t>(target.buf.data()) + 1024;
+    ucs_status_t   st       = post(
+        [&] { return uct_ep_put_zcopy(ep_, &iov, 1, zcopy_at, target.rkey.rkey, &put_comp.uct); });
+    ASSERT_TRUE(st == UCS_OK || st == UCS_INPROGRESS) << ucs_status_string(st);
+    ASSERT_EQ(flush(), UCS_OK);
+    if (st == UCS_INPROGRESS) {
+        ASSERT_TRUE(progress_until([&] { return put_comp.done; }));
+        ASSERT_EQ(put_comp.status, UCS_OK);
+    }
+    EXPECT_EQ(std::memcmp(target.buf.data(), msg, sizeof(msg)), 0);
+    EXPECT_EQ(std::memcmp(target.buf.data() + 1024, source.buf.data(), source.buf.size()), 0);
+
+    // Read it back with get_zcopy into a fresh region.
+    Region back;
+    register_region(back, source.buf.size(), 0);
+    uct_iov_t  back_iov{back.buf.data(), back.buf.size(), back.memh, 0, 1};
+    Completion get_comp;
+    get_comp.uct = {completion_cb, 1, UCS_OK};
+    st           = post([&] {
+        return uct_ep_get_zcopy(ep_, &back_iov, 1, zcopy_at, target.rkey.rkey, &get_comp.uct);
+    });
+    ASSERT_TRUE(st == UCS_OK || st == UCS_INPROGRESS) << ucs_status_string(st);
+    if (st == UCS_INPROGRESS) {
+        ASSERT_TRUE(progress_until([&] { return get_comp.done; }));
+    }
+    EXPECT_EQ(get_comp.status, UCS_OK);
+    EXPECT_EQ(back.buf, source.buf);
+
+    release_region(back);
+    release_region(source);
+    release_region(target);
+}
+
+TEST_F(UctDoorbell, PutWithWrongKeyFailsAndLeavesTargetUntouched)
+{
+    Region target, source;
+    register_region(target, 4096, 'T');
+    register_region(source, 512, 'S');
+    uct_iov_t  iov{source.buf.data(), source.buf.size(), source.memh, 0, 1};
+    Completion comp;
+    comp.uct        = {completion_cb, 1, UCS_OK};
+    ucs_status_t st = post([&] {
+        return uct_ep_put_zcopy(ep_, &iov, 1, reinterpret_cast<uint64_t>(target.buf.data()),
+                                target.rkey.rkey ^ 0x5a5a5a5au, &comp.uct);
+    });
+    ASSERT_EQ(st, UCS_INPROGRESS) << ucs_status_string(st);
     ASSERT_TRUE(progress_until([&] { return comp.done; }));
-    EXPECT_EQ(comp.status, UCS_OK);
-  }
-  release_region(source);
-}
-
-TEST_F(UctDoorbell, EventFdWakesOnArrival) {
-  ASSERT_TRUE(attr_.cap.event_flags & UCT_IFACE_FLAG_EVENT_FD);
-  AmCapture cap;
-  ASSERT_EQ(uct_iface_set_am_handler(receiver_, kAmId, am_cb, &cap, 0), UCS_OK);
-  int fd = -1;
-  ASSERT_EQ(uct_iface_event_fd_get(receiver_, &fd), UCS_OK);
-  // Arm once nothing is pending (busy means: progress first).
-  ucs_status_t st = UCS_ERR_BUSY;
-  for (int i = 0; i < kMaxPolls && st == UCS_ERR_BUSY; ++i) {
-    st = uct_iface_event_arm(receiver_, UCT_EVENT_RECV);
-    if (st == UCS_ERR_BUSY)
-      uct_worker_progress(worker_);
-  }
-  ASSERT_EQ(st, UCS_OK);
-
-  const uint64_t header = 42;
-  ASSERT_EQ(post([&] { return uct_ep_am_short(ep_, kAmId, header, nullptr, 0); }), UCS_OK);
-  pollfd pfd{fd, POLLIN, 0};
-  // The wait ends on the event; the bound only keeps a failure from hanging.
-  ASSERT_EQ(poll(&pfd, 1, 30000), 1) << "event fd did not become readable";
-  ASSERT_TRUE(progress_until([&] { return cap.count == 1; }));
-}
-
-TEST_F(UctDoorbell, PutThenGetRoundTrip) {
-  Region target;
-  register_region(target, 64 * 1024, 0);
-
-  const char msg[] = "written by put_short";
-  ASSERT_EQ(post([&] {
-              return uct_ep_put_short(ep_, msg, sizeof(msg),
-                                      reinterpret_cast<uint64_t>(target.buf.data()),
-                                      target.rkey.rkey);
-            }),
-            UCS_OK);
-
-  Region source;
-  register_region(source, 32 * 1024, 0);
-  for (size_t i = 0; i < source.buf.size(); ++i)
-    source.buf[i] = static_cast<char>(i % 251);
-  uct_iov_t iov{source.buf.data(), source.buf.size(), source.memh, 0, 1};
-  Completion put_comp;
-  put_comp.uct = {completion_cb, 1, UCS_OK};
-  const uint64_t zcopy_at = reinterpret_cast<uint64_t>(target.buf.data()) + 1024;
-  ucs_status_t st = post([&] {
-    return uct_ep_put_zcopy(ep_, &iov, 1, zcopy_at, target.rkey.rkey, &put_comp.uct);
-  });
-  ASSERT_TRUE(st == UCS_OK || st == UCS_INPROGRESS) << ucs_status_string(st);
-  ASSERT_EQ(flush(), UCS_OK);
-  if (st == UCS_INPROGRESS) {
-    ASSERT_TRUE(progress_until([&] { return put_comp.done; }));
-    ASSERT_EQ(put_comp.status, UCS_OK);
-  }
-  EXPECT_EQ(std::memcmp(target.buf.data(), msg, sizeof(msg)), 0);
-  EXPECT_EQ(std::memcmp(target.buf.data() + 1024, source.buf.data(), source.buf.size()), 0);
-
-  // Read it back with get_zcopy into a fresh region.
-  Region back;
-  register_region(back, source.buf.size(), 0);
-  uct_iov_t back_iov{back.buf.data(), back.buf.size(), back.memh, 0, 1};
-  Completion get_comp;
-  get_comp.uct = {completion_cb, 1, UCS_OK};
-  st = post([&] {
-    return uct_ep_get_zcopy(ep_, &back_iov, 1, zcopy_at, target.rkey.rkey, &get_comp.uct);
-  });
-  ASSERT_TRUE(st == UCS_OK || st == UCS_INPROGRESS) << ucs_status_string(st);
-  if (st == UCS_INPROGRESS) {
-    ASSERT_TRUE(progress_until([&] { return get_comp.done; }));
-  }
-  EXPECT_EQ(get_comp.status, UCS_OK);
-  EXPECT_EQ(back.buf, source.buf);
-
-  release_region(back);
-  release_region(source);
-  release_region(target);
-}
-
-TEST_F(UctDoorbell, PutWithWrongKeyFailsAndLeavesTargetUntouched) {
-  Region target, source;
-  register_region(target, 4096, 'T');
-  register_region(source, 512, 'S');
-  uct_iov_t iov{source.buf.data(), source.buf.size(), source.memh, 0, 1};
-  Completion comp;
-  comp.uct = {completion_cb, 1, UCS_OK};
-  ucs_status_t st = post([&] {
-    return uct_ep_put_zcopy(ep_, &iov, 1, reinterpret_cast<uint64_t>(target.buf.data()),
-                            target.rkey.rkey ^ 0x5a5a5a5au, &comp.uct);
-  });
-  ASSERT_EQ(st, UCS_INPROGRESS) << ucs_status_string(st);
-  ASSERT_TRUE(progress_until([&] { return comp.done; }));
-  EXPECT_NE(comp.status, UCS_OK);
-  EXPECT_EQ(target.buf, std::vector<char>(4096, 'T'));
-  release_region(source);
-  release_region(target);
+    EXPECT_NE(comp.status, UCS_OK);
+    EXPECT_EQ(target.buf, std::vector<char>(4096, 'T'));
+    release_region(source);
+    release_region(target);
 }
 
 // A pending request whose endpoint cannot send (its ring is full of work the
@@ -370,79 +386,80 @@ TEST_F(UctDoorbell, PutWithWrongKeyFailsAndLeavesTargetUntouched) {
 // ACK that frees the ring can change that, and it wakes the worker. (A
 // worker that spun instead took the core from the paced senders beside it:
 // the fabric incast held 84 % of the bottleneck, 90 % after.)
-TEST_F(UctDoorbell, PendingRequestSleepsUntilTheAckThatFreesItsQueue) {
-  // The receiver in a worker of its own, progressed only when the test says
-  // so; no background timers.
-  ucs_async_context_t *async2 = nullptr;
-  uct_worker_h worker2 = nullptr;
-  ASSERT_EQ(ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &async2), UCS_OK);
-  ASSERT_EQ(uct_worker_create(async2, UCS_THREAD_MODE_SINGLE, &worker2), UCS_OK);
-  uct_iface_h tx = nullptr, rx = nullptr;
-  open_iface(&tx, worker_, {{"TX_QUEUE_LEN", "16"}, {"ASYNC_INTERVAL", "0"}});
-  open_iface(&rx, worker2, {{"ASYNC_INTERVAL", "0"}});
-  ASSERT_NE(tx, nullptr);
-  ASSERT_NE(rx, nullptr);
-  uct_ep_h ep = nullptr;
-  connect(tx, rx, &ep);
-  ASSERT_NE(ep, nullptr);
-  AmCapture cap;
-  ASSERT_EQ(uct_iface_set_am_handler(rx, kAmId, am_cb, &cap, 0), UCS_OK);
+TEST_F(UctDoorbell, PendingRequestSleepsUntilTheAckThatFreesItsQueue)
+{
+    // The receiver in a worker of its own, progressed only when the test says
+    // so; no background timers.
+    ucs_async_context_t *async2  = nullptr;
+    uct_worker_h         worker2 = nullptr;
+    ASSERT_EQ(ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &async2), UCS_OK);
+    ASSERT_EQ(uct_worker_create(async2, UCS_THREAD_MODE_SINGLE, &worker2), UCS_OK);
+    uct_iface_h tx = nullptr, rx = nullptr;
+    open_iface(&tx, worker_, {{"TX_QUEUE_LEN", "16"}, {"ASYNC_INTERVAL", "0"}});
+    open_iface(&rx, worker2, {{"ASYNC_INTERVAL", "0"}});
+    ASSERT_NE(tx, nullptr);
+    ASSERT_NE(rx, nullptr);
+    uct_ep_h ep = nullptr;
+    connect(tx, rx, &ep);
+    ASSERT_NE(ep, nullptr);
+    AmCapture cap;
+    ASSERT_EQ(uct_iface_set_am_handler(rx, kAmId, am_cb, &cap, 0), UCS_OK);
 
-  uint64_t posted = 0;
-  ucs_status_t st;
-  while ((st = uct_ep_am_short(ep, kAmId, posted, nullptr, 0)) == UCS_OK && posted < 1000)
-    ++posted;
-  ASSERT_EQ(st, UCS_ERR_NO_RESOURCE) << "the ring never filled";
+    uint64_t     posted = 0;
+    ucs_status_t st;
+    while ((st = uct_ep_am_short(ep, kAmId, posted, nullptr, 0)) == UCS_OK && posted < 1000)
+        ++posted;
+    ASSERT_EQ(st, UCS_ERR_NO_RESOURCE) << "the ring never filled";
 
-  struct Pending {
-    uct_pending_req_t uct;
-    uct_ep_h ep;
-    int runs = 0;
-  } req;
-  req.ep = ep;
-  req.uct.func = [](uct_pending_req_t *self) {
-    auto *p = reinterpret_cast<Pending *>(self);
-    ++p->runs;
-    return uct_ep_am_short(p->ep, kAmId, 1000, nullptr, 0);
-  };
-  ASSERT_EQ(uct_ep_pending_add(ep, &req.uct, 0), UCS_OK);
+    struct Pending {
+        uct_pending_req_t uct;
+        uct_ep_h          ep;
+        int               runs = 0;
+    } req;
+    req.ep       = ep;
+    req.uct.func = [](uct_pending_req_t *self) {
+        auto *p = reinterpret_cast<Pending *>(self);
+        ++p->runs;
+        return uct_ep_am_short(p->ep, kAmId, 1000, nullptr, 0);
+    };
+    ASSERT_EQ(uct_ep_pending_add(ep, &req.uct, 0), UCS_OK);
 
-  // Once the sends are out, nothing but an arrival can help: arm succeeds.
-  st = UCS_ERR_BUSY;
-  for (int i = 0; i < 1000 && st == UCS_ERR_BUSY; ++i) {
-    st = uct_iface_event_arm(tx, UCT_EVENT_SEND_COMP | UCT_EVENT_RECV);
-    if (st == UCS_ERR_BUSY)
-      uct_worker_progress(worker_);
-  }
-  ASSERT_EQ(st, UCS_OK) << "a request its endpoint cannot send kept the worker awake";
-  EXPECT_EQ(req.runs, 0);
-  int fd = -1;
-  ASSERT_EQ(uct_iface_event_fd_get(tx, &fd), UCS_OK);
-  pollfd pfd{fd, POLLIN, 0};
-  EXPECT_EQ(poll(&pfd, 1, 0), 0);
+    // Once the sends are out, nothing but an arrival can help: arm succeeds.
+    st = UCS_ERR_BUSY;
+    for (int i = 0; i < 1000 && st == UCS_ERR_BUSY; ++i) {
+        st = uct_iface_event_arm(tx, UCT_EVENT_SEND_COMP | UCT_EVENT_RECV);
+        if (st == UCS_ERR_BUSY)
+            uct_worker_progress(worker_);
+    }
+    ASSERT_EQ(st, UCS_OK) << "a request its endpoint cannot send kept the worker awake";
+    EXPECT_EQ(req.runs, 0);
+    int fd = -1;
+    ASSERT_EQ(uct_iface_event_fd_get(tx, &fd), UCS_OK);
+    pollfd pfd{fd, POLLIN, 0};
+    EXPECT_EQ(poll(&pfd, 1, 0), 0);
 
-  // The receiver runs; its ACK wakes the sender ...
-  for (int i = 0; i < kMaxPolls && poll(&pfd, 1, 0) == 0; ++i)
-    uct_worker_progress(worker2);
-  ASSERT_EQ(poll(&pfd, 1, 0), 1) << "the ACK did not wake the sender";
-  // ... whose progress sends the request, after everything before it.
-  bool done = false;
-  for (int i = 0; i < kMaxPolls && !done; ++i) {
-    uct_worker_progress(worker_);
-    uct_worker_progress(worker2);
-    done = cap.count == int(posted) + 1;
-  }
-  ASSERT_TRUE(done) << cap.count << " of " << posted + 1 << " messages arrived";
-  uint64_t last;
-  std::memcpy(&last, cap.data.data(), sizeof(last));
-  EXPECT_EQ(last, 1000u);
-  EXPECT_GE(req.runs, 1);
+    // The receiver runs; its ACK wakes the sender ...
+    for (int i = 0; i < kMaxPolls && poll(&pfd, 1, 0) == 0; ++i)
+        uct_worker_progress(worker2);
+    ASSERT_EQ(poll(&pfd, 1, 0), 1) << "the ACK did not wake the sender";
+    // ... whose progress sends the request, after everything before it.
+    bool done = false;
+    for (int i = 0; i < kMaxPolls && !done; ++i) {
+        uct_worker_progress(worker_);
+        uct_worker_progress(worker2);
+        done = cap.count == int(posted) + 1;
+    }
+    ASSERT_TRUE(done) << cap.count << " of " << posted + 1 << " messages arrived";
+    uint64_t last;
+    std::memcpy(&last, cap.data.data(), sizeof(last));
+    EXPECT_EQ(last, 1000u);
+    EXPECT_GE(req.runs, 1);
 
-  uct_ep_destroy(ep);
-  uct_iface_close(tx);
-  uct_iface_close(rx);
-  uct_worker_destroy(worker2);
-  ucs_async_context_destroy(async2);
+    uct_ep_destroy(ep);
+    uct_iface_close(tx);
+    uct_iface_close(rx);
+    uct_worker_destroy(worker2);
+    ucs_async_context_destroy(async2);
 }
 
-}  // namespace
+} // namespace

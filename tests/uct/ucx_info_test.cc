@@ -11,59 +11,64 @@ namespace {
 
 const std::string kPreload = std::string("LD_PRELOAD=") + DOORBELL_UCT_MODULE;
 
-TEST(UcxInfo, ListsTransportOnLoopback) {
-  Child c = run({"ucx_info", "-d"}, {kPreload});
-  ASSERT_EQ(c.status, 0) << c.output;
-  EXPECT_TRUE(contains(c.output, "Component: doorbell")) << c.output;
-  EXPECT_TRUE(contains(c.output, "Transport: doorbell")) << c.output;
-  // The transport's devices are the host's IPv4 netdevs; lo always has one.
-  auto tl = c.output.find("Transport: doorbell");
-  ASSERT_NE(tl, std::string::npos);
-  auto dev = c.output.find("Device: lo", tl);
-  EXPECT_NE(dev, std::string::npos) << c.output;
-  EXPECT_TRUE(contains(c.output, "put_zcopy")) << c.output;
-  EXPECT_TRUE(contains(c.output, "get_zcopy")) << c.output;
-  EXPECT_TRUE(contains(c.output, "am_short")) << c.output;
-  EXPECT_TRUE(contains(c.output, "to iface")) << c.output;
+TEST(UcxInfo, ListsTransportOnLoopback)
+{
+    Child c = run({"ucx_info", "-d"}, {kPreload});
+    ASSERT_EQ(c.status, 0) << c.output;
+    EXPECT_TRUE(contains(c.output, "Component: doorbell")) << c.output;
+    EXPECT_TRUE(contains(c.output, "Transport: doorbell")) << c.output;
+    // The transport's devices are the host's IPv4 netdevs; lo always has one.
+    auto tl = c.output.find("Transport: doorbell");
+    ASSERT_NE(tl, std::string::npos);
+    auto dev = c.output.find("Device: lo", tl);
+    EXPECT_NE(dev, std::string::npos) << c.output;
+    EXPECT_TRUE(contains(c.output, "put_zcopy")) << c.output;
+    EXPECT_TRUE(contains(c.output, "get_zcopy")) << c.output;
+    EXPECT_TRUE(contains(c.output, "am_short")) << c.output;
+    EXPECT_TRUE(contains(c.output, "to iface")) << c.output;
 }
 
-TEST(UcxInfo, WithoutPreloadTransportIsAbsent) {
-  Child c = run({"ucx_info", "-d"}, {"LD_PRELOAD="});
-  ASSERT_EQ(c.status, 0) << c.output;
-  EXPECT_FALSE(contains(c.output, "Transport: doorbell")) << c.output;
+TEST(UcxInfo, WithoutPreloadTransportIsAbsent)
+{
+    Child c = run({"ucx_info", "-d"}, {"LD_PRELOAD="});
+    ASSERT_EQ(c.status, 0) << c.output;
+    EXPECT_FALSE(contains(c.output, "Transport: doorbell")) << c.output;
 }
 
-TEST(UcxInfo, ShowsDocumentedVariables) {
-  Child c = run({"ucx_info", "-c", "-f"}, {kPreload});
-  ASSERT_EQ(c.status, 0) << c.output;
-  for (const char *var :
-       {"UCX_DOORBELL_TX_BATCH=64", "UCX_DOORBELL_TX_MODERATION=64",
-        "UCX_DOORBELL_MTU=", "UCX_DOORBELL_SEG_SIZE=", "UCX_DOORBELL_TX_QUEUE_LEN=",
-        "UCX_DOORBELL_RX_QUEUE_LEN=", "UCX_DOORBELL_AM_CREDITS=",
-        "UCX_DOORBELL_RTO_MIN=", "UCX_DOORBELL_RTO_MAX=", "UCX_DOORBELL_RETRY_COUNT=",
-        "UCX_DOORBELL_CC=auto", "UCX_DOORBELL_IBRC_GAIN=auto", "UCX_DOORBELL_STATS=n"})
-    EXPECT_TRUE(contains(c.output, var)) << var;
-  EXPECT_TRUE(contains(c.output, "Largest number of work requests one doorbell covers"))
-      << c.output;
+TEST(UcxInfo, ShowsDocumentedVariables)
+{
+    Child c = run({"ucx_info", "-c", "-f"}, {kPreload});
+    ASSERT_EQ(c.status, 0) << c.output;
+    for (const char *var :
+         {"UCX_DOORBELL_TX_BATCH=64", "UCX_DOORBELL_TX_MODERATION=64",
+          "UCX_DOORBELL_MTU=", "UCX_DOORBELL_SEG_SIZE=", "UCX_DOORBELL_TX_QUEUE_LEN=",
+          "UCX_DOORBELL_RX_QUEUE_LEN=", "UCX_DOORBELL_AM_CREDITS=", "UCX_DOORBELL_RTO_MIN=",
+          "UCX_DOORBELL_RTO_MAX=", "UCX_DOORBELL_RETRY_COUNT=", "UCX_DOORBELL_CC=auto",
+          "UCX_DOORBELL_IBRC_GAIN=auto", "UCX_DOORBELL_STATS=n"})
+        EXPECT_TRUE(contains(c.output, var)) << var;
+    EXPECT_TRUE(contains(c.output, "Largest number of work requests one doorbell covers"))
+        << c.output;
 }
 
-TEST(UcxInfo, ConfigValueIsParsed) {
-  Child c = run({"ucx_info", "-c", "-f"}, {kPreload, "UCX_DOORBELL_TX_BATCH=16"});
-  ASSERT_EQ(c.status, 0) << c.output;
-  EXPECT_TRUE(contains(c.output, "UCX_DOORBELL_TX_BATCH=16")) << c.output;
+TEST(UcxInfo, ConfigValueIsParsed)
+{
+    Child c = run({"ucx_info", "-c", "-f"}, {kPreload, "UCX_DOORBELL_TX_BATCH=16"});
+    ASSERT_EQ(c.status, 0) << c.output;
+    EXPECT_TRUE(contains(c.output, "UCX_DOORBELL_TX_BATCH=16")) << c.output;
 }
 
-TEST(UcxInfo, MissingNetDeviceSelectsNothingAndDoesNotCrash) {
-  // UCP filters network devices by UCX_NET_DEVICES; a name that does not
-  // exist leaves no doorbell resource and UCX says which device is missing.
-  Child c = run({"ucx_info", "-e", "-u", "t"},
-                {kPreload, "UCX_TLS=doorbell", "UCX_NET_DEVICES=nosuchdev0"});
-  EXPECT_EQ(c.signal, 0) << "killed by a signal:\n" << c.output;
-  EXPECT_NE(c.status, 0) << c.output;
-  // The module loaded (UCX offers its devices) but none was selected.
-  EXPECT_TRUE(contains(c.output, "network device 'nosuchdev0' is not available")) << c.output;
-  EXPECT_TRUE(contains(c.output, "'lo'(doorbell)")) << c.output;
-  EXPECT_TRUE(contains(c.output, "no usable transports")) << c.output;
+TEST(UcxInfo, MissingNetDeviceSelectsNothingAndDoesNotCrash)
+{
+    // UCP filters network devices by UCX_NET_DEVICES; a name that does not
+    // exist leaves no doorbell resource and UCX says which device is missing.
+    Child c = run({"ucx_info", "-e", "-u", "t"},
+                  {kPreload, "UCX_TLS=doorbell", "UCX_NET_DEVICES=nosuchdev0"});
+    EXPECT_EQ(c.signal, 0) << "killed by a signal:\n" << c.output;
+    EXPECT_NE(c.status, 0) << c.output;
+    // The module loaded (UCX offers its devices) but none was selected.
+    EXPECT_TRUE(contains(c.output, "network device 'nosuchdev0' is not available")) << c.output;
+    EXPECT_TRUE(contains(c.output, "'lo'(doorbell)")) << c.output;
+    EXPECT_TRUE(contains(c.output, "no usable transports")) << c.output;
 }
 
-}  // namespace
+} // namespace

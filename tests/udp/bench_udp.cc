@@ -27,8 +27,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct Side {
-    doorbell_iface_t *iface = nullptr;
-    doorbell_qp_t    *qp    = nullptr;
+    doorbell_iface_t     *iface = nullptr;
+    doorbell_qp_t        *qp    = nullptr;
     std::atomic<uint64_t> received{0};
 };
 
@@ -52,8 +52,8 @@ double seconds(Clock::time_point a, Clock::time_point b)
 
 int main(int argc, char **argv)
 {
-    bool threads    = false;
-    const char *dev = "lo";
+    bool        threads = false;
+    const char *dev     = "lo";
     for (int i = 1; i < argc; ++i) {
         if (std::strcmp(argv[i], "-t") == 0) {
             threads = true;
@@ -73,7 +73,7 @@ int main(int argc, char **argv)
         return 1;
     }
     for (Side *s : {&a, &b}) {
-        Side *peer = s == &a ? &b : &a;
+        Side   *peer = s == &a ? &b : &a;
         uint8_t da[8], ia[8];
         doorbell_iface_get_device_address(peer->iface, da);
         doorbell_iface_get_address(peer->iface, ia);
@@ -84,7 +84,7 @@ int main(int argc, char **argv)
 
     /* 0. the floor: raw UDP ping-pong between two sockets, same threading */
     {
-        int fa = socket(AF_INET, SOCK_DGRAM, 0), fb = socket(AF_INET, SOCK_DGRAM, 0);
+        int         fa = socket(AF_INET, SOCK_DGRAM, 0), fb = socket(AF_INET, SOCK_DGRAM, 0);
         sockaddr_in sa{}, sb{};
         sa.sin_family = sb.sin_family = AF_INET;
         sa.sin_addr.s_addr = sb.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -93,10 +93,10 @@ int main(int argc, char **argv)
         socklen_t len = sizeof(sa);
         getsockname(fa, reinterpret_cast<sockaddr *>(&sa), &len);
         getsockname(fb, reinterpret_cast<sockaddr *>(&sb), &len);
-        char msg[8] = {};
-        const int n = 20000;
+        char        msg[8] = {};
+        const int   n      = 20000;
         std::thread peer;
-        auto bounce = [&] {
+        auto        bounce = [&] {
             ssize_t r;
             while ((r = recv(fb, msg, sizeof(msg), MSG_DONTWAIT)) < 0) {
             }
@@ -104,29 +104,31 @@ int main(int argc, char **argv)
         };
         if (threads) {
             peer = std::thread([&] {
-                for (int i = 0; i < n; ++i) bounce();
+                for (int i = 0; i < n; ++i)
+                    bounce();
             });
         }
         auto r0 = Clock::now();
         for (int i = 0; i < n; ++i) {
             sendto(fa, msg, 8, 0, reinterpret_cast<sockaddr *>(&sb), sizeof(sb));
-            if (!threads) bounce();
+            if (!threads)
+                bounce();
             while (recv(fa, msg, sizeof(msg), MSG_DONTWAIT) < 0) {
             }
         }
         auto r1 = Clock::now();
-        if (threads) peer.join();
-        printf("raw udp %s 8B ping-pong: %.2f us one way\n", "lo",
-               seconds(r0, r1) / n / 2 * 1e6);
+        if (threads)
+            peer.join();
+        printf("raw udp %s 8B ping-pong: %.2f us one way\n", "lo", seconds(r0, r1) / n / 2 * 1e6);
         close(fa);
         close(fb);
     }
 
     /* 1. ping-pong: b echoes every AM it receives */
-    const int iters = 20000;
+    const int         iters = 20000;
     std::atomic<bool> stop{false};
-    uint64_t answered = 0;
-    auto echo_step    = [&] {
+    uint64_t          answered  = 0;
+    auto              echo_step = [&] {
         doorbell_iface_progress(b.iface);
         while (answered < b.received.load(std::memory_order_relaxed)) {
             if (doorbell_qp_am_short(b.qp, 1, 0, nullptr, 0) == DOORBELL_OK) {
@@ -160,21 +162,21 @@ int main(int argc, char **argv)
         }
     }
     auto t1 = Clock::now();
-    stop = true;
+    stop    = true;
     if (threads) {
         echo.join();
     }
     doorbell_counters_t ca;
     doorbell_iface_get_counters(a.iface, &ca);
     printf("udp-device %s am_short 8B ping-pong: %.2f us one way "
-           "(%llu retransmits)\n", dev, seconds(t0, t1) / iters / 2 * 1e6,
-           (unsigned long long)ca.retransmits);
+           "(%llu retransmits)\n",
+           dev, seconds(t0, t1) / iters / 2 * 1e6, (unsigned long long)ca.retransmits);
 
     /* 2. bandwidth: 1 MiB put_zcopy, 8 in flight, b progresses */
-    const size_t size = 1 << 20;
+    const size_t         size = 1 << 20;
     std::vector<uint8_t> src(size, 1), dst(size);
-    doorbell_mr_t *mr;
-    uint32_t rkey;
+    doorbell_mr_t       *mr;
+    uint32_t             rkey;
     doorbell_mr_register(pd, dst.data(), size, DOORBELL_ACCESS_REMOTE_WRITE, &mr, &rkey);
     stop = false;
     std::thread sink;
@@ -191,16 +193,16 @@ int main(int argc, char **argv)
             doorbell_iface_progress(b.iface);
         }
     };
-    const int msgs = 2000;
+    const int        msgs = 2000;
     std::atomic<int> done{0};
-    iovec iov{src.data(), size};
+    iovec            iov{src.data(), size};
     t0 = Clock::now();
     for (int i = 0; i < msgs; ++i) {
         while (i - done.load() >= 8) {
             progress_a();
         }
-        while (doorbell_qp_put_zcopy(a.qp, &iov, 1, uint64_t(uintptr_t(dst.data())),
-                                     rkey, &done) != DOORBELL_INPROGRESS) {
+        while (doorbell_qp_put_zcopy(a.qp, &iov, 1, uint64_t(uintptr_t(dst.data())), rkey, &done) !=
+               DOORBELL_INPROGRESS) {
             progress_a();
         }
     }
@@ -214,18 +216,16 @@ int main(int argc, char **argv)
     /* 2b. read bandwidth: 1 MiB get_zcopy, 8 in flight */
     {
         doorbell_mr_t *rmr;
-        uint32_t rrkey;
-        doorbell_mr_register(pd, src.data(), size, DOORBELL_ACCESS_REMOTE_READ,
-                             &rmr, &rrkey);
+        uint32_t       rrkey;
+        doorbell_mr_register(pd, src.data(), size, DOORBELL_ACCESS_REMOTE_READ, &rmr, &rrkey);
         std::atomic<int> got{0};
-        iovec giov{dst.data(), size};
+        iovec            giov{dst.data(), size};
         t0 = Clock::now();
         for (int i = 0; i < msgs; ++i) {
             while (i - got.load() >= 8) {
                 progress_a();
             }
-            while (doorbell_qp_get_zcopy(a.qp, &giov, 1,
-                                         uint64_t(uintptr_t(src.data())), rrkey,
+            while (doorbell_qp_get_zcopy(a.qp, &giov, 1, uint64_t(uintptr_t(src.data())), rrkey,
                                          &got) != DOORBELL_INPROGRESS) {
                 progress_a();
             }
@@ -243,11 +243,11 @@ int main(int argc, char **argv)
     doorbell_counters_t c0, c1;
     doorbell_iface_get_counters(a.iface, &c0);
     const int shorts = 200000;
-    uint64_t v       = 7;
+    uint64_t  v      = 7;
     t0               = Clock::now();
     for (int i = 0; i < shorts; ++i) {
-        while (doorbell_qp_put_short(a.qp, &v, 8, uint64_t(uintptr_t(dst.data())),
-                                     rkey) != DOORBELL_OK) {
+        while (doorbell_qp_put_short(a.qp, &v, 8, uint64_t(uintptr_t(dst.data())), rkey) !=
+               DOORBELL_OK) {
             progress_a();
         }
     }

@@ -11,19 +11,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (r.status == ParseStatus::kOk) {
         const WireHeader &h = r.header;
         /* what the receive path relies on */
-        if (size != r.header_bytes + h.length ||
-            r.payload != data + r.header_bytes) {
+        if (size != r.header_bytes + h.length || r.payload != data + r.header_bytes) {
             abort();
         }
         if (r.header_bytes != sizeof(WireHeader) &&
-            ((h.opcode != uint8_t(Opcode::kWrite) &&
-              h.opcode != uint8_t(Opcode::kSend) &&
+            ((h.opcode != uint8_t(Opcode::kWrite) && h.opcode != uint8_t(Opcode::kSend) &&
               h.opcode != uint8_t(Opcode::kReadResp)) ||
              r.header_bytes != data_header_bytes(Opcode(h.opcode)))) {
             abort();
         }
-        bool data_op = h.opcode == uint8_t(Opcode::kWrite) ||
-                       h.opcode == uint8_t(Opcode::kSend) ||
+        bool data_op = h.opcode == uint8_t(Opcode::kWrite) || h.opcode == uint8_t(Opcode::kSend) ||
                        h.opcode == uint8_t(Opcode::kReadResp);
         if (data_op && uint64_t(h.msg_offset) + h.length > h.msg_length) {
             abort();

@@ -45,10 +45,8 @@ public:
                           const doorbell_iface_params_t &pb = lo_params())
     {
         EXPECT_EQ(DOORBELL_OK, doorbell_pd_create(&pd));
-        EXPECT_EQ(DOORBELL_OK, doorbell_iface_open(pd, &pa, &a))
-            << doorbell_last_error();
-        EXPECT_EQ(DOORBELL_OK, doorbell_iface_open(pd, &pb, &b))
-            << doorbell_last_error();
+        EXPECT_EQ(DOORBELL_OK, doorbell_iface_open(pd, &pa, &a)) << doorbell_last_error();
+        EXPECT_EQ(DOORBELL_OK, doorbell_iface_open(pd, &pb, &b)) << doorbell_last_error();
         for (doorbell_iface_t *i : {a, b}) {
             doorbell_iface_set_completion_handler(i, on_completion);
         }
@@ -60,10 +58,14 @@ public:
 
     ~LoopbackPair()
     {
-        if (qa) doorbell_qp_destroy(qa);
-        if (qb) doorbell_qp_destroy(qb);
-        if (a) doorbell_iface_close(a);
-        if (b) doorbell_iface_close(b);
+        if (qa)
+            doorbell_qp_destroy(qa);
+        if (qb)
+            doorbell_qp_destroy(qb);
+        if (a)
+            doorbell_iface_close(a);
+        if (b)
+            doorbell_iface_close(b);
         doorbell_pd_destroy(pd);
     }
 
@@ -74,8 +76,7 @@ public:
         doorbell_iface_get_address(to, ifa);
         EXPECT_TRUE(doorbell_iface_is_reachable(from, dev, ifa));
         doorbell_qp_t *qp = nullptr;
-        EXPECT_EQ(DOORBELL_OK, doorbell_qp_create(from, dev, ifa, &qp))
-            << doorbell_last_error();
+        EXPECT_EQ(DOORBELL_OK, doorbell_qp_create(from, dev, ifa, &qp)) << doorbell_last_error();
         return qp;
     }
 
@@ -90,8 +91,10 @@ public:
 
     void progress()
     {
-        if (a) doorbell_iface_progress(a);
-        if (b) doorbell_iface_progress(b);
+        if (a)
+            doorbell_iface_progress(a);
+        if (b)
+            doorbell_iface_progress(b);
     }
 
     /// Progresses both until pred() holds; false after 90 s (a hang, not
@@ -111,7 +114,7 @@ public:
     /// Flushes qp and waits for the flush to complete; returns its status.
     doorbell_status_t flush(doorbell_qp_t *qp)
     {
-        Completion c;
+        Completion        c;
         doorbell_status_t s;
         while ((s = doorbell_qp_flush(qp, &c)) == DOORBELL_ERR_NO_RESOURCE) {
             progress();
@@ -140,21 +143,17 @@ public:
 
 /// Registered memory on the target side.
 struct Region {
-    Region(doorbell_pd_t *pd, size_t size, unsigned access, uint8_t fill = 0)
-        : pd_(pd), bytes(size, fill)
+    Region(doorbell_pd_t *pd, size_t size, unsigned access, uint8_t fill = 0) :
+        pd_(pd), bytes(size, fill)
     {
-        EXPECT_EQ(DOORBELL_OK, doorbell_mr_register(pd, bytes.data(), size,
-                                                    access, &mr, &rkey));
+        EXPECT_EQ(DOORBELL_OK, doorbell_mr_register(pd, bytes.data(), size, access, &mr, &rkey));
     }
     ~Region() { doorbell_mr_deregister(pd_, mr); }
-    uint64_t addr(size_t off = 0) const
-    {
-        return uint64_t(uintptr_t(bytes.data() + off));
-    }
+    uint64_t addr(size_t off = 0) const { return uint64_t(uintptr_t(bytes.data() + off)); }
 
     doorbell_pd_t       *pd_;
     std::vector<uint8_t> bytes;
-    doorbell_mr_t       *mr = nullptr;
+    doorbell_mr_t       *mr   = nullptr;
     uint32_t             rkey = 0;
 };
 
@@ -171,7 +170,7 @@ inline doorbell_status_t put_zcopy(doorbell_qp_t *qp, const std::vector<uint8_t>
 inline std::vector<uint8_t> pattern(size_t size, uint32_t seed)
 {
     std::vector<uint8_t> v(size);
-    uint32_t x = seed * 2654435761u + 1;
+    uint32_t             x = seed * 2654435761u + 1;
     for (auto &b : v) {
         x ^= x << 13;
         x ^= x >> 17;

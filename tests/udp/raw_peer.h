@@ -36,8 +36,7 @@ public:
     doorbell_qp_t *connect_from(doorbell_iface_t *iface) const
     {
         doorbell_qp_t *qp = nullptr;
-        EXPECT_EQ(DOORBELL_OK,
-                  doorbell_qp_create(iface, &addr_.sin_addr, &addr_.sin_port, &qp))
+        EXPECT_EQ(DOORBELL_OK, doorbell_qp_create(iface, &addr_.sin_addr, &addr_.sin_port, &qp))
             << doorbell_last_error();
         return qp;
     }
@@ -48,8 +47,8 @@ public:
         dst.sin_family = AF_INET;
         doorbell_iface_get_device_address(iface, &dst.sin_addr);
         doorbell_iface_get_address(iface, &dst.sin_port);
-        ASSERT_EQ(ssize_t(len), sendto(fd_, data, len, 0,
-                                       reinterpret_cast<sockaddr *>(&dst), sizeof(dst)));
+        ASSERT_EQ(ssize_t(len),
+                  sendto(fd_, data, len, 0, reinterpret_cast<sockaddr *>(&dst), sizeof(dst)));
     }
 
     /// The next datagram, progressing the sender until it comes (a busy
@@ -57,8 +56,8 @@ public:
     std::vector<uint8_t> next(doorbell_iface_t *sender)
     {
         std::vector<uint8_t> d(65536);
-        auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
-        ssize_t n;
+        auto                 deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+        ssize_t              n;
         while ((n = recv(fd_, d.data(), d.size(), MSG_DONTWAIT)) < 0 &&
                std::chrono::steady_clock::now() < deadline) {
             doorbell_iface_progress(sender);

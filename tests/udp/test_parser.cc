@@ -19,8 +19,7 @@ std::vector<uint8_t> datagram(const WireHeader &h, size_t payload)
     return v;
 }
 
-WireHeader header(Opcode op, uint32_t length, uint32_t msg_length,
-                  uint32_t offset)
+WireHeader header(Opcode op, uint32_t length, uint32_t msg_length, uint32_t offset)
 {
     WireHeader h{};
     h.magic      = kMagic;
@@ -41,8 +40,8 @@ WireHeader header(Opcode op, uint32_t length, uint32_t msg_length,
 /// h as a data segment (DataHeader) with payload bytes after it.
 std::vector<uint8_t> data_datagram(const WireHeader &h, size_t payload)
 {
-    uint8_t hdr[64];
-    uint32_t n = encode_data_header(h, hdr);
+    uint8_t              hdr[64];
+    uint32_t             n = encode_data_header(h, hdr);
     std::vector<uint8_t> v(hdr, hdr + n);
     v.resize(n + payload, 0x5c);
     return v;
@@ -91,8 +90,7 @@ void check_invariants(const ParseResult &r, const uint8_t *bytes, size_t len)
     ASSERT_EQ(len, r.header_bytes + h.length);
     ASSERT_EQ(bytes + r.header_bytes, r.payload);
     if (r.header_bytes != sizeof(WireHeader)) {
-        ASSERT_TRUE(h.opcode == uint8_t(Opcode::kWrite) ||
-                    h.opcode == uint8_t(Opcode::kSend) ||
+        ASSERT_TRUE(h.opcode == uint8_t(Opcode::kWrite) || h.opcode == uint8_t(Opcode::kSend) ||
                     h.opcode == uint8_t(Opcode::kReadResp));
         ASSERT_EQ(data_header_bytes(Opcode(h.opcode)), r.header_bytes);
     }
@@ -145,13 +143,13 @@ TEST(Parser, ClassifiesBadPackets)
     foreign[0] ^= 1;
     EXPECT_EQ(ParseStatus::kForeign, parse(foreign.data(), foreign.size()).status);
     auto version = d;
-    version[4] = kVersion + 1;
+    version[4]   = kVersion + 1;
     EXPECT_EQ(ParseStatus::kForeign, parse(version.data(), version.size()).status);
     auto past = datagram(header(Opcode::kWrite, 100, 150, 100), 100);
     EXPECT_EQ(ParseStatus::kMalformed, parse(past.data(), past.size()).status);
-    auto wrap         = header(Opcode::kWrite, 0, 16, 0);
-    wrap.remote_addr  = ~uint64_t(0) - 4;
-    auto wd           = datagram(wrap, 0);
+    auto wrap        = header(Opcode::kWrite, 0, 16, 0);
+    wrap.remote_addr = ~uint64_t(0) - 4;
+    auto wd          = datagram(wrap, 0);
     EXPECT_EQ(ParseStatus::kMalformed, parse(wd.data(), wd.size()).status);
     auto chunk = header(Opcode::kReadReq, 0, 100, 0);
     chunk.aux  = 0;
@@ -162,13 +160,12 @@ TEST(Parser, ClassifiesBadPackets)
 TEST(Parser, DataSegmentsExpandToTheFullHeader)
 {
     for (Opcode op : {Opcode::kWrite, Opcode::kSend, Opcode::kReadResp}) {
-        WireHeader h = segment(op, 3000, 1000);
-        auto d       = data_datagram(h, 1000);
+        WireHeader  h = segment(op, 3000, 1000);
+        auto        d = data_datagram(h, 1000);
         ParseResult r = parse(d.data(), d.size());
         ASSERT_EQ(ParseStatus::kOk, r.status);
         EXPECT_EQ(data_header_bytes(op), r.header_bytes);
-        EXPECT_EQ(op == Opcode::kWrite ? 48u : op == Opcode::kSend ? 32u : 40u,
-                  r.header_bytes);
+        EXPECT_EQ(op == Opcode::kWrite ? 48u : op == Opcode::kSend ? 32u : 40u, r.header_bytes);
         h.length = 1000; /* the datagram's rest */
         EXPECT_EQ(0, std::memcmp(&h, &r.header, sizeof(h)));
         check_invariants(r, d.data(), d.size());
@@ -201,12 +198,11 @@ TEST(Parser, ClassifiesBadDataSegments)
     EXPECT_EQ(ParseStatus::kMalformed, parse(rr.data(), rr.size()).status);
     EXPECT_EQ(ParseStatus::kTruncated, parse(rr.data(), 36).status); /* no echo */
     /* only WRITE, SEND and READ_RESP travel in data segments */
-    for (Opcode op : {Opcode::kAck, Opcode::kNak, Opcode::kReadReq,
-                      Opcode::kSignal, Opcode::kAckReq}) {
+    for (Opcode op :
+         {Opcode::kAck, Opcode::kNak, Opcode::kReadReq, Opcode::kSignal, Opcode::kAckReq}) {
         auto other = data_datagram(segment(Opcode::kSend, 3000, 0), 100);
         other[5]   = uint8_t(op);
-        EXPECT_EQ(ParseStatus::kMalformed, parse(other.data(), other.size()).status)
-            << int(op);
+        EXPECT_EQ(ParseStatus::kMalformed, parse(other.data(), other.size()).status) << int(op);
     }
 }
 
@@ -218,7 +214,7 @@ TEST(Parser, AHeaderParsesFromItsFirstBytes)
         ParseResult whole = parse(d.data(), d.size());
         ASSERT_EQ(ParseStatus::kOk, whole.status);
         std::vector<uint8_t> head(d.begin(), d.begin() + whole.header_bytes);
-        ParseResult peek = parse_header(head.data(), head.size(), d.size());
+        ParseResult          peek = parse_header(head.data(), head.size(), d.size());
         ASSERT_EQ(ParseStatus::kOk, peek.status);
         EXPECT_EQ(0, std::memcmp(&whole.header, &peek.header, sizeof(WireHeader)));
         EXPECT_EQ(whole.header_bytes, peek.header_bytes);
@@ -229,10 +225,10 @@ TEST(Parser, AHeaderParsesFromItsFirstBytes)
 
 TEST(Parser, SignalIsOneWordSetOrAdd)
 {
-    EXPECT_EQ(ParseStatus::kOk,
-              parse(datagram(header(Opcode::kSignal, 8, 8, 0), 8).data(),
-                    sizeof(WireHeader) + 8).status);
-    auto op = header(Opcode::kSignal, 8, 8, 0);
+    EXPECT_EQ(
+        ParseStatus::kOk,
+        parse(datagram(header(Opcode::kSignal, 8, 8, 0), 8).data(), sizeof(WireHeader) + 8).status);
+    auto op  = header(Opcode::kSignal, 8, 8, 0);
     op.am_id = DOORBELL_SIGNAL_ADD + 1; /* neither SET nor ADD */
     auto bad = datagram(op, 8);
     EXPECT_EQ(ParseStatus::kMalformed, parse(bad.data(), bad.size()).status);
@@ -246,9 +242,9 @@ TEST(Parser, SignalIsOneWordSetOrAdd)
 
 TEST(Parser, RandomBytesNeverCrashAndRarelyParse)
 {
-    std::mt19937_64 rng(1234);
+    std::mt19937_64      rng(1234);
     std::vector<uint8_t> buf(512);
-    int ok = 0;
+    int                  ok = 0;
     for (int i = 0; i < 100000; ++i) {
         size_t len = rng() % buf.size();
         for (size_t j = 0; j < len; ++j) {
@@ -266,11 +262,11 @@ TEST(Parser, RandomBytesNeverCrashAndRarelyParse)
 TEST(Parser, MutatedValidPacketsKeepInvariants)
 {
     std::mt19937_64 rng(99);
-    auto samples = valid_samples();
-    int accepted = 0, rejected = 0;
+    auto            samples  = valid_samples();
+    int             accepted = 0, rejected = 0;
     for (int i = 0; i < 200000; ++i) {
-        std::vector<uint8_t> d = samples[rng() % samples.size()];
-        int flips              = 1 + int(rng() % 4);
+        std::vector<uint8_t> d     = samples[rng() % samples.size()];
+        int                  flips = 1 + int(rng() % 4);
         for (int f = 0; f < flips; ++f) {
             switch (rng() % 4) {
             case 0: /* flip a bit in the header */

@@ -12,22 +12,22 @@ using namespace doorbell::udp;
 
 namespace {
 
-constexpr uint32_t kMtu     = 1000;                /* full-header payload */
-constexpr uint32_t kSendSeg = kMtu + 64 - 32;      /* a SEND data segment */
-constexpr uint32_t kWriteSeg = kMtu + 64 - 48;     /* a WRITE data segment */
-constexpr uint32_t kReadChunk = kMtu + 64 - 40;    /* a READ_RESP's payload */
+constexpr uint32_t kMtu       = 1000;           /* full-header payload */
+constexpr uint32_t kSendSeg   = kMtu + 64 - 32; /* a SEND data segment */
+constexpr uint32_t kWriteSeg  = kMtu + 64 - 48; /* a WRITE data segment */
+constexpr uint32_t kReadChunk = kMtu + 64 - 40; /* a READ_RESP's payload */
 
 /// Reads the datagrams of one message of `total` bytes sent in segments of
 /// `seg` payload bytes (progressing `sender` while it waits); each must
 /// parse and is checked by check(result, offset); their payloads, in order,
 /// go to *got.
 template <typename Check>
-void read_segments(RawPeer &peer, doorbell_iface_t *sender, size_t total, uint32_t seg,
-                   Check check, std::vector<uint8_t> *got)
+void read_segments(RawPeer &peer, doorbell_iface_t *sender, size_t total, uint32_t seg, Check check,
+                   std::vector<uint8_t> *got)
 {
     got->clear();
     for (uint32_t off = 0; off < total; off += seg) {
-        auto d        = peer.next(sender);
+        auto        d = peer.next(sender);
         ParseResult r = parse(d.data(), d.size());
         ASSERT_EQ(ParseStatus::kOk, r.status) << "at " << off;
         check(r, off);
@@ -64,13 +64,13 @@ doorbell_iface_params_t small_mtu()
 
 TEST(UdpDataSegments, ActiveMessagesFillWholeSegments)
 {
-    LoopbackPair pair(small_mtu(), small_mtu());
+    LoopbackPair            pair(small_mtu(), small_mtu());
     doorbell_iface_limits_t l;
     doorbell_iface_query_limits(pair.a, &l);
     EXPECT_EQ(0u, l.max_am_bcopy % kSendSeg);
     EXPECT_GT(l.max_am_bcopy + kSendSeg, 8192u); /* of the 8 KiB default */
     EXPECT_EQ(l.max_am_bcopy, l.max_am_zcopy);
-    EXPECT_EQ(8192u, l.max_bcopy);                /* puts are not rounded */
+    EXPECT_EQ(8192u, l.max_bcopy); /* puts are not rounded */
 
     LoopbackPair big_mtu; /* lo's MTU: an 8 KiB message is one packet */
     doorbell_iface_query_limits(big_mtu.a, &l);
@@ -79,8 +79,8 @@ TEST(UdpDataSegments, ActiveMessagesFillWholeSegments)
 
 TEST(UdpDataSegments, MessagesOfSeveralPacketsTravelInDataSegments)
 {
-    LoopbackPair pair(small_mtu(), small_mtu());
-    RawPeer peer;
+    LoopbackPair   pair(small_mtu(), small_mtu());
+    RawPeer        peer;
     doorbell_qp_t *qp = peer.connect_from(pair.a);
     ASSERT_NE(nullptr, qp);
     doorbell_iface_limits_t l;
@@ -106,11 +106,10 @@ TEST(UdpDataSegments, MessagesOfSeveralPacketsTravelInDataSegments)
     EXPECT_EQ(am, got);
 
     /* a put: WRITE segments carry the target */
-    auto data = pattern(3000, 4);
-    iovec iov{data.data(), data.size()};
+    auto       data = pattern(3000, 4);
+    iovec      iov{data.data(), data.size()};
     Completion c;
-    ASSERT_EQ(DOORBELL_INPROGRESS,
-              doorbell_qp_put_zcopy(qp, &iov, 1, 0x10000, 0x55, &c));
+    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_put_zcopy(qp, &iov, 1, 0x10000, 0x55, &c));
     ASSERT_NO_FATAL_FAILURE(read_segments(
         peer, pair.a, data.size(), kWriteSeg,
         [&](const ParseResult &r, uint32_t off) {
@@ -129,7 +128,7 @@ TEST(UdpDataSegments, MessagesOfSeveralPacketsTravelInDataSegments)
     for (uint32_t size : {kMtu, kMtu + 1}) {
         auto one = pattern(size, 5);
         ASSERT_EQ(ssize_t(size), doorbell_qp_am_bcopy(qp, 2, pack, &one));
-        auto d        = peer.next(pair.a);
+        auto        d = peer.next(pair.a);
         ParseResult r = parse(d.data(), d.size());
         ASSERT_EQ(ParseStatus::kOk, r.status);
         EXPECT_EQ(size == kMtu ? 64u : 32u, r.header_bytes) << size;
@@ -142,13 +141,13 @@ TEST(UdpDataSegments, MessagesOfSeveralPacketsTravelInDataSegments)
 TEST(UdpDataSegments, ReceiverTakesDataSegmentsApartSafely)
 {
     LoopbackPair pair;
-    AmLog log;
+    AmLog        log;
     doorbell_iface_set_am_handler(pair.b, log_am, &log);
-    Region target(pair.pd, 256, DOORBELL_ACCESS_REMOTE_WRITE, 0x33);
+    Region  target(pair.pd, 256, DOORBELL_ACCESS_REMOTE_WRITE, 0x33);
     RawPeer peer;
-    auto send = [&](const WireHeader &h, const std::vector<uint8_t> &payload,
+    auto    send = [&](const WireHeader &h, const std::vector<uint8_t> &payload,
                     uint32_t reserved = 0) {
-        uint8_t buf[128];
+        uint8_t  buf[128];
         uint32_t n = encode_data_header(h, buf);
         if (reserved != 0) {
             std::memcpy(buf + sizeof(DataHeader) + 12, &reserved, 4);
@@ -172,13 +171,13 @@ TEST(UdpDataSegments, ReceiverTakesDataSegmentsApartSafely)
     EXPECT_EQ(am, log.msgs[0]);
 
     /* a WRITE whose reserved word is set is malformed: dropped */
-    auto data     = pattern(64, 7);
-    h.opcode      = uint8_t(Opcode::kWrite);
-    h.am_id       = 0;
-    h.psn         = 1;
-    h.msg_length  = 64;
-    h.remote_addr = target.addr();
-    h.rkey        = target.rkey;
+    auto data        = pattern(64, 7);
+    h.opcode         = uint8_t(Opcode::kWrite);
+    h.am_id          = 0;
+    h.psn            = 1;
+    h.msg_length     = 64;
+    h.remote_addr    = target.addr();
+    h.rkey           = target.rkey;
     uint64_t dropped = pair.counters(pair.b).rx_dropped;
     send(h, data, 1);
     ASSERT_TRUE(pair.wait([&] { return pair.counters(pair.b).rx_dropped > dropped; }));
@@ -193,8 +192,8 @@ TEST(UdpDataSegments, ReceiverTakesDataSegmentsApartSafely)
 TEST(UdpDataSegments, ReadResponsesTravelInDataSegments)
 {
     LoopbackPair pair(small_mtu(), small_mtu());
-    Region source(pair.pd, 3000, DOORBELL_ACCESS_REMOTE_READ);
-    auto data = pattern(3000, 8);
+    Region       source(pair.pd, 3000, DOORBELL_ACCESS_REMOTE_READ);
+    auto         data = pattern(3000, 8);
     std::memcpy(source.bytes.data(), data.data(), data.size());
     RawPeer peer;
 

@@ -25,33 +25,29 @@ doorbell_iface_params_t batching_params()
 TEST(UdpDoorbell, IdleQueueRingsAtOnceBusyQueueCoalesces)
 {
     LoopbackPair pair(batching_params(), batching_params());
-    Region target(pair.pd, 4096, DOORBELL_ACCESS_REMOTE_WRITE);
-    uint64_t v = 1;
+    Region       target(pair.pd, 4096, DOORBELL_ACCESS_REMOTE_WRITE);
+    uint64_t     v = 1;
     /* idle: the first WQE rings at once and its packet leaves */
-    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(),
-                                                 target.rkey));
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(), target.rkey));
     auto c = pair.counters(pair.a);
     EXPECT_EQ(1u, c.wqes);
     EXPECT_EQ(1u, c.doorbells);
     EXPECT_EQ(1u, c.tx_packets);
     /* busy (the first is not acknowledged: no progress ran): coalesce */
     for (int i = 1; i < 8; ++i) {
-        ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8,
-                                                     target.addr(8 * i),
-                                                     target.rkey));
+        ASSERT_EQ(DOORBELL_OK,
+                  doorbell_qp_put_short(pair.qa, &v, 8, target.addr(8 * i), target.rkey));
         EXPECT_EQ(1u, pair.counters(pair.a).doorbells) << i;
     }
     EXPECT_EQ(1u, pair.counters(pair.a).tx_packets);
     /* the 8th waiting WQE (tx_batch) rings; one sendmmsg carries all 8 */
-    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(64),
-                                                 target.rkey));
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(64), target.rkey));
     c = pair.counters(pair.a);
     EXPECT_EQ(9u, c.wqes);
     EXPECT_EQ(2u, c.doorbells);
     EXPECT_EQ(9u, c.tx_packets);
     /* a leftover below the batch is rung by the next progress call */
-    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(72),
-                                                 target.rkey));
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(72), target.rkey));
     EXPECT_EQ(2u, pair.counters(pair.a).doorbells);
     doorbell_iface_progress(pair.a);
     EXPECT_EQ(3u, pair.counters(pair.a).doorbells);
@@ -62,12 +58,11 @@ TEST(UdpDoorbell, IdleQueueRingsAtOnceBusyQueueCoalesces)
 TEST(UdpDoorbell, SignalsEveryModerationAndOnFlush)
 {
     LoopbackPair pair(batching_params(), batching_params());
-    Region target(pair.pd, 4096, DOORBELL_ACCESS_REMOTE_WRITE);
-    uint64_t v = 1;
+    Region       target(pair.pd, 4096, DOORBELL_ACCESS_REMOTE_WRITE);
+    uint64_t     v = 1;
     for (int i = 0; i < 10; ++i) {
-        ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8,
-                                                     target.addr(8 * i),
-                                                     target.rkey));
+        ASSERT_EQ(DOORBELL_OK,
+                  doorbell_qp_put_short(pair.qa, &v, 8, target.addr(8 * i), target.rkey));
     }
     /* WQEs 3 and 7 are signaled (one per 4); the flush's WQE always is */
     ASSERT_EQ(DOORBELL_OK, pair.flush(pair.qa));
@@ -76,11 +71,10 @@ TEST(UdpDoorbell, SignalsEveryModerationAndOnFlush)
     EXPECT_EQ(3u, c.signaled);
     EXPECT_GE(c.cq_polls, 1u);
     /* a zcopy with a cookie is always signaled */
-    iovec iov{&v, 8};
+    iovec      iov{&v, 8};
     Completion z;
-    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_put_zcopy(pair.qa, &iov, 1,
-                                                         target.addr(),
-                                                         target.rkey, &z));
+    ASSERT_EQ(DOORBELL_INPROGRESS,
+              doorbell_qp_put_zcopy(pair.qa, &iov, 1, target.addr(), target.rkey, &z));
     ASSERT_TRUE(pair.wait([&] { return z.count == 1; }));
     EXPECT_EQ(4u, pair.counters(pair.a).signaled);
 }
@@ -91,12 +85,12 @@ TEST(UdpDoorbell, RingNeverFillsWithUnsignaledWqes)
     p.tx_queue_len            = 8;
     p.tx_moderation           = 64; /* clamped to half the ring */
     LoopbackPair pair(p, p);
-    Region target(pair.pd, 8, DOORBELL_ACCESS_REMOTE_WRITE);
-    uint64_t v = 1;
+    Region       target(pair.pd, 8, DOORBELL_ACCESS_REMOTE_WRITE);
+    uint64_t     v = 1;
     for (int i = 0; i < 200; ++i) {
         doorbell_status_t s;
-        while ((s = doorbell_qp_put_short(pair.qa, &v, 8, target.addr(),
-                                          target.rkey)) == DOORBELL_ERR_NO_RESOURCE) {
+        while ((s = doorbell_qp_put_short(pair.qa, &v, 8, target.addr(), target.rkey)) ==
+               DOORBELL_ERR_NO_RESOURCE) {
             pair.progress();
         }
         ASSERT_EQ(DOORBELL_OK, s);
@@ -108,20 +102,19 @@ TEST(UdpDoorbell, RingNeverFillsWithUnsignaledWqes)
 TEST(UdpDoorbell, RawWqesAndFence)
 {
     LoopbackPair pair;
-    Region target(pair.pd, 4096, DOORBELL_ACCESS_REMOTE_WRITE |
-                                     DOORBELL_ACCESS_REMOTE_READ);
-    auto data = pattern(1000, 4);
+    Region       target(pair.pd, 4096, DOORBELL_ACCESS_REMOTE_WRITE | DOORBELL_ACCESS_REMOTE_READ);
+    auto         data = pattern(1000, 4);
     std::vector<uint8_t> back(1000);
-    Completion c;
-    doorbell_wqe_t w[3] = {};
-    w[0].opcode      = DOORBELL_OP_PUT;
-    w[0].rkey        = target.rkey;
-    w[0].remote_addr = target.addr();
-    w[0].local_addr  = uintptr_t(data.data());
-    w[0].length      = 1000;
-    w[1].opcode      = DOORBELL_OP_PUT;
-    w[1].flags       = DOORBELL_WQE_INLINE;
-    w[1].inline_len  = 4;
+    Completion           c;
+    doorbell_wqe_t       w[3] = {};
+    w[0].opcode               = DOORBELL_OP_PUT;
+    w[0].rkey                 = target.rkey;
+    w[0].remote_addr          = target.addr();
+    w[0].local_addr           = uintptr_t(data.data());
+    w[0].length               = 1000;
+    w[1].opcode               = DOORBELL_OP_PUT;
+    w[1].flags                = DOORBELL_WQE_INLINE;
+    w[1].inline_len           = 4;
     std::memcpy(w[1].inline_data, "ABCD", 4);
     w[1].rkey        = target.rkey;
     w[1].remote_addr = target.addr(2000);
@@ -154,18 +147,15 @@ TEST(UdpDoorbell, RawWqesAndFence)
 TEST(UdpDoorbell, FenceDoesNotWaitForTheAcksOfWrites)
 {
     LoopbackPair pair;
-    Region target(pair.pd, 64, DOORBELL_ACCESS_REMOTE_WRITE);
-    FaultConfig deaf{.rx_drop = 1.0, .seed = 11};
+    Region       target(pair.pd, 64, DOORBELL_ACCESS_REMOTE_WRITE);
+    FaultConfig  deaf{.rx_drop = 1.0, .seed = 11};
     set_fault_injection(pair.a, &deaf); /* no ACK reaches the requester */
     uint64_t data = 0x1111, flag = 0x2222;
-    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &data, 8, target.addr(0),
-                                                 target.rkey));
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &data, 8, target.addr(0), target.rkey));
     ASSERT_EQ(DOORBELL_OK, doorbell_qp_fence(pair.qa));
-    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &flag, 8, target.addr(8),
-                                                 target.rkey));
-    ASSERT_TRUE(pair.wait([&] {
-        return *reinterpret_cast<uint64_t *>(target.bytes.data() + 8) == flag;
-    }));
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &flag, 8, target.addr(8), target.rkey));
+    ASSERT_TRUE(
+        pair.wait([&] { return *reinterpret_cast<uint64_t *>(target.bytes.data() + 8) == flag; }));
     EXPECT_EQ(data, *reinterpret_cast<uint64_t *>(target.bytes.data()));
     set_fault_injection(pair.a, nullptr);
     EXPECT_EQ(DOORBELL_OK, pair.flush(pair.qa));
@@ -176,24 +166,21 @@ TEST(UdpDoorbell, FenceDoesNotWaitForTheAcksOfWrites)
 TEST(UdpDoorbell, FencedWriteWaitsForAnEarlierRead)
 {
     LoopbackPair pair;
-    Region target(pair.pd, 4096, DOORBELL_ACCESS_REMOTE_WRITE |
-                                     DOORBELL_ACCESS_REMOTE_READ);
-    auto before = pattern(4096, 5);
+    Region       target(pair.pd, 4096, DOORBELL_ACCESS_REMOTE_WRITE | DOORBELL_ACCESS_REMOTE_READ);
+    auto         before = pattern(4096, 5);
     std::copy(before.begin(), before.end(), target.bytes.begin());
     std::vector<uint8_t> back(4096), after(4096, 0xee);
-    FaultConfig deaf{.rx_drop = 1.0, .seed = 12};
+    FaultConfig          deaf{.rx_drop = 1.0, .seed = 12};
     set_fault_injection(pair.a, &deaf); /* the read's data is lost */
-    iovec iov{back.data(), back.size()};
+    iovec      iov{back.data(), back.size()};
     Completion c;
-    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_get_zcopy(pair.qa, &iov, 1,
-                                                         target.addr(),
-                                                         target.rkey, &c));
+    ASSERT_EQ(DOORBELL_INPROGRESS,
+              doorbell_qp_get_zcopy(pair.qa, &iov, 1, target.addr(), target.rkey, &c));
     ASSERT_EQ(DOORBELL_OK, doorbell_qp_fence(pair.qa));
-    iovec out{after.data(), after.size()};
+    iovec      out{after.data(), after.size()};
     Completion w;
-    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_put_zcopy(pair.qa, &out, 1,
-                                                         target.addr(),
-                                                         target.rkey, &w));
+    ASSERT_EQ(DOORBELL_INPROGRESS,
+              doorbell_qp_put_zcopy(pair.qa, &out, 1, target.addr(), target.rkey, &w));
     /* b answers the read (and a drops the answer); the write stays back */
     const uint64_t b_sent = pair.counters(pair.b).tx_packets;
     ASSERT_TRUE(pair.wait([&] { return pair.counters(pair.b).tx_packets > b_sent; }));
@@ -213,13 +200,12 @@ TEST(UdpDoorbell, FencedWriteWaitsForAnEarlierRead)
 TEST(UdpDoorbell, ArmReportsPendingWorkAndEventFdWakes)
 {
     LoopbackPair pair;
-    Region target(pair.pd, 64, DOORBELL_ACCESS_REMOTE_WRITE);
-    int fd = doorbell_iface_event_fd(pair.b);
+    Region       target(pair.pd, 64, DOORBELL_ACCESS_REMOTE_WRITE);
+    int          fd = doorbell_iface_event_fd(pair.b);
     ASSERT_GE(fd, 0);
     EXPECT_EQ(DOORBELL_OK, doorbell_iface_arm(pair.b));
     uint64_t v = 5;
-    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(),
-                                                 target.rkey));
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(), target.rkey));
     /* loopback delivers within sendmmsg: b's socket is readable now */
     pollfd pfd{fd, POLLIN, 0};
     EXPECT_EQ(1, poll(&pfd, 1, 0));
@@ -235,16 +221,15 @@ TEST(UdpDoorbell, ArmReportsPendingWorkAndEventFdWakes)
 TEST(UdpDoorbell, EventFdWakesWhenArmedAfterBusyPolling)
 {
     LoopbackPair pair;
-    Region target(pair.pd, 64, DOORBELL_ACCESS_REMOTE_WRITE);
-    int fd = doorbell_iface_event_fd(pair.b);
+    Region       target(pair.pd, 64, DOORBELL_ACCESS_REMOTE_WRITE);
+    int          fd = doorbell_iface_event_fd(pair.b);
     EXPECT_EQ(DOORBELL_OK, doorbell_iface_arm(pair.b));
     /* busy polling takes the socket out of the wake-up set ... */
     for (int i = 0; i < 200; ++i) {
         doorbell_iface_progress(pair.b);
     }
     uint64_t v = 5;
-    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(),
-                                                 target.rkey));
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(), target.rkey));
     pollfd pfd{fd, POLLIN, 0};
     EXPECT_EQ(0, poll(&pfd, 1, 0)); /* not armed: no wake-up owed */
     /* ... and arm puts it back: the datagram already queued wakes */
@@ -259,16 +244,15 @@ TEST(UdpDoorbell, EventFdWakesWhenArmedAfterBusyPolling)
 TEST(UdpDoorbell, BackgroundProgressKeepsTheEventFdArmed)
 {
     LoopbackPair pair;
-    Region target(pair.pd, 64, DOORBELL_ACCESS_REMOTE_WRITE);
-    int fd = doorbell_iface_event_fd(pair.b);
+    Region       target(pair.pd, 64, DOORBELL_ACCESS_REMOTE_WRITE);
+    int          fd = doorbell_iface_event_fd(pair.b);
     EXPECT_EQ(DOORBELL_OK, doorbell_iface_arm(pair.b));
     /* the application sleeps on the fd; a timer progresses for it */
     for (int i = 0; i < 200; ++i) {
         doorbell_iface_progress_background(pair.b);
     }
     uint64_t v = 5;
-    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(),
-                                                 target.rkey));
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(), target.rkey));
     pollfd pfd{fd, POLLIN, 0};
     EXPECT_EQ(1, poll(&pfd, 1, 0)); /* still armed: the arrival wakes */
     ASSERT_EQ(DOORBELL_OK, pair.flush(pair.qa));
@@ -281,11 +265,10 @@ TEST(UdpDoorbell, BackgroundProgressKeepsTheEventFdArmed)
 TEST(UdpDoorbell, BackgroundProgressThatTakesAnArrivalWakesTheSleeper)
 {
     LoopbackPair pair(steady_params(), steady_params());
-    Region target(pair.pd, 64, DOORBELL_ACCESS_REMOTE_WRITE);
-    int fd = doorbell_iface_event_fd(pair.a);
-    uint64_t v = 5;
-    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(),
-                                                 target.rkey));
+    Region       target(pair.pd, 64, DOORBELL_ACCESS_REMOTE_WRITE);
+    int          fd = doorbell_iface_event_fd(pair.a);
+    uint64_t     v  = 5;
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(), target.rkey));
     ASSERT_EQ(DOORBELL_OK, doorbell_iface_arm(pair.a)); /* a sleeps */
     pollfd pfd{fd, POLLIN, 0};
     ASSERT_EQ(0, poll(&pfd, 1, 0));
@@ -306,7 +289,7 @@ TEST(UdpDoorbell, BackgroundProgressThatTakesAnArrivalWakesTheSleeper)
 TEST(UdpDoorbell, CompletionHandlerWithArgumentGetsItBack)
 {
     LoopbackPair pair;
-    Region target(pair.pd, 64, DOORBELL_ACCESS_REMOTE_WRITE);
+    Region       target(pair.pd, 64, DOORBELL_ACCESS_REMOTE_WRITE);
     struct Seen {
         void             *arg    = nullptr;
         Completion       *cookie = nullptr;
@@ -320,12 +303,11 @@ TEST(UdpDoorbell, CompletionHandlerWithArgumentGetsItBack)
         on_completion(cookie, status);
     };
     doorbell_iface_set_completion_handler_arg(pair.a, cb, &seen);
-    uint64_t v = 7;
-    iovec iov{&v, sizeof(v)};
+    uint64_t   v = 7;
+    iovec      iov{&v, sizeof(v)};
     Completion z;
-    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_put_zcopy(pair.qa, &iov, 1,
-                                                         target.addr(),
-                                                         target.rkey, &z));
+    ASSERT_EQ(DOORBELL_INPROGRESS,
+              doorbell_qp_put_zcopy(pair.qa, &iov, 1, target.addr(), target.rkey, &z));
     ASSERT_TRUE(pair.wait([&] { return z.count == 1; }));
     EXPECT_EQ(&seen, seen.arg);
     EXPECT_EQ(&z, seen.cookie);
@@ -333,9 +315,8 @@ TEST(UdpDoorbell, CompletionHandlerWithArgumentGetsItBack)
     /* the plain handler replaces it again */
     doorbell_iface_set_completion_handler(pair.a, on_completion);
     Completion f;
-    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_put_zcopy(pair.qa, &iov, 1,
-                                                         target.addr(),
-                                                         target.rkey, &f));
+    ASSERT_EQ(DOORBELL_INPROGRESS,
+              doorbell_qp_put_zcopy(pair.qa, &iov, 1, target.addr(), target.rkey, &f));
     ASSERT_TRUE(pair.wait([&] { return f.count == 1; }));
     EXPECT_EQ(&z, seen.cookie);
 }
@@ -343,11 +324,10 @@ TEST(UdpDoorbell, CompletionHandlerWithArgumentGetsItBack)
 TEST(UdpDoorbell, ArmedTimerWakesForRetransmission)
 {
     LoopbackPair pair;
-    Region target(pair.pd, 64, DOORBELL_ACCESS_REMOTE_WRITE);
+    Region       target(pair.pd, 64, DOORBELL_ACCESS_REMOTE_WRITE);
     pair.close_b(); /* nobody answers */
     uint64_t v = 5;
-    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(),
-                                                 target.rkey));
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(), target.rkey));
     /* unacknowledged data: arm sets the retransmit timer on the event fd */
     ASSERT_EQ(DOORBELL_OK, doorbell_iface_arm(pair.a));
     pollfd pfd{doorbell_iface_event_fd(pair.a), POLLIN, 0};
@@ -360,10 +340,9 @@ TEST(UdpDoorbell, ArmedTimerWakesForRetransmission)
 TEST(UdpDoorbell, CountersDumpAtClose)
 {
     LoopbackPair pair(steady_params(), steady_params());
-    Region target(pair.pd, 64, DOORBELL_ACCESS_REMOTE_WRITE);
-    uint64_t v = 5;
-    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(),
-                                                 target.rkey));
+    Region       target(pair.pd, 64, DOORBELL_ACCESS_REMOTE_WRITE);
+    uint64_t     v = 5;
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(), target.rkey));
     ASSERT_EQ(DOORBELL_OK, pair.flush(pair.qa));
     doorbell_iface_set_stats(pair.a, 1);
     doorbell_qp_destroy(pair.qa);
@@ -374,24 +353,22 @@ TEST(UdpDoorbell, CountersDumpAtClose)
     std::string out = testing::internal::GetCapturedStderr();
     EXPECT_NE(out.find("lo wqes 2\n"), std::string::npos) << out;
     EXPECT_NE(out.find("lo doorbells 2\n"), std::string::npos) << out;
-    EXPECT_NE(out.find("lo tx_packets 2\n"), std::string::npos) << out; /* put, ACK probe of the flush */
-    for (const char *name : {"signaled", "cq_polls", "rx_packets", "tx_bytes",
-                             "rx_bytes", "retransmits", "rx_dropped",
-                             "rx_duplicates", "naks", "ce_marks", "rtt_samples",
-                             "remote_access_errors", "timeouts",
-                             "paced_waits", "busy_naks", "tail_probes",
-                             "rx_timestamped"}) {
-        EXPECT_NE(out.find(std::string("lo ") + name + " "), std::string::npos)
-            << name;
+    EXPECT_NE(out.find("lo tx_packets 2\n"), std::string::npos)
+        << out; /* put, ACK probe of the flush */
+    for (const char *name :
+         {"signaled", "cq_polls", "rx_packets", "tx_bytes", "rx_bytes", "retransmits", "rx_dropped",
+          "rx_duplicates", "naks", "ce_marks", "rtt_samples", "remote_access_errors", "timeouts",
+          "paced_waits", "busy_naks", "tail_probes", "rx_timestamped"}) {
+        EXPECT_NE(out.find(std::string("lo ") + name + " "), std::string::npos) << name;
     }
 }
 
 TEST(UdpDoorbell, DestroyCancelsOutstanding)
 {
     LoopbackPair pair;
-    Region target(pair.pd, 1 << 20, DOORBELL_ACCESS_REMOTE_WRITE);
-    auto data = pattern(1 << 20, 1);
-    Completion c;
+    Region       target(pair.pd, 1 << 20, DOORBELL_ACCESS_REMOTE_WRITE);
+    auto         data = pattern(1 << 20, 1);
+    Completion   c;
     ASSERT_EQ(DOORBELL_INPROGRESS, put_zcopy(pair.qa, data, target, c));
     doorbell_qp_destroy(pair.qa);
     pair.qa = nullptr;

@@ -45,7 +45,7 @@ void unpack(void *arg, const void *data, size_t length)
 TEST(UdpOps, QueryDevicesListsLoopback)
 {
     doorbell_device_info_t devs[32];
-    int n = doorbell_query_devices(devs, 32);
+    int                    n = doorbell_query_devices(devs, 32);
     ASSERT_GT(n, 0);
     bool found = false;
     for (int i = 0; i < std::min(n, 32); ++i) {
@@ -67,8 +67,7 @@ TEST(UdpOps, OpenUnknownDeviceFails)
     p.device                  = "no-such-netdev0";
     doorbell_iface_t *iface;
     EXPECT_EQ(DOORBELL_ERR_NO_DEVICE, doorbell_iface_open(pd, &p, &iface));
-    EXPECT_NE(std::string(doorbell_last_error()).find("no-such-netdev0"),
-              std::string::npos);
+    EXPECT_NE(std::string(doorbell_last_error()).find("no-such-netdev0"), std::string::npos);
     doorbell_pd_destroy(pd);
 }
 
@@ -88,10 +87,10 @@ TEST(UdpOps, Addresses)
 TEST(UdpOps, PutShortAndFlush)
 {
     LoopbackPair pair;
-    Region target(pair.pd, 4096, DOORBELL_ACCESS_REMOTE_WRITE);
-    auto data = pattern(512, 1);
-    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, data.data(), 512,
-                                                 target.addr(100), target.rkey));
+    Region       target(pair.pd, 4096, DOORBELL_ACCESS_REMOTE_WRITE);
+    auto         data = pattern(512, 1);
+    ASSERT_EQ(DOORBELL_OK,
+              doorbell_qp_put_short(pair.qa, data.data(), 512, target.addr(100), target.rkey));
     ASSERT_EQ(DOORBELL_OK, pair.flush(pair.qa));
     EXPECT_EQ(0, std::memcmp(target.bytes.data() + 100, data.data(), 512));
     EXPECT_EQ(0, target.bytes[99]);
@@ -102,15 +101,15 @@ TEST(UdpOps, PutShortAndFlush)
 
 TEST(UdpOps, PutBcopyZeroAndFull)
 {
-    LoopbackPair pair;
+    LoopbackPair            pair;
     doorbell_iface_limits_t l;
     doorbell_iface_query_limits(pair.a, &l);
     Region target(pair.pd, l.max_bcopy + 64, DOORBELL_ACCESS_REMOTE_WRITE);
     for (size_t len : {size_t(0), size_t(1), l.max_bcopy}) {
-        auto data = pattern(len, unsigned(len));
+        auto    data = pattern(len, unsigned(len));
         PackArg arg{data.data(), len};
-        ASSERT_EQ(ssize_t(len), doorbell_qp_put_bcopy(pair.qa, pack, &arg,
-                                                      target.addr(), target.rkey));
+        ASSERT_EQ(ssize_t(len),
+                  doorbell_qp_put_bcopy(pair.qa, pack, &arg, target.addr(), target.rkey));
         ASSERT_EQ(DOORBELL_OK, pair.flush(pair.qa));
         EXPECT_TRUE(std::equal(data.begin(), data.end(), target.bytes.begin()));
     }
@@ -120,15 +119,13 @@ TEST(UdpOps, PutZcopySizes)
 {
     LoopbackPair pair;
     const size_t max = 6 << 20;
-    Region target(pair.pd, max, DOORBELL_ACCESS_REMOTE_WRITE);
-    for (size_t len : {size_t(0), size_t(1), size_t(64999), size_t(65001),
-                       size_t(1) << 20, max}) {
-        auto data = pattern(len, unsigned(len) + 7);
-        iovec iov{data.data(), len};
+    Region       target(pair.pd, max, DOORBELL_ACCESS_REMOTE_WRITE);
+    for (size_t len : {size_t(0), size_t(1), size_t(64999), size_t(65001), size_t(1) << 20, max}) {
+        auto       data = pattern(len, unsigned(len) + 7);
+        iovec      iov{data.data(), len};
         Completion c;
         ASSERT_EQ(DOORBELL_INPROGRESS,
-                  doorbell_qp_put_zcopy(pair.qa, &iov, 1, target.addr(),
-                                        target.rkey, &c));
+                  doorbell_qp_put_zcopy(pair.qa, &iov, 1, target.addr(), target.rkey, &c));
         ASSERT_TRUE(pair.wait([&] { return c.count == 1; })) << len;
         EXPECT_EQ(DOORBELL_OK, c.status);
         EXPECT_TRUE(std::equal(data.begin(), data.end(), target.bytes.begin())) << len;
@@ -138,13 +135,12 @@ TEST(UdpOps, PutZcopySizes)
 TEST(UdpOps, PutZcopyIov)
 {
     LoopbackPair pair;
-    Region target(pair.pd, 300000, DOORBELL_ACCESS_REMOTE_WRITE);
-    auto a = pattern(100000, 1), b = pattern(3, 2), c = pattern(150000, 3);
-    iovec iov[3] = {{a.data(), a.size()}, {b.data(), b.size()}, {c.data(), c.size()}};
-    Completion done;
+    Region       target(pair.pd, 300000, DOORBELL_ACCESS_REMOTE_WRITE);
+    auto         a = pattern(100000, 1), b = pattern(3, 2), c = pattern(150000, 3);
+    iovec        iov[3] = {{a.data(), a.size()}, {b.data(), b.size()}, {c.data(), c.size()}};
+    Completion   done;
     ASSERT_EQ(DOORBELL_INPROGRESS,
-              doorbell_qp_put_zcopy(pair.qa, iov, 3, target.addr(), target.rkey,
-                                    &done));
+              doorbell_qp_put_zcopy(pair.qa, iov, 3, target.addr(), target.rkey, &done));
     ASSERT_TRUE(pair.wait([&] { return done.count == 1; }));
     EXPECT_EQ(0, std::memcmp(target.bytes.data(), a.data(), a.size()));
     EXPECT_EQ(0, std::memcmp(target.bytes.data() + 100000, b.data(), 3));
@@ -155,15 +151,14 @@ TEST(UdpOps, GetBcopyAndZcopy)
 {
     LoopbackPair pair;
     const size_t max = 5 << 20;
-    Region source(pair.pd, max, DOORBELL_ACCESS_REMOTE_READ);
-    auto data = pattern(max, 42);
+    Region       source(pair.pd, max, DOORBELL_ACCESS_REMOTE_READ);
+    auto         data = pattern(max, 42);
     std::memcpy(source.bytes.data(), data.data(), max);
 
     std::vector<uint8_t> got;
-    Completion c;
+    Completion           c;
     ASSERT_EQ(DOORBELL_INPROGRESS,
-              doorbell_qp_get_bcopy(pair.qa, unpack, &got, 1000,
-                                    source.addr(10), source.rkey, &c));
+              doorbell_qp_get_bcopy(pair.qa, unpack, &got, 1000, source.addr(10), source.rkey, &c));
     ASSERT_TRUE(pair.wait([&] { return c.count == 1; }));
     ASSERT_EQ(DOORBELL_OK, c.status);
     ASSERT_EQ(1000u, got.size());
@@ -171,11 +166,10 @@ TEST(UdpOps, GetBcopyAndZcopy)
 
     for (size_t len : {size_t(0), size_t(1), size_t(65000), size_t(1) << 20, max}) {
         std::vector<uint8_t> dest(len + 1, 0xee);
-        iovec iov{dest.data(), len};
-        Completion z;
+        iovec                iov{dest.data(), len};
+        Completion           z;
         ASSERT_EQ(DOORBELL_INPROGRESS,
-                  doorbell_qp_get_zcopy(pair.qa, &iov, 1, source.addr(),
-                                        source.rkey, &z));
+                  doorbell_qp_get_zcopy(pair.qa, &iov, 1, source.addr(), source.rkey, &z));
         ASSERT_TRUE(pair.wait([&] { return z.count == 1; })) << len;
         EXPECT_EQ(DOORBELL_OK, z.status) << len << " " << pair.error_a.message;
         EXPECT_EQ(0, std::memcmp(dest.data(), data.data(), len)) << len;
@@ -186,32 +180,30 @@ TEST(UdpOps, GetBcopyAndZcopy)
 TEST(UdpOps, ActiveMessagesInOrder)
 {
     LoopbackPair pair;
-    AmLog log;
+    AmLog        log;
     doorbell_iface_set_am_handler(pair.b, log_am, &log);
     doorbell_iface_limits_t l;
     doorbell_iface_query_limits(pair.a, &l);
 
     auto payload = pattern(l.max_short - 8, 5);
-    ASSERT_EQ(DOORBELL_OK, doorbell_qp_am_short(pair.qa, 3, 0x1122334455667788ull,
-                                                payload.data(), payload.size()));
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_am_short(pair.qa, 3, 0x1122334455667788ull, payload.data(),
+                                                payload.size()));
     ASSERT_EQ(DOORBELL_OK, doorbell_qp_am_short(pair.qa, 4, 7, nullptr, 0));
-    auto big = pattern(l.max_am_bcopy, 6);
+    auto    big = pattern(l.max_am_bcopy, 6);
     PackArg arg{big.data(), big.size()};
     ASSERT_EQ(ssize_t(big.size()), doorbell_qp_am_bcopy(pair.qa, 5, pack, &arg));
-    uint8_t hdr[8] = {1, 2, 3, 4, 5, 6, 7, 8};
-    auto zc        = pattern(l.max_am_zcopy - sizeof(hdr), 7);
-    iovec iov{zc.data(), zc.size()};
+    uint8_t    hdr[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    auto       zc     = pattern(l.max_am_zcopy - sizeof(hdr), 7);
+    iovec      iov{zc.data(), zc.size()};
     Completion c;
-    ASSERT_EQ(DOORBELL_INPROGRESS,
-              doorbell_qp_am_zcopy(pair.qa, 6, hdr, sizeof(hdr), &iov, 1, &c));
+    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_am_zcopy(pair.qa, 6, hdr, sizeof(hdr), &iov, 1, &c));
     ASSERT_TRUE(pair.wait([&] { return log.msgs.size() == 4 && c.count == 1; }));
 
     EXPECT_EQ(3, log.msgs[0].first);
     uint64_t h;
     std::memcpy(&h, log.msgs[0].second.data(), 8);
     EXPECT_EQ(0x1122334455667788ull, h);
-    EXPECT_EQ(0, std::memcmp(log.msgs[0].second.data() + 8, payload.data(),
-                             payload.size()));
+    EXPECT_EQ(0, std::memcmp(log.msgs[0].second.data() + 8, payload.data(), payload.size()));
     EXPECT_EQ(4, log.msgs[1].first);
     EXPECT_EQ(8u, log.msgs[1].second.size());
     EXPECT_EQ(big, log.msgs[2].second);
@@ -225,25 +217,23 @@ TEST(UdpOps, SmallMtuSegmentsEverything)
     doorbell_iface_params_t p = lo_params();
     p.mtu                     = 1000;
     LoopbackPair pair(p, p);
-    AmLog log;
+    AmLog        log;
     doorbell_iface_set_am_handler(pair.b, log_am, &log);
-    auto big = pattern(8000, 9);
+    auto    big = pattern(8000, 9);
     PackArg arg{big.data(), big.size()};
     ASSERT_EQ(8000, doorbell_qp_am_bcopy(pair.qa, 1, pack, &arg));
-    Region target(pair.pd, 100000, DOORBELL_ACCESS_REMOTE_WRITE |
-                                       DOORBELL_ACCESS_REMOTE_READ);
-    auto data = pattern(100000, 10);
+    Region     target(pair.pd, 100000, DOORBELL_ACCESS_REMOTE_WRITE | DOORBELL_ACCESS_REMOTE_READ);
+    auto       data = pattern(100000, 10);
     Completion c;
     ASSERT_EQ(DOORBELL_INPROGRESS, put_zcopy(pair.qa, data, target, c));
     ASSERT_TRUE(pair.wait([&] { return c.count == 1 && log.msgs.size() == 1; }));
     EXPECT_EQ(big, log.msgs[0].second);
     EXPECT_EQ(data, target.bytes);
     std::vector<uint8_t> back(100000);
-    iovec biov{back.data(), back.size()};
-    Completion g;
-    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_get_zcopy(pair.qb, &biov, 1,
-                                                         target.addr(),
-                                                         target.rkey, &g));
+    iovec                biov{back.data(), back.size()};
+    Completion           g;
+    ASSERT_EQ(DOORBELL_INPROGRESS,
+              doorbell_qp_get_zcopy(pair.qb, &biov, 1, target.addr(), target.rkey, &g));
     ASSERT_TRUE(pair.wait([&] { return g.count == 1; }));
     EXPECT_EQ(data, back);
     EXPECT_GE(pair.counters(pair.a).tx_packets, 100u);
@@ -251,15 +241,14 @@ TEST(UdpOps, SmallMtuSegmentsEverything)
 
 TEST(UdpOps, IfaceFlushCoversEveryQp)
 {
-    LoopbackPair pair;
-    Region ta(pair.pd, 1 << 20, DOORBELL_ACCESS_REMOTE_WRITE);
+    LoopbackPair   pair;
+    Region         ta(pair.pd, 1 << 20, DOORBELL_ACCESS_REMOTE_WRITE);
     doorbell_qp_t *second = LoopbackPair::connect(pair.a, pair.b);
-    auto data = pattern(1 << 20, 11);
-    iovec iov{data.data(), data.size()};
+    auto           data   = pattern(1 << 20, 11);
+    iovec          iov{data.data(), data.size()};
     ASSERT_EQ(DOORBELL_INPROGRESS,
               doorbell_qp_put_zcopy(pair.qa, &iov, 1, ta.addr(), ta.rkey, nullptr));
-    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(second, data.data(), 8,
-                                                 ta.addr(), ta.rkey));
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(second, data.data(), 8, ta.addr(), ta.rkey));
     Completion f;
     ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_iface_flush(pair.a, &f));
     ASSERT_TRUE(pair.wait([&] { return f.count == 1; }));
@@ -271,10 +260,9 @@ TEST(UdpOps, IfaceFlushCoversEveryQp)
 TEST(UdpOps, RttSamplesAndEct)
 {
     LoopbackPair pair;
-    Region target(pair.pd, 64, DOORBELL_ACCESS_REMOTE_WRITE);
-    uint64_t v = 1;
-    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(),
-                                                 target.rkey));
+    Region       target(pair.pd, 64, DOORBELL_ACCESS_REMOTE_WRITE);
+    uint64_t     v = 1;
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(), target.rkey));
     ASSERT_EQ(DOORBELL_OK, pair.flush(pair.qa));
     auto c = pair.counters(pair.a);
     EXPECT_GE(c.rtt_samples, 1u);

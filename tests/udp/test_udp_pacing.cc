@@ -16,20 +16,20 @@ namespace {
 /// A gate the test opens and closes, recording what it was told.
 struct FakeGate : PacingGate {
     struct Log {
-        bool     open        = false;
-        uint64_t sends       = 0;
-        uint64_t send_bytes  = 0;
-        uint64_t acked_bytes = 0;
-        uint64_t ce_bytes    = 0;
-        uint64_t rtt_samples = 0;
-        uint64_t losses      = 0;
-        uint64_t max_rtt     = 0; ///< ns, the largest sample given
-        uint64_t max_send    = 0; ///< bytes, the largest single charge
-        int64_t  outstanding = 0; ///< bytes charged and not yet acknowledged
-        int64_t  max_outstanding = 0;
-        double   rate_Bps    = 1e9; ///< what rate() says
-        uint64_t release_ns  = 0;   ///< nonzero: closed until then (ns, now_ns clock)
-        int      gates       = 0;
+        bool          open            = false;
+        uint64_t      sends           = 0;
+        uint64_t      send_bytes      = 0;
+        uint64_t      acked_bytes     = 0;
+        uint64_t      ce_bytes        = 0;
+        uint64_t      rtt_samples     = 0;
+        uint64_t      losses          = 0;
+        uint64_t      max_rtt         = 0; ///< ns, the largest sample given
+        uint64_t      max_send        = 0; ///< bytes, the largest single charge
+        int64_t       outstanding     = 0; ///< bytes charged and not yet acknowledged
+        int64_t       max_outstanding = 0;
+        double        rate_Bps        = 1e9; ///< what rate() says
+        uint64_t      release_ns      = 0;   ///< nonzero: closed until then (ns, now_ns clock)
+        int           gates           = 0;
         PacingContext ctx;
     };
     explicit FakeGate(Log &log) : log_(log) {}
@@ -56,9 +56,9 @@ struct FakeGate : PacingGate {
         log_.rtt_samples += rtt != 0;
         log_.max_rtt = std::max(log_.max_rtt, rtt);
     }
-    void on_loss(uint64_t) override { ++log_.losses; }
+    void   on_loss(uint64_t) override { ++log_.losses; }
     double rate() const override { return log_.rate_Bps; }
-    Log &log_;
+    Log   &log_;
 };
 
 FakeGate::Log g_log;
@@ -87,7 +87,7 @@ doorbell_iface_params_t gated(doorbell_iface_params_t p, bool open)
 TEST(UdpPacing, GateHoldsPacketsAndIsFedByAcks)
 {
     doorbell_iface_params_t p = gated(lo_params(), false);
-    LoopbackPair pair(p, p);
+    LoopbackPair            pair(p, p);
     EXPECT_EQ(2, g_log.gates); /* one per QP */
     EXPECT_EQ("lo", g_log.ctx.device);
     EXPECT_EQ("test-gate", g_log.ctx.policy);
@@ -97,8 +97,8 @@ TEST(UdpPacing, GateHoldsPacketsAndIsFedByAcks)
     EXPECT_EQ(kHostCeBeta, g_log.ctx.ce_beta);
     EXPECT_EQ(kHostProbeStep, g_log.ctx.probe_step);
 
-    Region target(pair.pd, 1 << 20, DOORBELL_ACCESS_REMOTE_WRITE);
-    auto data = pattern(1 << 20, 2);
+    Region     target(pair.pd, 1 << 20, DOORBELL_ACCESS_REMOTE_WRITE);
+    auto       data = pattern(1 << 20, 2);
     Completion c;
     ASSERT_EQ(DOORBELL_INPROGRESS, put_zcopy(pair.qa, data, target, c));
     for (int i = 0; i < 10; ++i) {
@@ -121,10 +121,10 @@ TEST(UdpPacing, GateHoldsPacketsAndIsFedByAcks)
 TEST(UdpPacing, ArmSleepsUntilThePacerReleases)
 {
     doorbell_iface_params_t p = gated(lo_params(), false);
-    LoopbackPair pair(p, p);
-    Region target(pair.pd, 4096, DOORBELL_ACCESS_REMOTE_WRITE);
-    auto data = pattern(4096, 5);
-    Completion c;
+    LoopbackPair            pair(p, p);
+    Region                  target(pair.pd, 4096, DOORBELL_ACCESS_REMOTE_WRITE);
+    auto                    data = pattern(4096, 5);
+    Completion              c;
     g_log.release_ns = doorbell::now_ns() + 3600ull * 1000000000ull; /* far away */
     ASSERT_EQ(DOORBELL_INPROGRESS, put_zcopy(pair.qa, data, target, c));
     pair.progress();
@@ -144,13 +144,13 @@ TEST(UdpPacing, ArmSleepsUntilThePacerReleases)
 TEST(UdpPacing, GateHearsCeAndLoss)
 {
     doorbell_iface_params_t p = gated(lo_params(), true);
-    LoopbackPair pair(p, p);
-    FaultConfig marks{.ce = 1.0, .seed = 5};
+    LoopbackPair            pair(p, p);
+    FaultConfig             marks{.ce = 1.0, .seed = 5};
     set_fault_injection(pair.b, &marks);
     FaultConfig loss{.tx_drop = 0.2, .seed = 6};
     set_fault_injection(pair.a, &loss);
-    Region target(pair.pd, 1 << 20, DOORBELL_ACCESS_REMOTE_WRITE);
-    auto data = pattern(1 << 20, 3);
+    Region     target(pair.pd, 1 << 20, DOORBELL_ACCESS_REMOTE_WRITE);
+    auto       data = pattern(1 << 20, 3);
     Completion c;
     ASSERT_EQ(DOORBELL_INPROGRESS, put_zcopy(pair.qa, data, target, c));
     ASSERT_TRUE(pair.wait([&] { return c.count == 1; }));
@@ -165,24 +165,23 @@ TEST(UdpPacing, GateHearsCeAndLoss)
 TEST(UdpPacing, ReadsAreChargedToTheRequesterInShortPieces)
 {
     doorbell_iface_params_t p = gated(lo_params(), true);
-    LoopbackPair pair(p, p);
-    FaultConfig marks{.ce = 1.0, .seed = 9};
+    LoopbackPair            pair(p, p);
+    FaultConfig             marks{.ce = 1.0, .seed = 9};
     set_fault_injection(pair.a, &marks); /* the read data arrives marked */
-    const size_t len = size_t(1) << 20;
-    auto data        = pattern(len, 4);
-    Region source(pair.pd, len, DOORBELL_ACCESS_REMOTE_READ);
+    const size_t len  = size_t(1) << 20;
+    auto         data = pattern(len, 4);
+    Region       source(pair.pd, len, DOORBELL_ACCESS_REMOTE_READ);
     std::copy(data.begin(), data.end(), source.bytes.begin());
     std::vector<uint8_t> dest(len);
-    iovec iov{dest.data(), len};
-    Completion c;
-    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_get_zcopy(pair.qa, &iov, 1,
-                                                         source.addr(),
-                                                         source.rkey, &c));
+    iovec                iov{dest.data(), len};
+    Completion           c;
+    ASSERT_EQ(DOORBELL_INPROGRESS,
+              doorbell_qp_get_zcopy(pair.qa, &iov, 1, source.addr(), source.rkey, &c));
     ASSERT_TRUE(pair.wait([&] { return c.count == 1; }));
     EXPECT_EQ(DOORBELL_OK, c.status);
     EXPECT_EQ(data, dest);
     const uint64_t mtu   = g_log.ctx.mtu;
-    const uint64_t piece = 4 * mtu; /* kReadPieceSegments */
+    const uint64_t piece = 4 * mtu;   /* kReadPieceSegments */
     EXPECT_GE(g_log.send_bytes, len); /* every byte read was charged */
     EXPECT_GE(g_log.sends, len / piece);
     /* no request bigger than a piece and its response headers */
@@ -198,13 +197,12 @@ TEST(UdpPacing, ReadsAreChargedToTheRequesterInShortPieces)
 TEST(UdpPacing, CeChangeIsAckedAtOnce)
 {
     doorbell_iface_params_t p = gated(steady_params(), true);
-    LoopbackPair pair(p, p);
-    FaultConfig marks{.ce = 1.0, .seed = 3};
+    LoopbackPair            pair(p, p);
+    FaultConfig             marks{.ce = 1.0, .seed = 3};
     set_fault_injection(pair.b, &marks);
-    Region target(pair.pd, 8, DOORBELL_ACCESS_REMOTE_WRITE);
+    Region   target(pair.pd, 8, DOORBELL_ACCESS_REMOTE_WRITE);
     uint64_t v = 5;
-    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(),
-                                                 target.rkey));
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(), target.rkey));
     while (pair.counters(pair.b).rx_packets == 0) {
         doorbell_iface_progress(pair.b);
     }
@@ -219,27 +217,25 @@ TEST(UdpPacing, CeChangeIsAckedAtOnce)
 TEST(UdpPacing, OutstandingReadsAreBoundedByTheRate)
 {
     doorbell_iface_params_t p = gated(lo_params(), true);
-    LoopbackPair pair(p, p);
-    const size_t len = size_t(4) << 20;
-    auto data        = pattern(len, 8);
-    Region source(pair.pd, len, DOORBELL_ACCESS_REMOTE_READ);
+    LoopbackPair            pair(p, p);
+    const size_t            len  = size_t(4) << 20;
+    auto                    data = pattern(len, 8);
+    Region                  source(pair.pd, len, DOORBELL_ACCESS_REMOTE_READ);
     std::copy(data.begin(), data.end(), source.bytes.begin());
     std::vector<uint8_t> dest(len);
-    Completion first; /* an RTT sample, unbounded */
-    iovec small{dest.data(), 100};
-    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_get_zcopy(pair.qa, &small, 1,
-                                                         source.addr(),
-                                                         source.rkey, &first));
+    Completion           first; /* an RTT sample, unbounded */
+    iovec                small{dest.data(), 100};
+    ASSERT_EQ(DOORBELL_INPROGRESS,
+              doorbell_qp_get_zcopy(pair.qa, &small, 1, source.addr(), source.rkey, &first));
     ASSERT_TRUE(pair.wait([&] { return first.count == 1; }));
 
     g_log.rate_Bps        = 1;
     g_log.outstanding     = 0;
     g_log.max_outstanding = 0;
-    iovec iov{dest.data(), len};
+    iovec      iov{dest.data(), len};
     Completion c;
-    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_get_zcopy(pair.qa, &iov, 1,
-                                                         source.addr(),
-                                                         source.rkey, &c));
+    ASSERT_EQ(DOORBELL_INPROGRESS,
+              doorbell_qp_get_zcopy(pair.qa, &iov, 1, source.addr(), source.rkey, &c));
     ASSERT_TRUE(pair.wait([&] { return c.count == 1; }));
     EXPECT_EQ(DOORBELL_OK, c.status);
     EXPECT_EQ(data, dest);
@@ -259,26 +255,23 @@ TEST(UdpPacing, KernelTimestampsOnlyOncePaced)
     /* no retransmit timer may fire: a timeout is a loss, which paces too
      * (lo_params' 200 us did fire once under ASan in a CI run) */
     doorbell_iface_params_t p = gated(steady_params(), true);
-    LoopbackPair pair(p, p);
-    Region target(pair.pd, 8, DOORBELL_ACCESS_REMOTE_WRITE);
-    uint64_t v = 1;
-    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(),
-                                                 target.rkey));
+    LoopbackPair            pair(p, p);
+    Region                  target(pair.pd, 8, DOORBELL_ACCESS_REMOTE_WRITE);
+    uint64_t                v = 1;
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(), target.rkey));
     ASSERT_EQ(DOORBELL_OK, pair.flush(pair.qa));
     EXPECT_EQ(0u, pair.counters(pair.a).rx_timestamped);
     EXPECT_EQ(0u, pair.counters(pair.b).rx_timestamped);
 
     g_log.open = false; /* the pacer holds the next put: the QP is paced */
     v          = 2;
-    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(),
-                                                 target.rkey));
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(), target.rkey));
     doorbell_iface_progress(pair.a);
     EXPECT_GT(pair.counters(pair.a).paced_waits, 0u);
     g_log.open = true;
     ASSERT_EQ(DOORBELL_OK, pair.flush(pair.qa));
     v = 3;
-    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(),
-                                                 target.rkey));
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(), target.rkey));
     ASSERT_EQ(DOORBELL_OK, pair.flush(pair.qa));
     EXPECT_EQ(v, *reinterpret_cast<uint64_t *>(target.bytes.data()));
     EXPECT_GT(pair.counters(pair.a).rx_timestamped, 0u); /* its ACKs */
@@ -292,27 +285,25 @@ TEST(UdpPacing, KernelTimestampsOnlyOncePaced)
 TEST(UdpPacing, CeIsReadOnceBulkDataArrives)
 {
     LoopbackPair pair(lo_params(), lo_params());
-    auto &a = *static_cast<UdpIface *>(pair.a);
-    auto &b = *static_cast<UdpIface *>(pair.b);
-    int ce  = 0x03;
+    auto        &a  = *static_cast<UdpIface *>(pair.a);
+    auto        &b  = *static_cast<UdpIface *>(pair.b);
+    int          ce = 0x03;
     ASSERT_EQ(0, setsockopt(a.socket_fd(), IPPROTO_IP, IP_TOS, &ce, sizeof(ce)));
     Region target(pair.pd, 64 << 10, DOORBELL_ACCESS_REMOTE_WRITE);
     for (uint64_t v = 1; v <= 20; ++v) {
-        ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8,
-                                                     target.addr(), target.rkey));
+        ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(), target.rkey));
         ASSERT_EQ(DOORBELL_OK, pair.flush(pair.qa));
     }
     EXPECT_FALSE(b.reads_ce());
     EXPECT_EQ(0u, pair.counters(pair.b).ce_marks);
 
-    auto data = pattern(16 << 10, 7); /* bulk: segments of kilobytes */
+    auto       data = pattern(16 << 10, 7); /* bulk: segments of kilobytes */
     Completion c;
     ASSERT_EQ(DOORBELL_INPROGRESS, put_zcopy(pair.qa, data, target, c));
     ASSERT_TRUE(pair.wait([&] { return c.count == 1; }));
     EXPECT_TRUE(b.reads_ce());
     uint64_t v = 21; /* marked, and now read */
-    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8,
-                                                 target.addr(), target.rkey));
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(), target.rkey));
     ASSERT_EQ(DOORBELL_OK, pair.flush(pair.qa));
     EXPECT_GT(pair.counters(pair.b).ce_marks, 0u);
     EXPECT_TRUE(std::equal(data.begin() + 8, data.end(), target.bytes.begin() + 8));
@@ -323,19 +314,17 @@ TEST(UdpPacing, CeIsReadOnceBulkDataArrives)
 TEST(UdpPacing, CeIsReadOnceSmallDatagramsQueueUp)
 {
     LoopbackPair pair(lo_params(), lo_params());
-    auto &b = *static_cast<UdpIface *>(pair.b);
-    Region target(pair.pd, 8, DOORBELL_ACCESS_REMOTE_WRITE);
+    auto        &b = *static_cast<UdpIface *>(pair.b);
+    Region       target(pair.pd, 8, DOORBELL_ACCESS_REMOTE_WRITE);
     for (uint64_t v = 1; v <= 2 * kCeQueuedDatagrams; ++v) {
-        ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8,
-                                                     target.addr(), target.rkey));
+        ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(), target.rkey));
     }
     /* a rang them out before b looks: they wait in b's socket together */
     doorbell_iface_progress(pair.a);
     EXPECT_FALSE(b.reads_ce());
     ASSERT_EQ(DOORBELL_OK, pair.flush(pair.qa));
     EXPECT_TRUE(b.reads_ce());
-    EXPECT_EQ(2 * kCeQueuedDatagrams,
-              *reinterpret_cast<uint64_t *>(target.bytes.data()));
+    EXPECT_EQ(2 * kCeQueuedDatagrams, *reinterpret_cast<uint64_t *>(target.bytes.data()));
 }
 
 /* "auto" paces a network device with IBRC and leaves a loopback device
@@ -364,10 +353,9 @@ TEST(UdpPacing, UnknownPolicyMeansUnpaced)
     p.cc                      = "no-such-policy";
     LoopbackPair pair(p, p);
     EXPECT_EQ(0, g_log.gates);
-    Region target(pair.pd, 8, DOORBELL_ACCESS_REMOTE_WRITE);
+    Region   target(pair.pd, 8, DOORBELL_ACCESS_REMOTE_WRITE);
     uint64_t v = 1;
-    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(),
-                                                 target.rkey));
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(), target.rkey));
     EXPECT_EQ(DOORBELL_OK, pair.flush(pair.qa));
 }
 
@@ -381,12 +369,11 @@ TEST(UdpPacing, RttSampleExcludesTheReceiversAckDelay)
     doorbell_iface_params_t p = gated(steady_params(), true);
     p.rto_min_ns              = 80000000; /* 80 ms: ack_delay 10 ms */
     const uint64_t ack_delay  = p.rto_min_ns / 8;
-    LoopbackPair pair(p, p);
-    Region target(pair.pd, 8, DOORBELL_ACCESS_REMOTE_WRITE);
-    uint64_t v = 7;
-    uint64_t start = doorbell::now_ns();
-    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(),
-                                                 target.rkey));
+    LoopbackPair   pair(p, p);
+    Region         target(pair.pd, 8, DOORBELL_ACCESS_REMOTE_WRITE);
+    uint64_t       v     = 7;
+    uint64_t       start = doorbell::now_ns();
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(), target.rkey));
     ASSERT_TRUE(pair.wait([&] { return g_log.rtt_samples > 0; }));
     uint64_t whole = doorbell::now_ns() - start;
     EXPECT_EQ(v, *reinterpret_cast<uint64_t *>(target.bytes.data()));

@@ -13,7 +13,7 @@ using doorbell::udp::set_fault_injection;
 namespace {
 
 struct AmStream {
-    std::vector<uint8_t> bytes;  ///< concatenated payloads, in arrival order
+    std::vector<uint8_t> bytes; ///< concatenated payloads, in arrival order
     unsigned             count = 0;
 };
 
@@ -53,15 +53,14 @@ void exercise(LoopbackPair &pair, uint32_t seed)
     /* a stream of AMs of varied sizes: order and content checked */
     AmStream stream;
     doorbell_iface_set_am_handler(pair.b, append_am, &stream);
-    auto am_data   = pattern(300000, seed);
-    size_t offset  = 0;
-    unsigned sent  = 0;
+    auto     am_data = pattern(300000, seed);
+    size_t   offset  = 0;
+    unsigned sent    = 0;
     while (offset < am_data.size()) {
-        size_t len = std::min<size_t>(1 + (offset * 7 + 13) % 8191, am_data.size() - offset);
+        size_t  len = std::min<size_t>(1 + (offset * 7 + 13) % 8191, am_data.size() - offset);
         PackArg arg{am_data.data() + offset, len};
         ssize_t rc;
-        while ((rc = doorbell_qp_am_bcopy(pair.qa, 1, pack, &arg)) ==
-               DOORBELL_ERR_NO_RESOURCE) {
+        while ((rc = doorbell_qp_am_bcopy(pair.qa, 1, pack, &arg)) == DOORBELL_ERR_NO_RESOURCE) {
             pair.progress();
         }
         ASSERT_EQ(ssize_t(len), rc) << doorbell_last_error();
@@ -71,23 +70,20 @@ void exercise(LoopbackPair &pair, uint32_t seed)
 
     /* a large write and a large read in the other direction */
     const size_t size = 3 << 20;
-    Region target(pair.pd, size, DOORBELL_ACCESS_REMOTE_WRITE);
-    Region source(pair.pd, size, DOORBELL_ACCESS_REMOTE_READ);
-    auto wdata = pattern(size, seed + 1);
-    auto rdata = pattern(size, seed + 2);
+    Region       target(pair.pd, size, DOORBELL_ACCESS_REMOTE_WRITE);
+    Region       source(pair.pd, size, DOORBELL_ACCESS_REMOTE_READ);
+    auto         wdata = pattern(size, seed + 1);
+    auto         rdata = pattern(size, seed + 2);
     std::memcpy(source.bytes.data(), rdata.data(), size);
     std::vector<uint8_t> dest(size);
-    iovec wiov{wdata.data(), size}, riov{dest.data(), size};
-    Completion w, r;
-    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_put_zcopy(pair.qb, &wiov, 1,
-                                                         target.addr(),
-                                                         target.rkey, &w));
-    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_get_zcopy(pair.qb, &riov, 1,
-                                                         source.addr(),
-                                                         source.rkey, &r));
-    ASSERT_TRUE(pair.wait([&] {
-        return stream.count == sent && w.count == 1 && r.count == 1;
-    })) << "ams " << stream.count << "/" << sent;
+    iovec                wiov{wdata.data(), size}, riov{dest.data(), size};
+    Completion           w, r;
+    ASSERT_EQ(DOORBELL_INPROGRESS,
+              doorbell_qp_put_zcopy(pair.qb, &wiov, 1, target.addr(), target.rkey, &w));
+    ASSERT_EQ(DOORBELL_INPROGRESS,
+              doorbell_qp_get_zcopy(pair.qb, &riov, 1, source.addr(), source.rkey, &r));
+    ASSERT_TRUE(pair.wait([&] { return stream.count == sent && w.count == 1 && r.count == 1; }))
+        << "ams " << stream.count << "/" << sent;
     EXPECT_EQ(DOORBELL_OK, w.status);
     EXPECT_EQ(DOORBELL_OK, r.status);
     EXPECT_EQ(DOORBELL_OK, pair.flush(pair.qa));
@@ -140,8 +136,8 @@ TEST(UdpReliability, EverythingAtOnce)
     doorbell_iface_params_t p = lo_params();
     p.mtu                     = 4000; /* more packets, more faults */
     LoopbackPair pair(p, p);
-    inject(pair, {.tx_drop = 0.03, .rx_drop = 0.02, .duplicate = 0.05,
-                  .reorder = 0.05, .seed = 14});
+    inject(pair,
+           {.tx_drop = 0.03, .rx_drop = 0.02, .duplicate = 0.05, .reorder = 0.05, .seed = 14});
     exercise(pair, 5);
 }
 
@@ -152,8 +148,8 @@ TEST(UdpReliability, CeMarksAreEchoed)
         static FaultConfig c{.ce = 1.0, .seed = 3};
         return &c;
     }());
-    Region target(pair.pd, 1 << 20, DOORBELL_ACCESS_REMOTE_WRITE);
-    auto data = pattern(1 << 20, 3);
+    Region     target(pair.pd, 1 << 20, DOORBELL_ACCESS_REMOTE_WRITE);
+    auto       data = pattern(1 << 20, 3);
     Completion c;
     ASSERT_EQ(DOORBELL_INPROGRESS, put_zcopy(pair.qa, data, target, c));
     ASSERT_TRUE(pair.wait([&] { return c.count == 1; }));
@@ -189,23 +185,21 @@ TEST(UdpAm, ReceiverOutOfBuffersNeverDropsAnAm)
     pb.rx_queue_len = 4; /* the receiver lends out at most 4 buffers */
     pa.am_credits   = 64;
     LoopbackPair pair(pa, pb);
-    Holder holder;
+    Holder       holder;
     doorbell_iface_set_am_handler(pair.b, hold_am, &holder);
 
     const unsigned total = 40;
     for (unsigned i = 0; i < total; ++i) {
         doorbell_status_t s;
-        while ((s = doorbell_qp_am_short(pair.qa, 2, i, nullptr, 0)) ==
-               DOORBELL_ERR_NO_RESOURCE) {
+        while ((s = doorbell_qp_am_short(pair.qa, 2, i, nullptr, 0)) == DOORBELL_ERR_NO_RESOURCE) {
             pair.progress();
         }
         ASSERT_EQ(DOORBELL_OK, s);
     }
     /* the receiver fills up: exactly 4 delivered, the rest is refused
      * (receiver-busy NAK) and kept by the sender */
-    ASSERT_TRUE(pair.wait([&] {
-        return holder.held.size() == 4 && pair.counters(pair.b).naks > 0;
-    }));
+    ASSERT_TRUE(
+        pair.wait([&] { return holder.held.size() == 4 && pair.counters(pair.b).naks > 0; }));
     for (int i = 0; i < 100; ++i) {
         pair.progress();
     }
@@ -233,13 +227,12 @@ TEST(UdpAm, CreditsLimitAmsInFlight)
     doorbell_iface_params_t p = lo_params();
     p.am_credits              = 3;
     LoopbackPair pair(p, p);
-    AmStream stream;
+    AmStream     stream;
     doorbell_iface_set_am_handler(pair.b, append_am, &stream);
     for (int i = 0; i < 3; ++i) {
         ASSERT_EQ(DOORBELL_OK, doorbell_qp_am_short(pair.qa, 1, i, nullptr, 0));
     }
-    EXPECT_EQ(DOORBELL_ERR_NO_RESOURCE,
-              doorbell_qp_am_short(pair.qa, 1, 3, nullptr, 0));
+    EXPECT_EQ(DOORBELL_ERR_NO_RESOURCE, doorbell_qp_am_short(pair.qa, 1, 3, nullptr, 0));
     EXPECT_FALSE(doorbell_qp_can_send(pair.qa));
     ASSERT_TRUE(pair.wait([&] { return doorbell_qp_can_send(pair.qa) != 0; }));
     EXPECT_EQ(DOORBELL_OK, doorbell_qp_am_short(pair.qa, 1, 3, nullptr, 0));
@@ -258,8 +251,8 @@ TEST(UdpAm, HandlerMayPostAndUseHeadroom)
         [](void *arg, uint8_t, void *data, size_t length) {
             auto *e = static_cast<Echo *>(arg);
             /* the headroom before data is ours to scribble on */
-            std::memset(static_cast<uint8_t *>(data) - DOORBELL_AM_HEADROOM,
-                        0xab, DOORBELL_AM_HEADROOM);
+            std::memset(static_cast<uint8_t *>(data) - DOORBELL_AM_HEADROOM, 0xab,
+                        DOORBELL_AM_HEADROOM);
             uint64_t hdr;
             std::memcpy(&hdr, data, 8);
             EXPECT_EQ(8u, length);
@@ -290,29 +283,27 @@ TEST(UdpTimeout, RetriesExhaustedReportTimedOut)
     p.rto_max_ns              = 1000000; /* 1 ms */
     p.retry_count             = 4;
     LoopbackPair pair(p, p);
-    Region target(pair.pd, 4096, DOORBELL_ACCESS_REMOTE_WRITE);
+    Region       target(pair.pd, 4096, DOORBELL_ACCESS_REMOTE_WRITE);
     pair.close_b(); /* the peer is gone */
 
-    auto data = pattern(100, 1);
+    auto       data = pattern(100, 1);
     Completion zc;
     ASSERT_EQ(DOORBELL_INPROGRESS, put_zcopy(pair.qa, data, target, zc));
-    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, data.data(), 8,
-                                                 target.addr(), target.rkey));
+    ASSERT_EQ(DOORBELL_OK,
+              doorbell_qp_put_short(pair.qa, data.data(), 8, target.addr(), target.rkey));
     Completion f;
     ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_flush(pair.qa, &f));
     ASSERT_TRUE(pair.wait([&] { return f.count == 1 && pair.error_a.count == 1; }));
     EXPECT_EQ(DOORBELL_ERR_TIMED_OUT, zc.status);
     EXPECT_EQ(DOORBELL_ERR_TIMED_OUT, f.status);
     EXPECT_EQ(DOORBELL_ERR_TIMED_OUT, pair.error_a.status);
-    EXPECT_NE(pair.error_a.message.find("127.0.0.1"), std::string::npos)
-        << pair.error_a.message;
+    EXPECT_NE(pair.error_a.message.find("127.0.0.1"), std::string::npos) << pair.error_a.message;
     /* each timeout resends the oldest packet alone (no flood into a peer
      * that may only be slow): retry_count resends, whatever the timing */
     EXPECT_EQ(4u, pair.counters(pair.a).retransmits);
     /* the QP is dead: later operations are canceled */
-    EXPECT_EQ(DOORBELL_ERR_CANCELED, doorbell_qp_put_short(pair.qa, data.data(),
-                                                           8, target.addr(),
-                                                           target.rkey));
+    EXPECT_EQ(DOORBELL_ERR_CANCELED,
+              doorbell_qp_put_short(pair.qa, data.data(), 8, target.addr(), target.rkey));
 }
 
 TEST(UdpTimeout, ReadFromVanishedPeerTimesOut)
@@ -322,14 +313,13 @@ TEST(UdpTimeout, ReadFromVanishedPeerTimesOut)
     p.rto_max_ns              = 1000000; /* 1 ms */
     p.retry_count             = 3;
     LoopbackPair pair(p, p);
-    Region source(pair.pd, 1 << 20, DOORBELL_ACCESS_REMOTE_READ);
+    Region       source(pair.pd, 1 << 20, DOORBELL_ACCESS_REMOTE_READ);
     pair.close_b();
     std::vector<uint8_t> dest(1 << 20, 0x77);
-    iovec iov{dest.data(), dest.size()};
-    Completion c;
-    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_get_zcopy(pair.qa, &iov, 1,
-                                                         source.addr(),
-                                                         source.rkey, &c));
+    iovec                iov{dest.data(), dest.size()};
+    Completion           c;
+    ASSERT_EQ(DOORBELL_INPROGRESS,
+              doorbell_qp_get_zcopy(pair.qa, &iov, 1, source.addr(), source.rkey, &c));
     ASSERT_TRUE(pair.wait([&] { return c.count == 1; }));
     EXPECT_EQ(DOORBELL_ERR_TIMED_OUT, c.status);
     EXPECT_EQ(1, pair.error_a.count);
@@ -349,13 +339,12 @@ TEST(UdpTimeout, ReadFromVanishedPeerTimesOut)
 TEST(UdpTimeout, TailLossIsFoundByAProbeNotTheTimeout)
 {
     LoopbackPair pair(steady_params(), steady_params());
-    Region target(pair.pd, 4096, DOORBELL_ACCESS_REMOTE_WRITE);
-    uint64_t v = 1;
-    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(),
-                                                 target.rkey));
+    Region       target(pair.pd, 4096, DOORBELL_ACCESS_REMOTE_WRITE);
+    uint64_t     v = 1;
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(), target.rkey));
     ASSERT_EQ(DOORBELL_OK, pair.flush(pair.qa)); /* an RTT sample */
 
-    auto data = pattern(100, 3);
+    auto        data = pattern(100, 3);
     FaultConfig lose_all{.tx_drop = 1.0, .seed = 1};
     set_fault_injection(pair.a, &lose_all);
     Completion c;
@@ -378,22 +367,21 @@ TEST(UdpTimeout, TailLossIsFoundByAProbeNotTheTimeout)
 TEST(UdpTimeout, LostReadDataIsAskedForAgainWithoutATimeout)
 {
     LoopbackPair pair(steady_params(), steady_params());
-    const size_t len = 200000;
-    auto data        = pattern(len, 6);
-    Region source(pair.pd, len, DOORBELL_ACCESS_REMOTE_READ | DOORBELL_ACCESS_REMOTE_WRITE);
+    const size_t len  = 200000;
+    auto         data = pattern(len, 6);
+    Region       source(pair.pd, len, DOORBELL_ACCESS_REMOTE_READ | DOORBELL_ACCESS_REMOTE_WRITE);
     std::copy(data.begin(), data.end(), source.bytes.begin());
     uint64_t v = 1;
-    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, source.addr(len - 8),
-                                                 source.rkey));
+    ASSERT_EQ(DOORBELL_OK,
+              doorbell_qp_put_short(pair.qa, &v, 8, source.addr(len - 8), source.rkey));
     ASSERT_EQ(DOORBELL_OK, pair.flush(pair.qa)); /* an RTT sample */
     std::copy(data.end() - 8, data.end(), source.bytes.end() - 8);
 
     std::vector<uint8_t> dest(len);
-    iovec iov{dest.data(), len};
-    Completion c;
-    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_get_zcopy(pair.qa, &iov, 1,
-                                                         source.addr(),
-                                                         source.rkey, &c));
+    iovec                iov{dest.data(), len};
+    Completion           c;
+    ASSERT_EQ(DOORBELL_INPROGRESS,
+              doorbell_qp_get_zcopy(pair.qa, &iov, 1, source.addr(), source.rkey, &c));
     FaultConfig lose_all{.rx_drop = 1.0, .seed = 2};
     set_fault_injection(pair.a, &lose_all);
     /* the responder answers; every response is lost at the requester */
@@ -425,19 +413,17 @@ TEST(UdpTimeout, DescheduledPeerGetsOneResendPerTimeoutNotAFlood)
                                           window: 16 KB) */
     LoopbackPair pair(p, p);
     const size_t size = 16000;
-    Region target(pair.pd, size, DOORBELL_ACCESS_REMOTE_WRITE);
-    auto data = pattern(size, 9);
-    iovec iov{data.data(), size};
-    Completion c;
-    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_put_zcopy(pair.qa, &iov, 1,
-                                                         target.addr(),
-                                                         target.rkey, &c));
+    Region       target(pair.pd, size, DOORBELL_ACCESS_REMOTE_WRITE);
+    auto         data = pattern(size, 9);
+    iovec        iov{data.data(), size};
+    Completion   c;
+    ASSERT_EQ(DOORBELL_INPROGRESS,
+              doorbell_qp_put_zcopy(pair.qa, &iov, 1, target.addr(), target.rkey, &c));
     ASSERT_EQ(16u, pair.counters(pair.a).tx_packets);
     /* only the sender runs: three timeouts, three single resends (each
      * progress call handles at most one timeout) */
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (pair.counters(pair.a).retransmits < 3 &&
-           std::chrono::steady_clock::now() < deadline) {
+    while (pair.counters(pair.a).retransmits < 3 && std::chrono::steady_clock::now() < deadline) {
         doorbell_iface_progress(pair.a);
     }
     EXPECT_EQ(3u, pair.counters(pair.a).retransmits);

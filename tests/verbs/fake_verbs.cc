@@ -36,20 +36,20 @@ struct Entry {
 };
 
 struct FakeChannel {
-    ibv_comp_channel        ch;
-    std::deque<ibv_cq *>    events;
+    ibv_comp_channel     ch;
+    std::deque<ibv_cq *> events;
 };
 
 /// Page-aligned zeroed host memory (the mlx5 provider's buffers).
 struct Pages {
     uint8_t *p = nullptr;
-    explicit Pages(size_t bytes)
-        : p(static_cast<uint8_t *>(std::aligned_alloc(4096, (bytes + 4095) & ~size_t(4095))))
+    explicit Pages(size_t bytes) :
+        p(static_cast<uint8_t *>(std::aligned_alloc(4096, (bytes + 4095) & ~size_t(4095))))
     {
         std::memset(p, 0, (bytes + 4095) & ~size_t(4095));
     }
     ~Pages() { std::free(p); }
-    Pages(const Pages &) = delete;
+    Pages(const Pages &)            = delete;
     Pages &operator=(const Pages &) = delete;
 };
 
@@ -58,7 +58,7 @@ struct Mlx5Cq {
     Pages    buf;
     Pages    db{64};
     uint32_t cnt;
-    uint32_t pi = 0;     ///< CQEs written
+    uint32_t pi = 0; ///< CQEs written
     explicit Mlx5Cq(uint32_t n) : buf(size_t(n) * 64), cnt(n)
     {
         for (uint32_t i = 0; i < n; ++i) {
@@ -73,21 +73,21 @@ struct Mlx5Sq {
     Pages    db{64};
     Pages    uar{4096};
     uint32_t cnt;
-    uint16_t ci = 0;      ///< next WQE index to execute
+    uint16_t ci       = 0; ///< next WQE index to execute
     uint64_t executed = 0;
-    uint32_t bad = 0;
+    uint32_t bad      = 0;
     explicit Mlx5Sq(uint32_t n) : buf(size_t(n) * 64), cnt(n) {}
     volatile uint64_t *reg() { return reinterpret_cast<volatile uint64_t *>(uar.p + 0x800); }
 };
 
 struct FakeCq {
-    ibv_cq_ex         cq; /* first: ibv_cq_ex_to_cq casts */
-    FakeHca          *hca;
-    std::deque<Entry> entries;
-    Entry             cur{};
-    bool              armed = false;
-    uint32_t          cqn   = 0;
-    std::unique_ptr<Mlx5Cq> mlx5;  ///< set by mlx5dv_init_obj
+    ibv_cq_ex               cq; /* first: ibv_cq_ex_to_cq casts */
+    FakeHca                *hca;
+    std::deque<Entry>       entries;
+    Entry                   cur{};
+    bool                    armed = false;
+    uint32_t                cqn   = 0;
+    std::unique_ptr<Mlx5Cq> mlx5; ///< set by mlx5dv_init_obj
 };
 
 struct FakeMr {
@@ -127,17 +127,17 @@ struct Send {
 };
 
 struct FakeQp {
-    ibv_qp            qp; /* first */
-    FakeHca          *hca;
-    ibv_qp_cap        cap;
-    bool              sig_all;
-    uint32_t          qkey = 0;
-    uint32_t          dest_qpn = 0;
-    ibv_ah_attr       ah{};
-    std::deque<Recv>  rq;
-    std::deque<Send>  sq;
-    uint32_t          rate_kbps = 0;
-    std::unique_ptr<Mlx5Sq> mlx5;  ///< set by mlx5dv_init_obj
+    ibv_qp                  qp; /* first */
+    FakeHca                *hca;
+    ibv_qp_cap              cap;
+    bool                    sig_all;
+    uint32_t                qkey     = 0;
+    uint32_t                dest_qpn = 0;
+    ibv_ah_attr             ah{};
+    std::deque<Recv>        rq;
+    std::deque<Send>        sq;
+    uint32_t                rate_kbps = 0;
+    std::unique_ptr<Mlx5Sq> mlx5; ///< set by mlx5dv_init_obj
 };
 
 /* A verbs_context (abi_compat = extended), so that the inline calls of
@@ -150,15 +150,15 @@ struct FakeContext {
 };
 
 struct FakeHca {
-    HcaConfig                         config;
-    ibv_device                        dev{};
-    ibv_gid                           gid0{}, gid1{};
-    uint16_t                          lid;
-    std::mutex                        mrs_mu;
-    std::map<uint32_t, FakeMr *>      mrs;   /* by key */
-    std::map<uint32_t, FakeQp *>      qps;   /* by number */
+    HcaConfig                          config;
+    ibv_device                         dev{};
+    ibv_gid                            gid0{}, gid1{};
+    uint16_t                           lid;
+    std::mutex                         mrs_mu;
+    std::map<uint32_t, FakeMr *>       mrs; /* by key */
+    std::map<uint32_t, FakeQp *>       qps; /* by number */
     std::vector<std::vector<PostedWr>> posts;
-    std::vector<FakeCq *>             cqs;
+    std::vector<FakeCq *>              cqs;
 };
 
 namespace {
@@ -168,10 +168,22 @@ FakeContext *fctx(ibv_context *c)
     return reinterpret_cast<FakeContext *>(reinterpret_cast<uint8_t *>(c) -
                                            offsetof(verbs_context, context));
 }
-FakeHca *hca_of(ibv_context *c) { return fctx(c)->hca; }
-FakeQp *fq(ibv_qp *q) { return reinterpret_cast<FakeQp *>(q); }
-FakeCq *fcq(ibv_cq *c) { return reinterpret_cast<FakeCq *>(c); }
-FakeCq *fcq(ibv_cq_ex *c) { return reinterpret_cast<FakeCq *>(c); }
+FakeHca *hca_of(ibv_context *c)
+{
+    return fctx(c)->hca;
+}
+FakeQp *fq(ibv_qp *q)
+{
+    return reinterpret_cast<FakeQp *>(q);
+}
+FakeCq *fcq(ibv_cq *c)
+{
+    return reinterpret_cast<FakeCq *>(c);
+}
+FakeCq *fcq(ibv_cq_ex *c)
+{
+    return reinterpret_cast<FakeCq *>(c);
+}
 
 uint64_t ticks_now(const FakeHca &h, uint64_t plus_ns)
 {
@@ -181,20 +193,34 @@ uint64_t ticks_now(const FakeHca &h, uint64_t plus_ns)
 uint8_t syndrome_of(ibv_wc_status st)
 {
     switch (st) {
-    case IBV_WC_LOC_LEN_ERR: return 0x01;
-    case IBV_WC_LOC_QP_OP_ERR: return 0x02;
-    case IBV_WC_LOC_PROT_ERR: return 0x04;
-    case IBV_WC_WR_FLUSH_ERR: return 0x05;
-    case IBV_WC_MW_BIND_ERR: return 0x06;
-    case IBV_WC_BAD_RESP_ERR: return 0x10;
-    case IBV_WC_LOC_ACCESS_ERR: return 0x11;
-    case IBV_WC_REM_INV_REQ_ERR: return 0x12;
-    case IBV_WC_REM_ACCESS_ERR: return 0x13;
-    case IBV_WC_REM_OP_ERR: return 0x14;
-    case IBV_WC_RETRY_EXC_ERR: return 0x15;
-    case IBV_WC_RNR_RETRY_EXC_ERR: return 0x16;
-    case IBV_WC_REM_ABORT_ERR: return 0x22;
-    default: return 0xff;
+    case IBV_WC_LOC_LEN_ERR:
+        return 0x01;
+    case IBV_WC_LOC_QP_OP_ERR:
+        return 0x02;
+    case IBV_WC_LOC_PROT_ERR:
+        return 0x04;
+    case IBV_WC_WR_FLUSH_ERR:
+        return 0x05;
+    case IBV_WC_MW_BIND_ERR:
+        return 0x06;
+    case IBV_WC_BAD_RESP_ERR:
+        return 0x10;
+    case IBV_WC_LOC_ACCESS_ERR:
+        return 0x11;
+    case IBV_WC_REM_INV_REQ_ERR:
+        return 0x12;
+    case IBV_WC_REM_ACCESS_ERR:
+        return 0x13;
+    case IBV_WC_REM_OP_ERR:
+        return 0x14;
+    case IBV_WC_RETRY_EXC_ERR:
+        return 0x15;
+    case IBV_WC_RNR_RETRY_EXC_ERR:
+        return 0x16;
+    case IBV_WC_REM_ABORT_ERR:
+        return 0x22;
+    default:
+        return 0xff;
     }
 }
 
@@ -219,18 +245,19 @@ uint64_t get_be(const uint8_t *p, unsigned bytes)
 /// this pass over the ring.
 void write_mlx5_cqe(FakeCq *c, const Entry &e, uint32_t qpn)
 {
-    Mlx5Cq &m = *c->mlx5;
-    uint32_t ci = be32toh(__atomic_load_n(reinterpret_cast<uint32_t *>(m.db.p),
-                                          __ATOMIC_ACQUIRE)) & 0xffffff;
+    Mlx5Cq  &m  = *c->mlx5;
+    uint32_t ci = be32toh(__atomic_load_n(reinterpret_cast<uint32_t *>(m.db.p), __ATOMIC_ACQUIRE)) &
+                  0xffffff;
     if (((m.pi - ci) & 0xffffff) >= m.cnt) {
         ++g_fabric->mlx5_cq_overruns; /* a real CQ would raise an error event */
         return;
     }
-    uint8_t *cqe  = m.buf.p + size_t(m.pi & (m.cnt - 1)) * 64;
-    uint8_t owner = uint8_t((m.pi / m.cnt) & 1);
+    uint8_t *cqe   = m.buf.p + size_t(m.pi & (m.cnt - 1)) * 64;
+    uint8_t  owner = uint8_t((m.pi / m.cnt) & 1);
     std::memset(cqe, 0, 63);
     uint8_t opcode = e.status == IBV_WC_SUCCESS ? 0x0 /* MLX5_CQE_REQ */
-                                                : 0xd /* MLX5_CQE_REQ_ERR */;
+                                                  :
+                                                  0xd /* MLX5_CQE_REQ_ERR */;
     if (e.status != IBV_WC_SUCCESS) {
         cqe[54] = 0x42; /* vendor syndrome: any */
         cqe[55] = syndrome_of(e.status);
@@ -249,7 +276,7 @@ void push(ibv_cq *cq, Entry e)
         write_mlx5_cqe(c, e, e.qp_num);
         return;
     }
-    e.ts      = ticks_now(*c->hca, g_fabric->completion_delay_ns);
+    e.ts = ticks_now(*c->hca, g_fabric->completion_delay_ns);
     c->entries.push_back(e);
     if (c->armed && c->cq.channel != nullptr) {
         c->armed = false;
@@ -264,18 +291,16 @@ void push(ibv_cq *cq, Entry e)
 
 /* ---- memory checks ---- */
 
-FakeMr *find_mr(FakeHca *h, uint32_t key, uint64_t addr, uint64_t len,
-                int need)
+FakeMr *find_mr(FakeHca *h, uint32_t key, uint64_t addr, uint64_t len, int need)
 {
     std::lock_guard lock(h->mrs_mu);
-    auto it = h->mrs.find(key);
+    auto            it = h->mrs.find(key);
     if (it == h->mrs.end()) {
         return nullptr;
     }
-    FakeMr *m      = it->second;
+    FakeMr  *m     = it->second;
     uint64_t start = uintptr_t(m->mr.addr);
-    if (addr < start || addr - start > m->mr.length ||
-        len > m->mr.length - (addr - start)) {
+    if (addr < start || addr - start > m->mr.length || len > m->mr.length - (addr - start)) {
         return nullptr;
     }
     if ((m->access & need) != need) {
@@ -348,24 +373,28 @@ ibv_wc_opcode wc_opcode(ibv_wr_opcode op)
 {
     switch (op) {
     case IBV_WR_RDMA_WRITE:
-    case IBV_WR_RDMA_WRITE_WITH_IMM: return IBV_WC_RDMA_WRITE;
-    case IBV_WR_RDMA_READ: return IBV_WC_RDMA_READ;
-    case IBV_WR_ATOMIC_FETCH_AND_ADD: return IBV_WC_FETCH_ADD;
-    default: return IBV_WC_SEND;
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
+        return IBV_WC_RDMA_WRITE;
+    case IBV_WR_RDMA_READ:
+        return IBV_WC_RDMA_READ;
+    case IBV_WR_ATOMIC_FETCH_AND_ADD:
+        return IBV_WC_FETCH_ADD;
+    default:
+        return IBV_WC_SEND;
     }
 }
 
 /// Executes the head of q's send queue. Returns false if it must wait.
 bool execute(FakeQp *q)
 {
-    Send &s = q->sq.front();
-    FakeHca *h = q->hca;
-    ibv_wc_status st = IBV_WC_SUCCESS;
-    bool signaled = q->sig_all || (s.flags & IBV_SEND_SIGNALED);
+    Send         &s        = q->sq.front();
+    FakeHca      *h        = q->hca;
+    ibv_wc_status st       = IBV_WC_SUCCESS;
+    bool          signaled = q->sig_all || (s.flags & IBV_SEND_SIGNALED);
 
     if (q->qp.qp_type == IBV_QPT_UD) {
-        FakeHca *d = g_fabric->find_hca(s.ah);
-        bool drop  = g_fabric->drop_ud > 0;
+        FakeHca *d    = g_fabric->find_hca(s.ah);
+        bool     drop = g_fabric->drop_ud > 0;
         if (drop) {
             --g_fabric->drop_ud;
         }
@@ -373,10 +402,9 @@ bool execute(FakeQp *q)
             auto it = d->qps.find(s.remote_qpn);
             if (it != d->qps.end() && it->second->qp.qp_type == IBV_QPT_UD &&
                 it->second->qkey == s.qkey && !it->second->rq.empty() &&
-                it->second->qp.state >= IBV_QPS_RTR &&
-                it->second->qp.state <= IBV_QPS_RTS) {
-                FakeQp *t = it->second;
-                Recv r    = t->rq.front();
+                it->second->qp.state >= IBV_QPS_RTR && it->second->qp.state <= IBV_QPS_RTS) {
+                FakeQp              *t    = it->second;
+                Recv                 r    = t->rq.front();
                 std::vector<uint8_t> data = gather(s);
                 if (r.sges.size() == 1 && r.sges[0].length >= data.size() + 40) {
                     t->rq.pop_front();
@@ -403,12 +431,11 @@ bool execute(FakeQp *q)
 
     /* RC */
     FakeHca *d = g_fabric->find_hca(q->ah);
-    FakeQp *t  = nullptr;
+    FakeQp  *t = nullptr;
     if (d != nullptr) {
         auto it = d->qps.find(q->dest_qpn);
         if (it != d->qps.end() && it->second->dest_qpn == q->qp.qp_num &&
-            (it->second->qp.state == IBV_QPS_RTR ||
-             it->second->qp.state == IBV_QPS_RTS)) {
+            (it->second->qp.state == IBV_QPS_RTR || it->second->qp.state == IBV_QPS_RTS)) {
             t = it->second;
         }
     }
@@ -420,27 +447,26 @@ bool execute(FakeQp *q)
         case IBV_WR_RDMA_WRITE: {
             if (!local_ok(h, s, 0)) {
                 st = IBV_WC_LOC_PROT_ERR;
-            } else if (len != 0 && find_mr(d, s.rkey, s.remote_addr, len,
-                                           IBV_ACCESS_REMOTE_WRITE) == nullptr) {
+            } else if (len != 0 &&
+                       find_mr(d, s.rkey, s.remote_addr, len, IBV_ACCESS_REMOTE_WRITE) == nullptr) {
                 st = IBV_WC_REM_ACCESS_ERR;
             } else if (len != 0) {
                 std::vector<uint8_t> data = gather(s);
-                std::memcpy(reinterpret_cast<void *>(uintptr_t(s.remote_addr)),
-                            data.data(), data.size());
+                std::memcpy(reinterpret_cast<void *>(uintptr_t(s.remote_addr)), data.data(),
+                            data.size());
             }
             break;
         }
         case IBV_WR_RDMA_READ: {
             if (!local_ok(h, s, IBV_ACCESS_LOCAL_WRITE)) {
                 st = IBV_WC_LOC_PROT_ERR;
-            } else if (len != 0 && find_mr(d, s.rkey, s.remote_addr, len,
-                                           IBV_ACCESS_REMOTE_READ) == nullptr) {
+            } else if (len != 0 &&
+                       find_mr(d, s.rkey, s.remote_addr, len, IBV_ACCESS_REMOTE_READ) == nullptr) {
                 st = IBV_WC_REM_ACCESS_ERR;
             } else {
                 auto *src = reinterpret_cast<const uint8_t *>(uintptr_t(s.remote_addr));
                 for (const Sge &g : s.sges) {
-                    std::memcpy(reinterpret_cast<void *>(uintptr_t(g.addr)), src,
-                                g.length);
+                    std::memcpy(reinterpret_cast<void *>(uintptr_t(g.addr)), src, g.length);
                     src += g.length;
                 }
             }
@@ -454,12 +480,11 @@ bool execute(FakeQp *q)
                 st = IBV_WC_LOC_PROT_ERR;
             } else if (s.remote_addr % 8 != 0) {
                 st = IBV_WC_REM_INV_REQ_ERR;
-            } else if (find_mr(d, s.rkey, s.remote_addr, 8,
-                               IBV_ACCESS_REMOTE_ATOMIC) == nullptr) {
+            } else if (find_mr(d, s.rkey, s.remote_addr, 8, IBV_ACCESS_REMOTE_ATOMIC) == nullptr) {
                 st = IBV_WC_REM_ACCESS_ERR;
             } else {
-                auto *word = reinterpret_cast<uint8_t *>(uintptr_t(s.remote_addr));
-                uint64_t old = get_be(word, 8);
+                auto    *word = reinterpret_cast<uint8_t *>(uintptr_t(s.remote_addr));
+                uint64_t old  = get_be(word, 8);
                 put_be(word, old + s.compare_add, 8);
                 put_be(reinterpret_cast<uint8_t *>(uintptr_t(s.sges[0].addr)), old, 8);
             }
@@ -478,7 +503,7 @@ bool execute(FakeQp *q)
             Recv r = t->rq.front();
             t->rq.pop_front();
             std::vector<uint8_t> data = gather(s);
-            uint64_t room = 0;
+            uint64_t             room = 0;
             for (const Sge &g : r.sges) {
                 room += g.length;
             }
@@ -500,8 +525,7 @@ bool execute(FakeQp *q)
                     st = IBV_WC_REM_OP_ERR;
                     break;
                 }
-                std::memcpy(reinterpret_cast<void *>(uintptr_t(g.addr)),
-                            data.data() + off, n);
+                std::memcpy(reinterpret_cast<void *>(uintptr_t(g.addr)), data.data() + off, n);
                 off += n;
             }
             if (st != IBV_WC_SUCCESS) {
@@ -545,15 +569,14 @@ bool execute(FakeQp *q)
 
 int op_post_send(ibv_qp *qp, ibv_send_wr *wr, ibv_send_wr **bad)
 {
-    FakeQp *q = fq(qp);
+    FakeQp               *q = fq(qp);
     std::vector<PostedWr> record;
     for (; wr != nullptr; wr = wr->next) {
         if (q->qp.state != IBV_QPS_RTS && q->qp.state != IBV_QPS_ERR) {
             *bad = wr;
             return EINVAL;
         }
-        if (wr->num_sge > int(q->cap.max_send_sge) ||
-            q->sq.size() >= q->cap.max_send_wr) {
+        if (wr->num_sge > int(q->cap.max_send_sge) || q->sq.size() >= q->cap.max_send_wr) {
             *bad = wr;
             return ENOMEM;
         }
@@ -622,8 +645,7 @@ int op_post_recv(ibv_qp *qp, ibv_recv_wr *wr, ibv_recv_wr **bad)
         }
         Recv r{wr->wr_id, {}};
         for (int i = 0; i < wr->num_sge; ++i) {
-            r.sges.push_back({wr->sg_list[i].addr, wr->sg_list[i].length,
-                              wr->sg_list[i].lkey});
+            r.sges.push_back({wr->sg_list[i].addr, wr->sg_list[i].length, wr->sg_list[i].lkey});
         }
         q->rq.push_back(std::move(r));
     }
@@ -640,7 +662,7 @@ int op_req_notify(ibv_cq *cq, int)
 int op_poll_cq(ibv_cq *cq, int num, ibv_wc *wc)
 {
     FakeCq *c = fcq(cq);
-    int n     = 0;
+    int     n = 0;
     while (n < num && !c->entries.empty()) {
         Entry e = c->entries.front();
         c->entries.pop_front();
@@ -670,16 +692,43 @@ int cq_next(ibv_cq_ex *cq)
     cq->status = c->cur.status;
     return 0;
 }
-int cq_start(ibv_cq_ex *cq, ibv_poll_cq_attr *) { return cq_next(cq); }
-void cq_end(ibv_cq_ex *) {}
-ibv_wc_opcode cq_opcode(ibv_cq_ex *cq) { return fcq(cq)->cur.opcode; }
-uint32_t cq_vendor_err(ibv_cq_ex *) { return 0; }
-uint32_t cq_byte_len(ibv_cq_ex *cq) { return fcq(cq)->cur.byte_len; }
-__be32 cq_imm(ibv_cq_ex *cq) { return fcq(cq)->cur.imm; }
-uint32_t cq_qp_num(ibv_cq_ex *cq) { return fcq(cq)->cur.qp_num; }
-uint32_t cq_src_qp(ibv_cq_ex *cq) { return fcq(cq)->cur.src_qp; }
-unsigned cq_flags(ibv_cq_ex *cq) { return fcq(cq)->cur.flags; }
-uint64_t cq_ts(ibv_cq_ex *cq) { return fcq(cq)->cur.ts; }
+int cq_start(ibv_cq_ex *cq, ibv_poll_cq_attr *)
+{
+    return cq_next(cq);
+}
+void          cq_end(ibv_cq_ex *) {}
+ibv_wc_opcode cq_opcode(ibv_cq_ex *cq)
+{
+    return fcq(cq)->cur.opcode;
+}
+uint32_t cq_vendor_err(ibv_cq_ex *)
+{
+    return 0;
+}
+uint32_t cq_byte_len(ibv_cq_ex *cq)
+{
+    return fcq(cq)->cur.byte_len;
+}
+__be32 cq_imm(ibv_cq_ex *cq)
+{
+    return fcq(cq)->cur.imm;
+}
+uint32_t cq_qp_num(ibv_cq_ex *cq)
+{
+    return fcq(cq)->cur.qp_num;
+}
+uint32_t cq_src_qp(ibv_cq_ex *cq)
+{
+    return fcq(cq)->cur.src_qp;
+}
+unsigned cq_flags(ibv_cq_ex *cq)
+{
+    return fcq(cq)->cur.flags;
+}
+uint64_t cq_ts(ibv_cq_ex *cq)
+{
+    return fcq(cq)->cur.ts;
+}
 
 /* ---- control path (the Provider table) ---- */
 
@@ -690,39 +739,35 @@ ibv_device **get_device_list(int *n)
 }
 void free_device_list(ibv_device **) {}
 
-int query_device_ex(ibv_context *c, const ibv_query_device_ex_input *,
-                    ibv_device_attr_ex *a);
+int query_device_ex(ibv_context *c, const ibv_query_device_ex_input *, ibv_device_attr_ex *a);
 int query_port(ibv_context *c, uint8_t port, ibv_port_attr *a);
 int query_rt_values_ex(ibv_context *c, ibv_values_ex *v);
 ibv_cq_ex *create_cq_ex(ibv_context *c, ibv_cq_init_attr_ex *attr);
-int modify_qp_rate_limit(ibv_qp *qp, ibv_qp_rate_limit_attr *a);
+int        modify_qp_rate_limit(ibv_qp *qp, ibv_qp_rate_limit_attr *a);
 
 ibv_context *open_device(ibv_device *dev)
 {
     for (auto &h : g_fabric->hcas) {
         if (&h->dev == dev) {
-            auto *c = new FakeContext{};
-            c->hca  = h.get();
-            verbs_context &v = c->vctx;
-            v.sz              = sizeof(verbs_context);
-            v.create_cq_ex    = create_cq_ex;
-            v.query_rt_values = query_rt_values_ex;
+            auto *c                = new FakeContext{};
+            c->hca                 = h.get();
+            verbs_context &v       = c->vctx;
+            v.sz                   = sizeof(verbs_context);
+            v.create_cq_ex         = create_cq_ex;
+            v.query_rt_values      = query_rt_values_ex;
             v.modify_qp_rate_limit = modify_qp_rate_limit;
-            v.query_device_ex = [](ibv_context *ctx,
-                                   const ibv_query_device_ex_input *in,
-                                   ibv_device_attr_ex *attr, size_t) {
-                return query_device_ex(ctx, in, attr);
-            };
-            v.query_port = [](ibv_context *ctx, uint8_t port,
-                              ibv_port_attr *attr, size_t) {
+            v.query_device_ex      = [](ibv_context *ctx, const ibv_query_device_ex_input *in,
+                                   ibv_device_attr_ex *attr,
+                                   size_t) { return query_device_ex(ctx, in, attr); };
+            v.query_port = [](ibv_context *ctx, uint8_t port, ibv_port_attr *attr, size_t) {
                 return query_port(ctx, port, attr);
             };
-            ibv_context &ctx = v.context;
-            ctx.abi_compat    = __VERBS_ABI_IS_EXTENDED;
-            ctx.device        = dev;
-            ctx.ops.post_send = op_post_send;
-            ctx.ops.post_recv = op_post_recv;
-            ctx.ops.poll_cq   = op_poll_cq;
+            ibv_context &ctx      = v.context;
+            ctx.abi_compat        = __VERBS_ABI_IS_EXTENDED;
+            ctx.device            = dev;
+            ctx.ops.post_send     = op_post_send;
+            ctx.ops.post_recv     = op_post_recv;
+            ctx.ops.poll_cq       = op_poll_cq;
             ctx.ops.req_notify_cq = op_req_notify;
             ctx.num_comp_vectors  = 1;
             ctx.cmd_fd = ctx.async_fd = -1;
@@ -738,18 +783,17 @@ int close_device(ibv_context *c)
     return 0;
 }
 
-int query_device_ex(ibv_context *c, const ibv_query_device_ex_input *,
-                    ibv_device_attr_ex *a)
+int query_device_ex(ibv_context *c, const ibv_query_device_ex_input *, ibv_device_attr_ex *a)
 {
-    const HcaConfig &cfg = hca_of(c)->config;
-    *a                          = {};
-    a->orig_attr.phys_port_cnt  = 1;
-    a->orig_attr.max_sge        = cfg.max_sge;
-    a->orig_attr.max_qp_wr      = 32768;
-    a->orig_attr.max_qp_rd_atom = 16;
+    const HcaConfig &cfg             = hca_of(c)->config;
+    *a                               = {};
+    a->orig_attr.phys_port_cnt       = 1;
+    a->orig_attr.max_sge             = cfg.max_sge;
+    a->orig_attr.max_qp_wr           = 32768;
+    a->orig_attr.max_qp_rd_atom      = 16;
     a->orig_attr.max_qp_init_rd_atom = 16;
-    a->orig_attr.max_cqe        = 4194303;
-    a->orig_attr.atomic_cap     = cfg.atomics ? IBV_ATOMIC_HCA : IBV_ATOMIC_NONE;
+    a->orig_attr.max_cqe             = 4194303;
+    a->orig_attr.atomic_cap          = cfg.atomics ? IBV_ATOMIC_HCA : IBV_ATOMIC_NONE;
     if (cfg.timestamps) {
         a->completion_timestamp_mask = (uint64_t(1) << 63) - 1;
         a->hca_core_clock            = cfg.clock_khz;
@@ -773,8 +817,7 @@ int query_port(ibv_context *c, uint8_t port, ibv_port_attr *a)
     a->max_mtu      = IBV_MTU_4096;
     a->active_mtu   = h->config.roce ? IBV_MTU_1024 : IBV_MTU_4096;
     a->lid          = h->config.roce ? 0 : h->lid;
-    a->link_layer   = h->config.roce ? IBV_LINK_LAYER_ETHERNET
-                                     : IBV_LINK_LAYER_INFINIBAND;
+    a->link_layer   = h->config.roce ? IBV_LINK_LAYER_ETHERNET : IBV_LINK_LAYER_INFINIBAND;
     a->active_speed = 64; /* 50 Gb/s per lane (HDR) */
     a->active_width = 2;  /* 4x */
     a->gid_tbl_len  = 2;
@@ -816,8 +859,7 @@ int dealloc_pd(ibv_pd *pd)
 /// Pinning stand-in: reads one byte of every page, as get_user_pages
 /// faults them in. A registration covers whole pages, part of which lie
 /// outside the caller's heap object: mapped, but not the object's bytes.
-__attribute__((no_sanitize("address", "thread")))
-void touch_pages(const void *addr, size_t length)
+__attribute__((no_sanitize("address", "thread"))) void touch_pages(const void *addr, size_t length)
 {
     volatile const uint8_t *p = static_cast<const uint8_t *>(addr);
     for (size_t off = 0; off < length; off += 4096) {
@@ -836,7 +878,7 @@ ibv_mr *reg_mr(ibv_pd *pd, void *addr, size_t length, int access)
     m->mr.addr    = addr;
     m->mr.length  = length;
     m->mr.lkey = m->mr.rkey = g_fabric->next_key();
-    m->access     = access;
+    m->access               = access;
     std::lock_guard lock(h->mrs_mu);
     h->mrs[m->mr.rkey] = m;
     return &m->mr;
@@ -866,7 +908,7 @@ int destroy_comp_channel(ibv_comp_channel *c)
 }
 int get_cq_event(ibv_comp_channel *c, ibv_cq **cq, void **ctx)
 {
-    auto *ch = reinterpret_cast<FakeChannel *>(c);
+    auto    *ch = reinterpret_cast<FakeChannel *>(c);
     uint64_t v;
     if (ch->events.empty()) {
         errno = EAGAIN;
@@ -885,37 +927,36 @@ void ack_cq_events(ibv_cq *, unsigned) {}
 ibv_cq_ex *create_cq_ex(ibv_context *c, ibv_cq_init_attr_ex *attr)
 {
     FakeHca *h = hca_of(c);
-    if ((attr->wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP) &&
-        !h->config.timestamps) {
+    if ((attr->wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP) && !h->config.timestamps) {
         errno = EOPNOTSUPP;
         return nullptr;
     }
-    auto *f = new FakeCq{};
-    f->hca  = h;
-    ibv_cq_ex &cq = f->cq;
-    cq.context    = c;
-    cq.channel    = attr->channel;
-    cq.cqe        = int(attr->cqe);
-    cq.start_poll = cq_start;
-    cq.next_poll  = cq_next;
-    cq.end_poll   = cq_end;
-    cq.read_opcode = cq_opcode;
-    cq.read_vendor_err = cq_vendor_err;
-    cq.read_byte_len = cq_byte_len;
-    cq.read_imm_data = cq_imm;
-    cq.read_qp_num   = cq_qp_num;
-    cq.read_src_qp   = cq_src_qp;
-    cq.read_wc_flags = cq_flags;
+    auto *f               = new FakeCq{};
+    f->hca                = h;
+    ibv_cq_ex &cq         = f->cq;
+    cq.context            = c;
+    cq.channel            = attr->channel;
+    cq.cqe                = int(attr->cqe);
+    cq.start_poll         = cq_start;
+    cq.next_poll          = cq_next;
+    cq.end_poll           = cq_end;
+    cq.read_opcode        = cq_opcode;
+    cq.read_vendor_err    = cq_vendor_err;
+    cq.read_byte_len      = cq_byte_len;
+    cq.read_imm_data      = cq_imm;
+    cq.read_qp_num        = cq_qp_num;
+    cq.read_src_qp        = cq_src_qp;
+    cq.read_wc_flags      = cq_flags;
     cq.read_completion_ts = cq_ts;
-    static uint32_t cqn = 0x80;
-    f->cqn = ++cqn;
+    static uint32_t cqn   = 0x80;
+    f->cqn                = ++cqn;
     h->cqs.push_back(f);
     return &cq;
 }
 int destroy_cq(ibv_cq *cq)
 {
     FakeCq *f = fcq(cq);
-    auto &v   = f->hca->cqs;
+    auto   &v = f->hca->cqs;
     v.erase(std::find(v.begin(), v.end(), f));
     delete f;
     return 0;
@@ -929,17 +970,17 @@ ibv_qp *create_qp(ibv_pd *pd, ibv_qp_init_attr *attr)
         errno = EINVAL;
         return nullptr;
     }
-    auto *q        = new FakeQp{};
-    q->hca         = h;
-    q->qp.context  = pd->context;
-    q->qp.pd       = pd;
-    q->qp.send_cq  = attr->send_cq;
-    q->qp.recv_cq  = attr->recv_cq;
-    q->qp.qp_num   = g_fabric->next_qpn();
-    q->qp.state    = IBV_QPS_RESET;
-    q->qp.qp_type  = attr->qp_type;
-    q->cap         = attr->cap;
-    q->sig_all     = attr->sq_sig_all != 0;
+    auto *q              = new FakeQp{};
+    q->hca               = h;
+    q->qp.context        = pd->context;
+    q->qp.pd             = pd;
+    q->qp.send_cq        = attr->send_cq;
+    q->qp.recv_cq        = attr->recv_cq;
+    q->qp.qp_num         = g_fabric->next_qpn();
+    q->qp.state          = IBV_QPS_RESET;
+    q->qp.qp_type        = attr->qp_type;
+    q->cap               = attr->cap;
+    q->sig_all           = attr->sq_sig_all != 0;
     h->qps[q->qp.qp_num] = q;
     return &q->qp;
 }
@@ -975,9 +1016,7 @@ int destroy_qp(ibv_qp *qp)
     for (FakeCq *c : q->hca->cqs) {
         auto &e = c->entries;
         e.erase(std::remove_if(e.begin(), e.end(),
-                               [&](const Entry &x) {
-                                   return x.qp_num == q->qp.qp_num;
-                               }),
+                               [&](const Entry &x) { return x.qp_num == q->qp.qp_num; }),
                 e.end());
     }
     delete q;
@@ -1041,14 +1080,14 @@ int mlx5_init_obj(mlx5dv_obj *obj, uint64_t type)
         if (!q->mlx5) {
             q->mlx5 = std::make_unique<Mlx5Sq>(pow2_at_least(q->cap.max_send_wr));
         }
-        mlx5dv_qp &o  = *obj->qp.out;
-        o             = {};
-        o.dbrec       = reinterpret_cast<__be32 *>(q->mlx5->db.p);
-        o.sq.buf      = q->mlx5->buf.p;
-        o.sq.wqe_cnt  = q->mlx5->cnt;
-        o.sq.stride   = 64;
-        o.bf.reg      = q->mlx5->uar.p + 0x800;
-        o.bf.size     = 256;
+        mlx5dv_qp &o = *obj->qp.out;
+        o            = {};
+        o.dbrec      = reinterpret_cast<__be32 *>(q->mlx5->db.p);
+        o.sq.buf     = q->mlx5->buf.p;
+        o.sq.wqe_cnt = q->mlx5->cnt;
+        o.sq.stride  = 64;
+        o.bf.reg     = q->mlx5->uar.p + 0x800;
+        o.bf.size    = 256;
     }
     if (type & MLX5DV_OBJ_CQ) {
         FakeCq *c = fcq(obj->cq.in);
@@ -1075,23 +1114,21 @@ int mlx5_init_obj(mlx5dv_obj *obj, uint64_t type)
 /// which the CQE reports as wqe_counter).
 unsigned mlx5_consume(FakeQp *q)
 {
-    Mlx5Sq &m   = *q->mlx5;
+    Mlx5Sq &m = *q->mlx5;
     /* the record is written by another agent (a thread in the tests) */
-    uint32_t rec = __atomic_load_n(reinterpret_cast<uint32_t *>(m.db.p + 4),
-                                   __ATOMIC_ACQUIRE);
+    uint32_t rec = __atomic_load_n(reinterpret_cast<uint32_t *>(m.db.p + 4), __ATOMIC_ACQUIRE);
     uint16_t pi  = uint16_t(be32toh(rec));
-    unsigned n = 0;
+    unsigned n   = 0;
     while (m.ci != pi) {
-        const uint8_t *w = m.buf.p + size_t(m.ci & (m.cnt - 1)) * 64;
-        uint32_t op_idx  = uint32_t(get_be(w, 4));
-        uint32_t qpn_ds  = uint32_t(get_be(w + 4, 4));
-        uint8_t  opcode  = uint8_t(op_idx);
-        uint8_t  ds      = uint8_t(qpn_ds & 0x3f);
-        Send s{};
+        const uint8_t *w      = m.buf.p + size_t(m.ci & (m.cnt - 1)) * 64;
+        uint32_t       op_idx = uint32_t(get_be(w, 4));
+        uint32_t       qpn_ds = uint32_t(get_be(w + 4, 4));
+        uint8_t        opcode = uint8_t(op_idx);
+        uint8_t        ds     = uint8_t(qpn_ds & 0x3f);
+        Send           s{};
         s.wr_id = m.ci;
         s.flags = (w[11] & 0x08) ? IBV_SEND_SIGNALED : 0;
-        bool ok = (op_idx >> 8) == m.ci && (qpn_ds >> 8) == q->qp.qp_num &&
-                  ds >= 1 && ds <= 4;
+        bool ok = (op_idx >> 8) == m.ci && (qpn_ds >> 8) == q->qp.qp_num && ds >= 1 && ds <= 4;
         if (ok) {
             switch (opcode) {
             case 0x00: /* NOP: a zero-length write */
@@ -1120,8 +1157,8 @@ unsigned mlx5_consume(FakeQp *q)
                 s.remote_addr = get_be(w + 16, 8);
                 s.rkey        = uint32_t(get_be(w + 24, 4));
                 s.compare_add = get_be(w + 32, 8);
-                s.sges.push_back({get_be(w + 56, 8), uint32_t(get_be(w + 48, 4)),
-                                  uint32_t(get_be(w + 52, 4))});
+                s.sges.push_back(
+                    {get_be(w + 56, 8), uint32_t(get_be(w + 48, 4)), uint32_t(get_be(w + 52, 4))});
                 ok = ds == 4;
                 break;
             default:
@@ -1185,39 +1222,40 @@ Fabric::Mlx5QpView Fabric::mlx5_qp(uint32_t qpn) const
 
 Fabric::Fabric()
 {
-    provider = Provider{get_device_list,
-                        free_device_list,
-                        open_device,
-                        close_device,
-                        query_device_ex,
-                        query_port,
-                        query_gid,
-                        query_rt_values_ex,
-                        alloc_pd,
-                        dealloc_pd,
-                        reg_mr,
-                        dereg_mr,
-                        create_comp_channel,
-                        destroy_comp_channel,
-                        get_cq_event,
-                        ack_cq_events,
-                        create_cq_ex,
-                        destroy_cq,
-                        create_qp,
-                        modify_qp,
-                        destroy_qp,
-                        modify_qp_rate_limit,
-                        create_ah,
-                        destroy_ah,
-                        "/nonexistent",
+    provider = Provider{
+        get_device_list,
+        free_device_list,
+        open_device,
+        close_device,
+        query_device_ex,
+        query_port,
+        query_gid,
+        query_rt_values_ex,
+        alloc_pd,
+        dealloc_pd,
+        reg_mr,
+        dereg_mr,
+        create_comp_channel,
+        destroy_comp_channel,
+        get_cq_event,
+        ack_cq_events,
+        create_cq_ex,
+        destroy_cq,
+        create_qp,
+        modify_qp,
+        destroy_qp,
+        modify_qp_rate_limit,
+        create_ah,
+        destroy_ah,
+        "/nonexistent",
 #ifdef DOORBELL_VERBS_MLX5DV
-                        mlx5_is_supported,
-                        mlx5_init_obj,
+        mlx5_is_supported,
+        mlx5_init_obj,
 #else
-                        nullptr,
-                        nullptr,
+        nullptr,
+        nullptr,
 #endif
-                        };
+    };
     list.push_back(nullptr);
     g_fabric = this;
 }
@@ -1228,26 +1266,28 @@ Fabric::~Fabric()
     g_fabric = nullptr;
 }
 
-Fabric *Fabric::current() { return g_fabric; }
+Fabric *Fabric::current()
+{
+    return g_fabric;
+}
 
 FakeHca &Fabric::add_hca(const HcaConfig &config)
 {
-    auto h    = std::make_unique<FakeHca>();
-    h->config = config;
+    auto h      = std::make_unique<FakeHca>();
+    h->config   = config;
     unsigned id = unsigned(hcas.size()) + 1;
-    h->lid    = config.lid ? config.lid : uint16_t(id);
+    h->lid      = config.lid ? config.lid : uint16_t(id);
     snprintf(h->dev.name, sizeof(h->dev.name), "%s", config.name.c_str());
-    snprintf(h->dev.ibdev_path, sizeof(h->dev.ibdev_path),
-             "/nonexistent/%s", config.name.c_str());
+    snprintf(h->dev.ibdev_path, sizeof(h->dev.ibdev_path), "/nonexistent/%s", config.name.c_str());
     h->dev.node_type      = IBV_NODE_CA;
     h->dev.transport_type = IBV_TRANSPORT_IB;
-    h->gid0.raw[0]  = 0xfe;
-    h->gid0.raw[1]  = 0x80;
-    h->gid0.raw[15] = uint8_t(id);
-    h->gid1.raw[10] = 0xff;
-    h->gid1.raw[11] = 0xff;
-    h->gid1.raw[12] = 10;
-    h->gid1.raw[15] = uint8_t(id);
+    h->gid0.raw[0]        = 0xfe;
+    h->gid0.raw[1]        = 0x80;
+    h->gid0.raw[15]       = uint8_t(id);
+    h->gid1.raw[10]       = 0xff;
+    h->gid1.raw[11]       = 0xff;
+    h->gid1.raw[12]       = 10;
+    h->gid1.raw[15]       = uint8_t(id);
     list.insert(list.end() - 1, &h->dev);
     hcas.push_back(std::move(h));
     return *hcas.back();
@@ -1259,8 +1299,7 @@ void Fabric::install()
     set_provider(&provider);
 }
 
-const std::vector<std::vector<PostedWr>> &
-Fabric::posts(const std::string &hca) const
+const std::vector<std::vector<PostedWr>> &Fabric::posts(const std::string &hca) const
 {
     for (auto &h : hcas) {
         if (h->config.name == hca) {
@@ -1283,8 +1322,7 @@ FakeHca *Fabric::find_hca(const ibv_ah_attr &ah)
     for (auto &h : hcas) {
         if (ah.is_global) {
             if (std::memcmp(ah.grh.dgid.raw, h->gid0.raw, 16) == 0 ||
-                (h->config.roce &&
-                 std::memcmp(ah.grh.dgid.raw, h->gid1.raw, 16) == 0)) {
+                (h->config.roce && std::memcmp(ah.grh.dgid.raw, h->gid1.raw, 16) == 0)) {
                 return h.get();
             }
         } else if (!h->config.roce && ah.dlid == h->lid) {
@@ -1299,7 +1337,7 @@ void Fabric::run()
     if (running_) {
         return; /* a post from inside run(): the outer loop picks it up */
     }
-    running_ = true;
+    running_      = true;
     bool progress = true;
     while (progress) {
         progress = false;
@@ -1317,8 +1355,14 @@ void Fabric::run()
     running_ = false;
 }
 
-uint32_t Fabric::next_qpn() { return qpn_++ & 0xffffff; }
+uint32_t Fabric::next_qpn()
+{
+    return qpn_++ & 0xffffff;
+}
 
-uint32_t Fabric::next_key() { return key_.fetch_add(0x101) + 0x101; }
+uint32_t Fabric::next_key()
+{
+    return key_.fetch_add(0x101) + 0x101;
+}
 
 } // namespace doorbell::verbs::fake

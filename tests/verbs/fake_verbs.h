@@ -31,17 +31,17 @@
 namespace doorbell::verbs::fake {
 
 struct HcaConfig {
-    std::string name       = "mlx5_0";
-    bool        roce       = false;
+    std::string name        = "mlx5_0";
+    bool        roce        = false;
     bool        port_active = true;
-    uint16_t    lid        = 0;       ///< 0: assigned
-    uint32_t    max_inline = 220;
-    int         max_sge    = 4;
-    bool        timestamps = true;
-    uint64_t    clock_khz  = 156250;  ///< HCA core clock (mlx5: 156.25 MHz)
-    bool        hw_pacing  = false;   ///< packet_pacing_caps on RC
-    bool        atomics    = true;    ///< atomic_cap (fetch-add, big-endian)
-    bool        mlx5       = true;    ///< mlx5dv_is_supported / init_obj
+    uint16_t    lid         = 0; ///< 0: assigned
+    uint32_t    max_inline  = 220;
+    int         max_sge     = 4;
+    bool        timestamps  = true;
+    uint64_t    clock_khz   = 156250; ///< HCA core clock (mlx5: 156.25 MHz)
+    bool        hw_pacing   = false;  ///< packet_pacing_caps on RC
+    bool        atomics     = true;   ///< atomic_cap (fetch-add, big-endian)
+    bool        mlx5        = true;   ///< mlx5dv_is_supported / init_obj
 };
 
 struct PostedWr {
@@ -63,15 +63,15 @@ class Fabric {
 public:
     Fabric();
     ~Fabric();
-    Fabric(const Fabric &) = delete;
+    Fabric(const Fabric &)            = delete;
     Fabric &operator=(const Fabric &) = delete;
 
     FakeHca &add_hca(const HcaConfig &config);
-    void install();
+    void     install();
 
     /// RC ibv_post_send calls of an HCA, in order.
     const std::vector<std::vector<PostedWr>> &posts(const std::string &hca) const;
-    void clear_posts();
+    void                                      clear_posts();
     /// UD sends to drop before delivery (handshake loss).
     unsigned drop_ud = 0;
     /// Added to completion timestamps: the "wire" time of a WR.
@@ -80,8 +80,8 @@ public:
     /* registration may run on any thread (the protection domain is
      * thread-safe): counters are atomic, the key tables locked */
     std::atomic<uint64_t> reg_mr_calls{0}, dereg_mr_calls{0};
-    uint64_t rate_limit_calls = 0;
-    uint32_t last_rate_kbps = 0;
+    uint64_t              rate_limit_calls = 0;
+    uint32_t              last_rate_kbps   = 0;
     /// Root for hw_counters (tests write files under it).
     std::string sysfs_root;
 
@@ -94,10 +94,10 @@ public:
      * syndrome) into the QP's exported send CQ. */
     unsigned mlx5_process();
     struct Mlx5QpView {
-        uint64_t wqes_executed = 0;  ///< WQEs the fake NIC consumed
-        uint64_t last_uar      = 0;  ///< the UAR register's 8 bytes
-        uint16_t consumer      = 0;  ///< next WQE index the NIC reads
-        uint32_t bad_wqes      = 0;  ///< malformed WQEs (error CQE)
+        uint64_t wqes_executed = 0; ///< WQEs the fake NIC consumed
+        uint64_t last_uar      = 0; ///< the UAR register's 8 bytes
+        uint16_t consumer      = 0; ///< next WQE index the NIC reads
+        uint32_t bad_wqes      = 0; ///< malformed WQEs (error CQE)
     };
     /// The emulation state of exported QP qpn (zero if none).
     Mlx5QpView mlx5_qp(uint32_t qpn) const;
@@ -106,19 +106,19 @@ public:
 
     /* internals used by the ops */
     static Fabric *current();
-    FakeHca *find_hca(const ibv_ah_attr &ah);
-    void run();            ///< executes what can execute
-    uint32_t next_qpn();
-    uint32_t next_key();
+    FakeHca       *find_hca(const ibv_ah_attr &ah);
+    void           run(); ///< executes what can execute
+    uint32_t       next_qpn();
+    uint32_t       next_key();
 
     std::vector<std::unique_ptr<FakeHca>> hcas;
-    std::vector<ibv_device *>              list;
-    Provider                               provider;
+    std::vector<ibv_device *>             list;
+    Provider                              provider;
 
 private:
-    uint32_t qpn_ = 0x100;
+    uint32_t              qpn_ = 0x100;
     std::atomic<uint32_t> key_{0x1000};
-    bool     running_ = false;
+    bool                  running_ = false;
 };
 
 } // namespace doorbell::verbs::fake

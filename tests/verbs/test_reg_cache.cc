@@ -11,9 +11,9 @@ using namespace doorbell::verbs;
 namespace {
 
 struct Counting {
-    int regs = 0, deregs = 0;
+    int                            regs = 0, deregs = 0;
     std::map<uintptr_t, uintptr_t> live; /* start -> end */
-    uint32_t next_key = 1;
+    uint32_t                       next_key = 1;
 
     RegCache make(size_t capacity)
     {
@@ -32,14 +32,17 @@ struct Counting {
     }
 };
 
-const void *at(uintptr_t a) { return reinterpret_cast<const void *>(a); }
+const void *at(uintptr_t a)
+{
+    return reinterpret_cast<const void *>(a);
+}
 
 } // namespace
 
 TEST(RegCache, SecondUseOfABufferHitsWithoutRegistering)
 {
-    Counting c;
-    RegCache rc = c.make(16);
+    Counting      c;
+    RegCache      rc = c.make(16);
     CachedRegion *r1, *r2;
     ASSERT_EQ(DOORBELL_OK, rc.acquire(at(0x10010), 100, &r1));
     rc.release(r1);
@@ -54,8 +57,8 @@ TEST(RegCache, SecondUseOfABufferHitsWithoutRegistering)
 
 TEST(RegCache, OverlappingMissMergesUnheldRegions)
 {
-    Counting c;
-    RegCache rc = c.make(16);
+    Counting      c;
+    RegCache      rc = c.make(16);
     CachedRegion *a, *b, *m;
     ASSERT_EQ(DOORBELL_OK, rc.acquire(at(0x10000), 0x1000, &a));
     rc.release(a);
@@ -73,8 +76,8 @@ TEST(RegCache, OverlappingMissMergesUnheldRegions)
 
 TEST(RegCache, HeldRegionsAreNeitherMergedNorDeregistered)
 {
-    Counting c;
-    RegCache rc = c.make(16);
+    Counting      c;
+    RegCache      rc = c.make(16);
     CachedRegion *a, *m;
     ASSERT_EQ(DOORBELL_OK, rc.acquire(at(0x10000), 0x1000, &a));
     ASSERT_EQ(DOORBELL_OK, rc.acquire(at(0x10800), 0x2000, &m));
@@ -94,8 +97,8 @@ TEST(RegCache, HeldRegionsAreNeitherMergedNorDeregistered)
 
 TEST(RegCache, InvalidateDropsOnlyOverlappingRegions)
 {
-    Counting c;
-    RegCache rc = c.make(16);
+    Counting      c;
+    RegCache      rc = c.make(16);
     CachedRegion *a, *b;
     ASSERT_EQ(DOORBELL_OK, rc.acquire(at(0x10000), 0x1000, &a));
     rc.release(a);
@@ -138,7 +141,7 @@ TEST(RegCache, CapacityZeroRegistersEveryTime)
 
 TEST(RegCache, RegistrationFailureIsReturned)
 {
-    RegCache rc([](CachedRegion &) { return DOORBELL_ERR_IO; },
+    RegCache      rc([](CachedRegion &) { return DOORBELL_ERR_IO; },
                 [](CachedRegion &) { FAIL() << "nothing to deregister"; }, 4);
     CachedRegion *r = nullptr;
     EXPECT_EQ(DOORBELL_ERR_IO, rc.acquire(at(0x10000), 10, &r));

@@ -32,14 +32,10 @@ protected:
         pair.connect();
         target.assign(1 << 20, 0);
         rkey = pair.expose(target.data(), target.size(),
-                           DOORBELL_ACCESS_REMOTE_WRITE |
-                               DOORBELL_ACCESS_REMOTE_READ);
+                           DOORBELL_ACCESS_REMOTE_WRITE | DOORBELL_ACCESS_REMOTE_READ);
         base = uintptr_t(target.data());
     }
-    const std::vector<std::vector<PostedWr>> &posts()
-    {
-        return pair.fabric.posts("mlx5_0");
-    }
+    const std::vector<std::vector<PostedWr>> &posts() { return pair.fabric.posts("mlx5_0"); }
 
     VerbsPair            pair;
     std::vector<uint8_t> target;
@@ -71,8 +67,7 @@ TEST_F(VerbsChains, SixtyFourPutsOnABusyQueueCostOneDoorbell)
     /* the first put has not completed (no signaled completion polled): the
      * queue is busy, so puts coalesce until a batch of 64 waits */
     for (int i = 0; i < 63; ++i) {
-        ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8,
-                                                     base + 8 * (i + 1), rkey));
+        ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, base + 8 * (i + 1), rkey));
         ASSERT_EQ(1u, posts().size()) << "put " << i;
     }
     ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, base + 512, rkey));
@@ -114,11 +109,9 @@ TEST_F(VerbsChains, InlineUpToMaxInlineElseRegisteredSge)
     uint32_t max = device(pair.a).max_inline();
     ASSERT_GE(max, 64u);
     std::vector<uint8_t> small(max, 1), big(max + 1, 2);
-    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, small.data(),
-                                                 small.size(), base, rkey));
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, small.data(), small.size(), base, rkey));
     doorbell_iface_progress(pair.a);
-    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, big.data(), big.size(),
-                                                 base, rkey));
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, big.data(), big.size(), base, rkey));
     size_t n = 4096;
     ASSERT_EQ(ssize_t(n), doorbell_qp_put_bcopy(pair.qa, pack_n, &n, base, rkey));
     doorbell_iface_progress(pair.a);
@@ -142,11 +135,9 @@ TEST_F(VerbsChains, InlineUpToMaxInlineElseRegisteredSge)
 TEST_F(VerbsChains, ZcopyIovBecomesOneWrWithAnSgeList)
 {
     std::vector<uint8_t> src(3000, 9);
-    iovec iov[3] = {{src.data(), 1000}, {src.data() + 1000, 500},
-                    {src.data() + 1500, 1500}};
+    iovec      iov[3] = {{src.data(), 1000}, {src.data() + 1000, 500}, {src.data() + 1500, 1500}};
     Completion c;
-    ASSERT_EQ(DOORBELL_INPROGRESS,
-              doorbell_qp_put_zcopy(pair.qa, iov, 3, base + 64, rkey, &c));
+    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_put_zcopy(pair.qa, iov, 3, base + 64, rkey, &c));
     ASSERT_EQ(1u, posts().size());
     ASSERT_EQ(1u, posts()[0].size());
     const PostedWr &w = posts()[0][0];
@@ -161,11 +152,10 @@ TEST_F(VerbsChains, ZcopyIovBecomesOneWrWithAnSgeList)
     EXPECT_EQ(2u, device(pair.a).post_stats().merged_wqes);
 
     std::vector<uint8_t> dst(3000, 0);
-    iovec giov[2] = {{dst.data(), 2000}, {dst.data() + 2000, 1000}};
-    Completion g;
+    iovec                giov[2] = {{dst.data(), 2000}, {dst.data() + 2000, 1000}};
+    Completion           g;
     pair.fabric.clear_posts();
-    ASSERT_EQ(DOORBELL_INPROGRESS,
-              doorbell_qp_get_zcopy(pair.qa, giov, 2, base + 64, rkey, &g));
+    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_get_zcopy(pair.qa, giov, 2, base + 64, rkey, &g));
     ASSERT_EQ(1u, posts().size());
     EXPECT_EQ(IBV_WR_RDMA_READ, posts()[0][0].opcode);
     EXPECT_EQ((std::vector<uint32_t>{2000, 1000}), posts()[0][0].sge_lengths);
@@ -205,10 +195,9 @@ TEST(VerbsStats, CloseDumpsPostListSizes)
         pair.connect();
         doorbell_iface_set_stats(pair.a, 1);
         std::vector<uint8_t> t(64);
-        uint32_t rkey = pair.expose(t.data(), 64, DOORBELL_ACCESS_REMOTE_WRITE);
-        uint64_t v = 1;
-        ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8,
-                                                     uintptr_t(t.data()), rkey));
+        uint32_t             rkey = pair.expose(t.data(), 64, DOORBELL_ACCESS_REMOTE_WRITE);
+        uint64_t             v    = 1;
+        ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, uintptr_t(t.data()), rkey));
     }
     std::string err = testing::internal::GetCapturedStderr();
     EXPECT_NE(std::string::npos, err.find("mlx5_0:1 post_calls 1\n")) << err;

@@ -18,7 +18,7 @@ doorbell_qp_t *create_direct(VerbsPair &pair, doorbell_status_t *st_p)
     doorbell_iface_get_device_address(pair.b, dev.data());
     doorbell_iface_get_address(pair.b, ifa.data());
     doorbell_qp_t *q = nullptr;
-    *st_p = doorbell_qp_create_direct(pair.a, dev.data(), ifa.data(), &q);
+    *st_p            = doorbell_qp_create_direct(pair.a, dev.data(), ifa.data(), &q);
     return q;
 }
 
@@ -35,9 +35,9 @@ verbs::fake::HcaConfig not_mlx5()
 
 TEST(VerbsDirect, ExportGivesTheSendQueueDoorbellRecordUarAndCq)
 {
-    VerbsPair pair;
+    VerbsPair         pair;
     doorbell_status_t st;
-    doorbell_qp_t *q = create_direct(pair, &st);
+    doorbell_qp_t    *q = create_direct(pair, &st);
     ASSERT_EQ(DOORBELL_OK, st) << doorbell_last_error();
     pair.extra.push_back(q);
     doorbell_qp_mlx5_t m;
@@ -59,21 +59,22 @@ TEST(VerbsDirect, ExportGivesTheSendQueueDoorbellRecordUarAndCq)
     EXPECT_NE(0u, m.fetch_addr);
     EXPECT_NE(0u, m.fetch_lkey);
     /* the CQ is the QP's own, not the iface's shared send CQ */
-    EXPECT_NE(VerbsPair::vqp(q).qp->send_cq, VerbsPair::vqp(pair.create(pair.a, pair.b)).qp->send_cq);
+    EXPECT_NE(VerbsPair::vqp(q).qp->send_cq,
+              VerbsPair::vqp(pair.create(pair.a, pair.b)).qp->send_cq);
 }
 
 TEST(VerbsDirect, TheCorePostsNothingToADirectQp)
 {
-    VerbsPair pair;
+    VerbsPair         pair;
     doorbell_status_t st;
-    doorbell_qp_t *q = create_direct(pair, &st);
+    doorbell_qp_t    *q = create_direct(pair, &st);
     ASSERT_EQ(DOORBELL_OK, st);
     pair.extra.push_back(q);
     doorbell_qp_mlx5_t m;
     ASSERT_TRUE(pair.wait([&] { return doorbell_qp_export_mlx5(q, &m) == DOORBELL_OK; }));
     std::vector<uint64_t> target(8, 0);
-    uint32_t rkey = pair.expose(target.data(), 64, DOORBELL_ACCESS_REMOTE_WRITE);
-    uint64_t v = 5;
+    uint32_t              rkey = pair.expose(target.data(), 64, DOORBELL_ACCESS_REMOTE_WRITE);
+    uint64_t              v    = 5;
     EXPECT_EQ(DOORBELL_ERR_UNSUPPORTED,
               doorbell_qp_put_short(q, &v, 8, uintptr_t(target.data()), rkey));
     EXPECT_NE(std::string::npos, std::string(doorbell_last_error()).find("direct"));
@@ -84,7 +85,7 @@ TEST(VerbsDirect, TheCorePostsNothingToADirectQp)
     EXPECT_EQ(DOORBELL_ERR_UNSUPPORTED,
               doorbell_qp_put_zcopy(q, &iov, 1, uintptr_t(target.data()), rkey, nullptr));
     /* a flush of the iface covers it and completes: the core holds nothing */
-    Completion c;
+    Completion        c;
     doorbell_status_t fs = doorbell_iface_flush(pair.a, &c);
     if (fs == DOORBELL_INPROGRESS) {
         ASSERT_TRUE(pair.wait([&] { return c.count == 1; }));
@@ -98,24 +99,30 @@ TEST(VerbsDirect, TheCorePostsNothingToADirectQp)
 
 TEST(VerbsDirect, AWqeWrittenIntoTheExportedQueueRunsAndCompletesInItsCq)
 {
-    VerbsPair pair;
+    VerbsPair         pair;
     doorbell_status_t st;
-    doorbell_qp_t *q = create_direct(pair, &st);
+    doorbell_qp_t    *q = create_direct(pair, &st);
     ASSERT_EQ(DOORBELL_OK, st);
     pair.extra.push_back(q);
     doorbell_qp_mlx5_t m;
     ASSERT_TRUE(pair.wait([&] { return doorbell_qp_export_mlx5(q, &m) == DOORBELL_OK; }));
     std::vector<uint64_t> target(8, 0);
-    uint32_t rkey = pair.expose(target.data(), 64, DOORBELL_ACCESS_REMOTE_WRITE);
+    uint32_t              rkey = pair.expose(target.data(), 64, DOORBELL_ACCESS_REMOTE_WRITE);
     /* a signaled 8-byte inline RDMA WRITE at WQE index 0, as the GPU writes
      * it (big-endian segments), then the doorbell record and the UAR */
-    auto *w = static_cast<uint8_t *>(m.sq_buf);
-    auto be32 = [](uint8_t *p, uint32_t v) { v = htobe32(v); std::memcpy(p, &v, 4); };
-    auto be64 = [](uint8_t *p, uint64_t v) { v = htobe64(v); std::memcpy(p, &v, 8); };
+    auto *w    = static_cast<uint8_t *>(m.sq_buf);
+    auto  be32 = [](uint8_t *p, uint32_t v) {
+        v = htobe32(v);
+        std::memcpy(p, &v, 4);
+    };
+    auto be64 = [](uint8_t *p, uint64_t v) {
+        v = htobe64(v);
+        std::memcpy(p, &v, 8);
+    };
     std::memset(w, 0, 64);
-    be32(w, 0x08);                       /* index 0, RDMA WRITE */
-    be32(w + 4, (m.qpn << 8) | 3);       /* ds = 3 */
-    w[11] = 0x08;                        /* CQ update */
+    be32(w, 0x08);                 /* index 0, RDMA WRITE */
+    be32(w + 4, (m.qpn << 8) | 3); /* ds = 3 */
+    w[11] = 0x08;                  /* CQ update */
     be64(w + 16, uintptr_t(target.data()));
     be32(w + 24, rkey);
     be32(w + 32, 0x80000000u | 8);
@@ -139,9 +146,9 @@ TEST(VerbsDirect, AWqeWrittenIntoTheExportedQueueRunsAndCompletesInItsCq)
 
 TEST(VerbsDirect, ExportOfANonMlx5DeviceSaysWhy)
 {
-    VerbsPair pair(not_mlx5(), {});
+    VerbsPair         pair(not_mlx5(), {});
     doorbell_status_t st;
-    doorbell_qp_t *q = create_direct(pair, &st);
+    doorbell_qp_t    *q = create_direct(pair, &st);
     ASSERT_EQ(DOORBELL_OK, st) << doorbell_last_error();
     pair.extra.push_back(q);
     doorbell_qp_mlx5_t m;

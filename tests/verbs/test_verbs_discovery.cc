@@ -10,7 +10,7 @@ namespace {
 
 std::vector<doorbell_device_info_t> verbs_devices()
 {
-    int n = doorbell_query_devices(nullptr, 0);
+    int                                 n = doorbell_query_devices(nullptr, 0);
     std::vector<doorbell_device_info_t> all(size_t(n) + 4);
     n = doorbell_query_devices(all.data(), int(all.size()));
     all.resize(size_t(std::min<int>(n, int(all.size()))));
@@ -27,7 +27,7 @@ std::vector<doorbell_device_info_t> verbs_devices()
 
 TEST(VerbsDiscovery, ListsActivePortsWithLinkLayerAddressesAndSpeed)
 {
-    verbs::fake::Fabric fabric;
+    verbs::fake::Fabric    fabric;
     verbs::fake::HcaConfig ib;
     ib.name = "mlx5_0";
     ib.lid  = 0x12;
@@ -64,7 +64,7 @@ TEST(VerbsDiscovery, ListsActivePortsWithLinkLayerAddressesAndSpeed)
     EXPECT_FALSE(verbs::is_verbs_name("mlx5_0"));
     doorbell_pd_t *pd;
     ASSERT_EQ(DOORBELL_OK, doorbell_pd_create(&pd));
-    auto p = verbs_params("mlx5_2:1");
+    auto              p     = verbs_params("mlx5_2:1");
     doorbell_iface_t *iface = nullptr;
     EXPECT_EQ(DOORBELL_ERR_NO_DEVICE, doorbell_iface_open(pd, &p, &iface));
     EXPECT_NE(nullptr, strstr(doorbell_last_error(), "mlx5_2:1"));
@@ -78,8 +78,8 @@ TEST(VerbsDiscovery, NoDeviceListsNothingAndPrintsNothing)
     verbs::fake::Fabric fabric; /* no HCA */
     fabric.install();
     testing::internal::CaptureStderr();
-    auto devs = verbs_devices();
-    std::string err = testing::internal::GetCapturedStderr();
+    auto        devs = verbs_devices();
+    std::string err  = testing::internal::GetCapturedStderr();
     EXPECT_TRUE(devs.empty());
     EXPECT_EQ("", err);
 }
@@ -88,8 +88,8 @@ TEST(VerbsDiscovery, RealLibibverbsWithoutNicListsNothingQuietly)
 {
     verbs::set_provider(nullptr);
     testing::internal::CaptureStderr();
-    auto devs = verbs_devices();
-    std::string err = testing::internal::GetCapturedStderr();
+    auto        devs = verbs_devices();
+    std::string err  = testing::internal::GetCapturedStderr();
     if (!devs.empty()) {
         GTEST_SKIP() << "this machine has an RDMA device (" << devs[0].name
                      << "): the no-device case cannot be observed here";
@@ -101,8 +101,8 @@ TEST(VerbsDiscovery, OpenReportsPortCapabilities)
 {
     verbs::fake::HcaConfig ca, cb;
     ca.hw_pacing = true;
-    VerbsPair pair(ca, cb);
-    auto &a = device(pair.a);
+    VerbsPair               pair(ca, cb);
+    auto                   &a = device(pair.a);
     doorbell_iface_limits_t l;
     doorbell_iface_query_limits(pair.a, &l);
     EXPECT_EQ(4u, l.max_iov); /* the HCA's max_sge */
@@ -115,8 +115,8 @@ TEST(VerbsDiscovery, OpenReportsPortCapabilities)
 
 TEST(VerbsDiscovery, OneVerbsIfacePerProtectionDomain)
 {
-    VerbsPair pair;
-    auto p = verbs_params("mlx5_1:1");
+    VerbsPair         pair;
+    auto              p      = verbs_params("mlx5_1:1");
     doorbell_iface_t *second = nullptr;
     /* pda already gives its keys to mlx5_0:1 */
     EXPECT_EQ(DOORBELL_ERR_UNSUPPORTED, doorbell_iface_open(pair.pda, &p, &second));
@@ -124,12 +124,11 @@ TEST(VerbsDiscovery, OneVerbsIfacePerProtectionDomain)
     /* the domain's keys are the HCA's: registering calls ibv_reg_mr and
      * deregistering ibv_dereg_mr */
     std::vector<uint8_t> buf(64);
-    doorbell_mr_t *mr;
-    uint32_t rkey;
-    uint64_t regs = pair.fabric.reg_mr_calls, deregs = pair.fabric.dereg_mr_calls;
+    doorbell_mr_t       *mr;
+    uint32_t             rkey;
+    uint64_t             regs = pair.fabric.reg_mr_calls, deregs = pair.fabric.dereg_mr_calls;
     ASSERT_EQ(DOORBELL_OK, doorbell_mr_register(pair.pda, buf.data(), 64,
-                                                DOORBELL_ACCESS_REMOTE_READ, &mr,
-                                                &rkey));
+                                                DOORBELL_ACCESS_REMOTE_READ, &mr, &rkey));
     EXPECT_EQ(regs + 1, pair.fabric.reg_mr_calls);
     ASSERT_EQ(DOORBELL_OK, doorbell_mr_deregister(pair.pda, mr));
     EXPECT_EQ(deregs + 1, pair.fabric.dereg_mr_calls);

@@ -37,23 +37,20 @@ TEST(VerbsOps, HandshakeRunsOverUdAndCreatesThePassiveQp)
     pair.qa = pair.create(pair.a, pair.b);
     auto &q = VerbsPair::vqp(pair.qa);
     EXPECT_EQ(verbs::VerbsQp::State::kConnecting, q.state);
-    ASSERT_TRUE(pair.wait([&] {
-        return q.state == verbs::VerbsQp::State::kConnected;
-    }));
+    ASSERT_TRUE(pair.wait([&] { return q.state == verbs::VerbsQp::State::kConnected; }));
     EXPECT_EQ(1u, device(pair.b).passive_count());
     EXPECT_EQ(0u, device(pair.a).passive_count());
 }
 
 TEST(VerbsOps, PutBeforeTheHandshakeWaitsThenLands)
 {
-    VerbsPair pair;
+    VerbsPair            pair;
     std::vector<uint8_t> target(64, 0);
-    uint32_t rkey = pair.expose(target.data(), target.size(),
-                                DOORBELL_ACCESS_REMOTE_WRITE);
-    pair.qa = pair.create(pair.a, pair.b);
-    uint64_t v = 0x1122334455667788ull;
-    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, sizeof(v),
-                                                 uintptr_t(target.data()), rkey));
+    uint32_t rkey = pair.expose(target.data(), target.size(), DOORBELL_ACCESS_REMOTE_WRITE);
+    pair.qa       = pair.create(pair.a, pair.b);
+    uint64_t v    = 0x1122334455667788ull;
+    ASSERT_EQ(DOORBELL_OK,
+              doorbell_qp_put_short(pair.qa, &v, sizeof(v), uintptr_t(target.data()), rkey));
     /* nothing reached the HCA: no connection yet */
     EXPECT_TRUE(pair.fabric.posts("mlx5_0").empty());
     Completion flush;
@@ -68,21 +65,17 @@ TEST(VerbsOps, PutShortBcopyZcopyAndGetBcopyZcopy)
     VerbsPair pair;
     pair.connect();
     std::vector<uint8_t> target(1 << 16, 0);
-    uint32_t rkey = pair.expose(target.data(), target.size(),
-                                DOORBELL_ACCESS_REMOTE_WRITE |
-                                    DOORBELL_ACCESS_REMOTE_READ);
-    uint64_t base = uintptr_t(target.data());
+    uint32_t             rkey = pair.expose(target.data(), target.size(),
+                                            DOORBELL_ACCESS_REMOTE_WRITE | DOORBELL_ACCESS_REMOTE_READ);
+    uint64_t             base = uintptr_t(target.data());
 
     const char msg[] = "short put";
-    ASSERT_EQ(DOORBELL_OK,
-              doorbell_qp_put_short(pair.qa, msg, sizeof(msg), base, rkey));
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, msg, sizeof(msg), base, rkey));
     size_t blen = 3000;
-    ASSERT_EQ(ssize_t(blen), doorbell_qp_put_bcopy(pair.qa, pack_pattern,
-                                                   &blen, base + 100, rkey));
+    ASSERT_EQ(ssize_t(blen), doorbell_qp_put_bcopy(pair.qa, pack_pattern, &blen, base + 100, rkey));
     std::vector<uint8_t> src(20000);
     std::iota(src.begin(), src.end(), 0);
-    iovec iov[3] = {{src.data(), 5000}, {src.data() + 5000, 7000},
-                    {src.data() + 12000, 8000}};
+    iovec      iov[3] = {{src.data(), 5000}, {src.data() + 5000, 7000}, {src.data() + 12000, 8000}};
     Completion put;
     ASSERT_EQ(DOORBELL_INPROGRESS,
               doorbell_qp_put_zcopy(pair.qa, iov, 3, base + 30000, rkey, &put));
@@ -94,18 +87,17 @@ TEST(VerbsOps, PutShortBcopyZcopyAndGetBcopyZcopy)
     }
     EXPECT_EQ(0, std::memcmp(target.data() + 30000, src.data(), src.size()));
 
-    Unpacked u;
+    Unpacked   u;
     Completion get;
     ASSERT_EQ(DOORBELL_INPROGRESS,
-              doorbell_qp_get_bcopy(pair.qa, unpack_into, &u, 2000,
-                                    base + 30000, rkey, &get));
+              doorbell_qp_get_bcopy(pair.qa, unpack_into, &u, 2000, base + 30000, rkey, &get));
     ASSERT_TRUE(pair.wait([&] { return get.count == 1; }));
     ASSERT_EQ(2000u, u.data.size());
     EXPECT_EQ(0, std::memcmp(u.data.data(), src.data(), 2000));
 
     std::vector<uint8_t> dst(20000, 0xee);
-    iovec giov[2] = {{dst.data(), 9000}, {dst.data() + 9000, 11000}};
-    Completion getz;
+    iovec                giov[2] = {{dst.data(), 9000}, {dst.data() + 9000, 11000}};
+    Completion           getz;
     ASSERT_EQ(DOORBELL_INPROGRESS,
               doorbell_qp_get_zcopy(pair.qa, giov, 2, base + 30000, rkey, &getz));
     ASSERT_TRUE(pair.wait([&] { return getz.count == 1; }));
@@ -117,18 +109,16 @@ TEST(VerbsOps, ActiveMessagesShortBcopyZcopyInOrder)
 {
     VerbsPair pair;
     pair.connect();
-    uint64_t hdr = 42;
+    uint64_t   hdr       = 42;
     const char payload[] = "payload";
-    ASSERT_EQ(DOORBELL_OK, doorbell_qp_am_short(pair.qa, 3, hdr, payload,
-                                                sizeof(payload)));
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_am_short(pair.qa, 3, hdr, payload, sizeof(payload)));
     size_t blen = 5000; /* above max_inline: registered bounce */
     ASSERT_EQ(ssize_t(blen), doorbell_qp_am_bcopy(pair.qa, 4, pack_pattern, &blen));
-    char zh[16] = "zcopy-header";
+    char                 zh[16] = "zcopy-header";
     std::vector<uint8_t> body(1000, 0x5a);
-    iovec iov{body.data(), body.size()};
-    Completion z;
-    ASSERT_EQ(DOORBELL_INPROGRESS,
-              doorbell_qp_am_zcopy(pair.qa, 5, zh, sizeof(zh), &iov, 1, &z));
+    iovec                iov{body.data(), body.size()};
+    Completion           z;
+    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_am_zcopy(pair.qa, 5, zh, sizeof(zh), &iov, 1, &z));
     ASSERT_TRUE(pair.wait([&] { return pair.ams_b.size() == 3 && z.count == 1; }));
     EXPECT_EQ(3, pair.ams_b[0].id);
     ASSERT_EQ(sizeof(hdr) + sizeof(payload), pair.ams_b[0].data.size());
@@ -147,11 +137,10 @@ TEST(VerbsOps, ManyActiveMessagesReuseReceiveBuffers)
     pair.connect();
     /* more messages than receive buffers: reposting keeps them flowing */
     const int total = 200;
-    int sent = 0;
+    int       sent  = 0;
     ASSERT_TRUE(pair.wait([&] {
         while (sent < total &&
-               doorbell_qp_am_short(pair.qa, 1, uint64_t(sent), nullptr, 0) ==
-                   DOORBELL_OK) {
+               doorbell_qp_am_short(pair.qa, 1, uint64_t(sent), nullptr, 0) == DOORBELL_OK) {
             ++sent;
         }
         return pair.ams_b.size() == size_t(total);
@@ -177,7 +166,7 @@ doorbell_status_t hold_am(void *arg, uint8_t, void *data, size_t)
 TEST(VerbsOps, HeldActiveMessageBuffersAreReleasedAndReposted)
 {
     VerbsPair pair;
-    Holder h;
+    Holder    h;
     doorbell_iface_set_am_handler(pair.b, hold_am, &h);
     pair.connect();
     size_t free_before = device(pair.b).bounce_pool().available();
@@ -198,14 +187,12 @@ TEST(VerbsOps, IfaceFlushCompletesAfterEverythingEarlier)
     VerbsPair pair;
     pair.connect();
     std::vector<uint8_t> target(4096, 0);
-    uint32_t rkey = pair.expose(target.data(), target.size(),
-                                DOORBELL_ACCESS_REMOTE_WRITE);
+    uint32_t rkey = pair.expose(target.data(), target.size(), DOORBELL_ACCESS_REMOTE_WRITE);
     EXPECT_EQ(DOORBELL_OK, doorbell_iface_flush(pair.a, nullptr));
     for (int i = 0; i < 10; ++i) {
         uint8_t v = uint8_t(i + 1);
-        ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 1,
-                                                     uintptr_t(target.data()) + i,
-                                                     rkey));
+        ASSERT_EQ(DOORBELL_OK,
+                  doorbell_qp_put_short(pair.qa, &v, 1, uintptr_t(target.data()) + i, rkey));
     }
     Completion f;
     ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_iface_flush(pair.a, &f));
@@ -220,7 +207,7 @@ TEST(VerbsOps, IfaceFlushCompletesAfterEverythingEarlier)
 TEST(VerbsOps, DestroyedQpTearsDownThePassiveQpAndItsBuffers)
 {
     VerbsPair pair;
-    size_t free_before = device(pair.b).bounce_pool().available();
+    size_t    free_before = device(pair.b).bounce_pool().available();
     pair.connect();
     EXPECT_EQ(1u, device(pair.b).passive_count());
     EXPECT_LT(device(pair.b).bounce_pool().available(), free_before);
@@ -237,11 +224,10 @@ TEST(VerbsOps, DestroyedQpTearsDownThePassiveQpAndItsBuffers)
 
 TEST(VerbsOps, PutSignalWithAnUnknownSignalOpIsRefusedNotPosted)
 {
-    VerbsPair pair;
+    VerbsPair             pair;
     std::vector<uint64_t> target(2, 0);
-    uint32_t rkey = pair.expose(target.data(), sizeof(uint64_t) * 2,
-                                DOORBELL_ACCESS_REMOTE_WRITE);
-    pair.qa = pair.create(pair.a, pair.b);
+    uint32_t rkey = pair.expose(target.data(), sizeof(uint64_t) * 2, DOORBELL_ACCESS_REMOTE_WRITE);
+    pair.qa       = pair.create(pair.a, pair.b);
     doorbell_wqe_t w{};
     w.opcode       = DOORBELL_OP_PUT_SIGNAL;
     w.am_id        = 7; /* neither SET nor ADD (see test_verbs_signal.cc) */

@@ -31,7 +31,7 @@ struct RecordingGate : public udp::PacingGate {
             ++rtt_count;
         }
     }
-    void on_loss(uint64_t) override {}
+    void   on_loss(uint64_t) override {}
     double rate() const override { return rate_bps; }
 
     static void reset()
@@ -65,13 +65,11 @@ TEST(VerbsPacing, RttFromCompletionTimestampsUsesTheDeviceClock)
     pair.connect();
     pair.fabric.completion_delay_ns = 3000000; /* the "wire" takes 3 ms */
     std::vector<uint8_t> target(4096), src(4096, 1);
-    uint32_t rkey = pair.expose(target.data(), target.size(),
-                                DOORBELL_ACCESS_REMOTE_WRITE);
-    iovec iov{src.data(), src.size()};
+    uint32_t   rkey = pair.expose(target.data(), target.size(), DOORBELL_ACCESS_REMOTE_WRITE);
+    iovec      iov{src.data(), src.size()};
     Completion c;
     ASSERT_EQ(DOORBELL_INPROGRESS,
-              doorbell_qp_put_zcopy(pair.qa, &iov, 1, uintptr_t(target.data()),
-                                    rkey, &c));
+              doorbell_qp_put_zcopy(pair.qa, &iov, 1, uintptr_t(target.data()), rkey, &c));
     ASSERT_TRUE(pair.wait([&] { return c.count == 1; }));
     doorbell_counters_t ctr;
     doorbell_iface_get_counters(pair.a, &ctr);
@@ -93,10 +91,10 @@ TEST(VerbsPacing, NoTimestampsNoRttSamples)
     VerbsPair pair(ca, cb, paced("mlx5_0:1"), paced("mlx5_1:1"));
     pair.connect();
     EXPECT_FALSE(device(pair.a).has_timestamps());
-    Completion f;
-    uint64_t v = 1;
+    Completion           f;
+    uint64_t             v = 1;
     std::vector<uint8_t> t(64);
-    uint32_t rkey = pair.expose(t.data(), 64, DOORBELL_ACCESS_REMOTE_WRITE);
+    uint32_t             rkey = pair.expose(t.data(), 64, DOORBELL_ACCESS_REMOTE_WRITE);
     ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, uintptr_t(t.data()), rkey));
     ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_flush(pair.qa, &f));
     ASSERT_TRUE(pair.wait([&] { return f.count == 1; }));
@@ -112,9 +110,9 @@ TEST(VerbsPacing, HardwareRateLimitWhenPacingCapsAllowRc)
     VerbsPair pair(ca, cb, paced("mlx5_0:1"), paced("mlx5_1:1"));
     pair.connect();
     std::vector<uint8_t> t(64);
-    uint32_t rkey = pair.expose(t.data(), 64, DOORBELL_ACCESS_REMOTE_WRITE);
-    uint64_t v = 1;
-    Completion f;
+    uint32_t             rkey = pair.expose(t.data(), 64, DOORBELL_ACCESS_REMOTE_WRITE);
+    uint64_t             v    = 1;
+    Completion           f;
     ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, uintptr_t(t.data()), rkey));
     ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_flush(pair.qa, &f));
     ASSERT_TRUE(pair.wait([&] { return f.count == 1; }));
@@ -137,8 +135,8 @@ TEST(VerbsPacing, SoftwarePacingHoldsPostsWithoutHardwareSupport)
     VerbsPair pair({}, {}, paced("mlx5_0:1"), paced("mlx5_1:1"));
     pair.connect();
     std::vector<uint8_t> t(4096);
-    uint32_t rkey = pair.expose(t.data(), 4096, DOORBELL_ACCESS_REMOTE_WRITE);
-    RecordingGate::budget = 2;
+    uint32_t             rkey = pair.expose(t.data(), 4096, DOORBELL_ACCESS_REMOTE_WRITE);
+    RecordingGate::budget     = 2;
     for (int i = 0; i < 4; ++i) {
         uint8_t v = uint8_t(i + 1);
         ASSERT_EQ(DOORBELL_OK,
@@ -164,14 +162,12 @@ TEST(VerbsPacing, SoftwarePacingHoldsPostsWithoutHardwareSupport)
 TEST(VerbsPacing, RoceCnpCountersReachTheGates)
 {
     RecordingGate::reset();
-    namespace fs = std::filesystem;
+    namespace fs  = std::filesystem;
     fs::path root = fs::temp_directory_path() /
                     ("doorbell-verbs-sysfs-" + std::to_string(getpid()));
     fs::path dir = root / "mlx5_0" / "ports" / "1" / "hw_counters";
     fs::create_directories(dir);
-    auto write = [&](const char *name, int v) {
-        std::ofstream(dir / name) << v << "\n";
-    };
+    auto write = [&](const char *name, int v) { std::ofstream(dir / name) << v << "\n"; };
     write("np_ecn_marked_roce_packets", 10);
     write("np_cnp_sent", 3);
     write("rp_cnp_handled", 5);

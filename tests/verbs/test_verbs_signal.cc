@@ -28,8 +28,7 @@ protected:
             src[i] = uint8_t(i * 7 + 1);
         }
     }
-    doorbell_wqe_t put_signal(uint32_t len, uint64_t signal_addr, uint32_t op,
-                              uint64_t value)
+    doorbell_wqe_t put_signal(uint32_t len, uint64_t signal_addr, uint32_t op, uint64_t value)
     {
         doorbell_wqe_t w{};
         w.opcode       = DOORBELL_OP_PUT_SIGNAL;
@@ -49,10 +48,7 @@ protected:
         std::memcpy(&v, target.data() + off, 8);
         return v;
     }
-    const std::vector<std::vector<PostedWr>> &posts()
-    {
-        return pair.fabric.posts("mlx5_0");
-    }
+    const std::vector<std::vector<PostedWr>> &posts() { return pair.fabric.posts("mlx5_0"); }
 
     VerbsPair            pair;
     std::vector<uint8_t> target, src;
@@ -75,11 +71,10 @@ protected:
 
 TEST_F(VerbsSignal, SetIsTheDataWriteThenAnInlineWriteOfTheWord)
 {
-    Completion c;
-    doorbell_wqe_t w = put_signal(256, base + 1024, DOORBELL_SIGNAL_SET,
-                                  0x1122334455667788ull);
-    w.flags = DOORBELL_WQE_SIGNALED;
-    w.wr_id = uintptr_t(&c);
+    Completion     c;
+    doorbell_wqe_t w = put_signal(256, base + 1024, DOORBELL_SIGNAL_SET, 0x1122334455667788ull);
+    w.flags          = DOORBELL_WQE_SIGNALED;
+    w.wr_id          = uintptr_t(&c);
     ASSERT_EQ(DOORBELL_OK, doorbell_qp_post(pair.qa, &w, 1)) << doorbell_last_error();
     ASSERT_EQ(1u, posts().size());
     const auto &chain = posts()[0];
@@ -94,8 +89,7 @@ TEST_F(VerbsSignal, SetIsTheDataWriteThenAnInlineWriteOfTheWord)
     EXPECT_TRUE(chain[1].send_flags & IBV_SEND_INLINE);
     EXPECT_TRUE(chain[1].send_flags & IBV_SEND_SIGNALED);
     uint64_t value = 0x1122334455667788ull;
-    EXPECT_EQ(std::vector<uint8_t>((uint8_t *)&value, (uint8_t *)&value + 8),
-              chain[1].inline_data);
+    EXPECT_EQ(std::vector<uint8_t>((uint8_t *)&value, (uint8_t *)&value + 8), chain[1].inline_data);
     ASSERT_TRUE(pair.wait([&] { return c.count == 1; }));
     EXPECT_EQ(DOORBELL_OK, c.status);
     EXPECT_EQ(0, std::memcmp(target.data(), src.data(), 256));
@@ -104,15 +98,15 @@ TEST_F(VerbsSignal, SetIsTheDataWriteThenAnInlineWriteOfTheWord)
 
 TEST_F(VerbsSignal, AddIsTheDataWriteThenAFetchAddOnABigEndianWord)
 {
-    Completion c;
+    Completion     c;
     doorbell_wqe_t w[2] = {put_signal(64, base + 2048, DOORBELL_SIGNAL_ADD, 3),
                            put_signal(64, base + 2048, DOORBELL_SIGNAL_ADD, 4)};
-    w[1].flags = DOORBELL_WQE_SIGNALED;
-    w[1].wr_id = uintptr_t(&c);
+    w[1].flags          = DOORBELL_WQE_SIGNALED;
+    w[1].wr_id          = uintptr_t(&c);
     ASSERT_EQ(DOORBELL_OK, doorbell_qp_post(pair.qa, w, 2)) << doorbell_last_error();
     ASSERT_TRUE(pair.wait([&] { return c.count == 1; }));
     EXPECT_EQ(DOORBELL_OK, c.status);
-    size_t wrs = 0;
+    size_t                wrs = 0;
     std::vector<PostedWr> all;
     for (const auto &chain : posts()) {
         all.insert(all.end(), chain.begin(), chain.end());
@@ -151,9 +145,9 @@ TEST_F(VerbsSignal, AddToAMisalignedWordIsRefusedBeforeTheHca)
 TEST_F(VerbsSignal, AddToAWordWithoutWriteAccessFailsWithRemoteAccess)
 {
     std::vector<uint64_t> ro(8, 0);
-    uint32_t ro_key = pair.expose(ro.data(), 64, DOORBELL_ACCESS_REMOTE_READ);
-    doorbell_wqe_t w = put_signal(8, uintptr_t(ro.data()), DOORBELL_SIGNAL_ADD, 1);
-    w.signal_rkey = ro_key;
+    uint32_t              ro_key = pair.expose(ro.data(), 64, DOORBELL_ACCESS_REMOTE_READ);
+    doorbell_wqe_t        w      = put_signal(8, uintptr_t(ro.data()), DOORBELL_SIGNAL_ADD, 1);
+    w.signal_rkey                = ro_key;
     ASSERT_EQ(DOORBELL_OK, doorbell_qp_post(pair.qa, &w, 1));
     ASSERT_TRUE(pair.wait([&] { return pair.error_a.count == 1; }));
     EXPECT_EQ(DOORBELL_ERR_REMOTE_ACCESS, pair.error_a.status);

@@ -15,7 +15,7 @@ class RawUd {
 public:
     explicit RawUd(const verbs::Provider &p) : prov(p)
     {
-        int n;
+        int          n;
         ibv_device **list = prov.get_device_list(&n);
         ctx               = prov.open_device(list[0]);
         pd                = prov.alloc_pd(ctx);
@@ -24,20 +24,21 @@ public:
         cq     = prov.create_cq_ex(ctx, &ca);
         ibv_qp_init_attr qa{};
         qa.send_cq = qa.recv_cq = ibv_cq_ex_to_cq(cq);
-        qa.qp_type          = IBV_QPT_UD;
-        qa.cap.max_send_wr  = 4;
-        qa.cap.max_recv_wr  = 4;
-        qa.cap.max_send_sge = 1;
-        qa.cap.max_recv_sge = 1;
-        qa.cap.max_inline_data = 128;
-        qp = prov.create_qp(pd, &qa);
+        qa.qp_type              = IBV_QPT_UD;
+        qa.cap.max_send_wr      = 4;
+        qa.cap.max_recv_wr      = 4;
+        qa.cap.max_send_sge     = 1;
+        qa.cap.max_recv_sge     = 1;
+        qa.cap.max_inline_data  = 128;
+        qp                      = prov.create_qp(pd, &qa);
         ibv_qp_attr a{};
         a.qp_state = IBV_QPS_RTS;
         prov.modify_qp(qp, &a, IBV_QP_STATE);
     }
     ~RawUd()
     {
-        if (ah) prov.destroy_ah(ah);
+        if (ah)
+            prov.destroy_ah(ah);
         prov.destroy_qp(qp);
         prov.destroy_cq(ibv_cq_ex_to_cq(cq));
         prov.dealloc_pd(pd);
@@ -51,7 +52,7 @@ public:
             std::memcpy(aa.grh.dgid.raw, gid, 16);
             ah = prov.create_ah(pd, &aa);
         }
-        ibv_sge sge{uintptr_t(data), uint32_t(len), 0};
+        ibv_sge     sge{uintptr_t(data), uint32_t(len), 0};
         ibv_send_wr wr{};
         wr.sg_list           = &sge;
         wr.num_sge           = 1;
@@ -65,11 +66,11 @@ public:
     }
 
     const verbs::Provider &prov;
-    ibv_context *ctx;
-    ibv_pd      *pd;
-    ibv_cq_ex   *cq;
-    ibv_qp      *qp;
-    ibv_ah      *ah = nullptr;
+    ibv_context           *ctx;
+    ibv_pd                *pd;
+    ibv_cq_ex             *cq;
+    ibv_qp                *qp;
+    ibv_ah                *ah = nullptr;
 };
 
 } // namespace
@@ -77,16 +78,16 @@ public:
 TEST(VerbsWire, MalformedAndSpoofedHandshakesAreDropped)
 {
     VerbsPair pair;
-    uint8_t gid[18];
-    uint32_t ud_qpn;
+    uint8_t   gid[18];
+    uint32_t  ud_qpn;
     doorbell_iface_get_device_address(pair.b, gid);
     doorbell_iface_get_address(pair.b, &ud_qpn);
     RawUd raw(pair.fabric.provider);
 
     uint8_t junk[sizeof(verbs::Hello)];
     std::memset(junk, 0xa5, sizeof(junk));
-    raw.send(gid, ud_qpn, junk, sizeof(junk));  /* bad magic */
-    raw.send(gid, ud_qpn, junk, 7);             /* short */
+    raw.send(gid, ud_qpn, junk, sizeof(junk)); /* bad magic */
+    raw.send(gid, ud_qpn, junk, 7);            /* short */
 
     verbs::Hello h{};
     h.magic   = verbs::kHelloMagic;
@@ -97,10 +98,10 @@ TEST(VerbsWire, MalformedAndSpoofedHandshakesAreDropped)
     h.mtu     = IBV_MTU_4096;
     raw.send(gid, ud_qpn, &h, sizeof(h));
     h.ud_qpn = raw.qp->qp_num;
-    h.mtu    = 99;                    /* not an MTU */
+    h.mtu    = 99; /* not an MTU */
     raw.send(gid, ud_qpn, &h, sizeof(h));
     h.mtu    = IBV_MTU_4096;
-    h.rc_qpn = 0x1000000;             /* not a 24-bit QP number */
+    h.rc_qpn = 0x1000000; /* not a 24-bit QP number */
     raw.send(gid, ud_qpn, &h, sizeof(h));
 
     for (int i = 0; i < 4; ++i) {
@@ -136,8 +137,8 @@ TEST(VerbsWire, ArmReportsBusyWhileTheBatcherHoldsWqes)
     VerbsPair pair;
     pair.connect();
     std::vector<uint8_t> t(64);
-    uint32_t rkey = pair.expose(t.data(), 64, DOORBELL_ACCESS_REMOTE_WRITE);
-    uint64_t v = 1;
+    uint32_t             rkey = pair.expose(t.data(), 64, DOORBELL_ACCESS_REMOTE_WRITE);
+    uint64_t             v    = 1;
     ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, uintptr_t(t.data()), rkey));
     EXPECT_EQ(DOORBELL_OK, doorbell_iface_arm(pair.a)); /* posted: the CQ wakes */
     ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, uintptr_t(t.data()), rkey));
@@ -151,15 +152,15 @@ TEST(VerbsWire, FakeAnswersTheInlineVerbsCallsLikeAProvider)
 {
     /* the fake is a verbs_context: the real inline entry points of
      * <infiniband/verbs.h> reach it, not only the device's seam */
-    verbs::fake::Fabric fabric;
+    verbs::fake::Fabric    fabric;
     verbs::fake::HcaConfig cfg;
     cfg.hw_pacing = true;
     fabric.add_hca(cfg);
     fabric.install();
-    int n;
+    int          n;
     ibv_device **list = fabric.provider.get_device_list(&n);
     ASSERT_EQ(1, n);
-    ibv_context *ctx = fabric.provider.open_device(list[0]);
+    ibv_context       *ctx = fabric.provider.open_device(list[0]);
     ibv_device_attr_ex attr{};
     ASSERT_EQ(0, ibv_query_device_ex(ctx, nullptr, &attr));
     EXPECT_EQ(156250u, attr.hca_core_clock);
@@ -171,8 +172,8 @@ TEST(VerbsWire, FakeAnswersTheInlineVerbsCallsLikeAProvider)
     ASSERT_EQ(0, ibv_query_rt_values_ex(ctx, &v));
     EXPECT_GT(v.raw_clock.tv_nsec, 0);
     ibv_cq_init_attr_ex ca{};
-    ca.cqe      = 4;
-    ca.wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
+    ca.cqe        = 4;
+    ca.wc_flags   = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
     ibv_cq_ex *cq = ibv_create_cq_ex(ctx, &ca);
     ASSERT_NE(nullptr, cq);
     ibv_poll_cq_attr pa{};

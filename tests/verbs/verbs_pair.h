@@ -37,11 +37,11 @@ inline doorbell_iface_params_t verbs_params(const char *device)
 {
     doorbell_iface_params_t p;
     doorbell_iface_params_init(&p);
-    p.device      = device;
-    p.rto_min_ns  = 100000; /* handshake retry after 100 us */
-    p.retry_count = 4;
+    p.device       = device;
+    p.rto_min_ns   = 100000; /* handshake retry after 100 us */
+    p.retry_count  = 4;
     p.rx_queue_len = 64;
-    p.am_credits  = 16;
+    p.am_credits   = 16;
     return p;
 }
 
@@ -53,8 +53,7 @@ inline verbs::VerbsIface &device(doorbell_iface_t *i)
 
 class VerbsPair {
 public:
-    explicit VerbsPair(verbs::fake::HcaConfig ca = {},
-                       verbs::fake::HcaConfig cb = {},
+    explicit VerbsPair(verbs::fake::HcaConfig ca = {}, verbs::fake::HcaConfig cb = {},
                        doorbell_iface_params_t pa = verbs_params("mlx5_0:1"),
                        doorbell_iface_params_t pb = verbs_params("mlx5_1:1"))
     {
@@ -65,10 +64,8 @@ public:
         fabric.install();
         EXPECT_EQ(DOORBELL_OK, doorbell_pd_create(&pda));
         EXPECT_EQ(DOORBELL_OK, doorbell_pd_create(&pdb));
-        EXPECT_EQ(DOORBELL_OK, doorbell_iface_open(pda, &pa, &a))
-            << doorbell_last_error();
-        EXPECT_EQ(DOORBELL_OK, doorbell_iface_open(pdb, &pb, &b))
-            << doorbell_last_error();
+        EXPECT_EQ(DOORBELL_OK, doorbell_iface_open(pda, &pa, &a)) << doorbell_last_error();
+        EXPECT_EQ(DOORBELL_OK, doorbell_iface_open(pdb, &pb, &b)) << doorbell_last_error();
         for (doorbell_iface_t *i : {a, b}) {
             doorbell_iface_set_completion_handler(i, on_completion);
         }
@@ -79,8 +76,10 @@ public:
 
     ~VerbsPair()
     {
-        for (doorbell_qp_t *q : extra) doorbell_qp_destroy(q);
-        if (qa) doorbell_qp_destroy(qa);
+        for (doorbell_qp_t *q : extra)
+            doorbell_qp_destroy(q);
+        if (qa)
+            doorbell_qp_destroy(qa);
         doorbell_iface_close(a);
         doorbell_iface_close(b);
         doorbell_pd_destroy(pda);
@@ -127,9 +126,7 @@ public:
     void connect()
     {
         qa = create(a, b);
-        ASSERT_TRUE(wait([&] {
-            return vqp(qa).state == verbs::VerbsQp::State::kConnected;
-        }));
+        ASSERT_TRUE(wait([&] { return vqp(qa).state == verbs::VerbsQp::State::kConnected; }));
         fabric.clear_posts();
     }
 
@@ -137,20 +134,19 @@ public:
     uint32_t expose(void *buf, size_t len, unsigned access)
     {
         doorbell_mr_t *mr;
-        uint32_t rkey = 0;
-        EXPECT_EQ(DOORBELL_OK,
-                  doorbell_mr_register(pdb, buf, len, access, &mr, &rkey))
+        uint32_t       rkey = 0;
+        EXPECT_EQ(DOORBELL_OK, doorbell_mr_register(pdb, buf, len, access, &mr, &rkey))
             << doorbell_last_error();
         return rkey;
     }
 
-    verbs::fake::Fabric fabric;
-    doorbell_pd_t      *pda = nullptr, *pdb = nullptr;
-    doorbell_iface_t   *a = nullptr, *b = nullptr;
-    doorbell_qp_t      *qa = nullptr;
+    verbs::fake::Fabric          fabric;
+    doorbell_pd_t               *pda = nullptr, *pdb = nullptr;
+    doorbell_iface_t            *a = nullptr, *b = nullptr;
+    doorbell_qp_t               *qa = nullptr;
     std::vector<doorbell_qp_t *> extra;
-    QpError             error_a, error_b;
-    std::vector<Am>     ams_b;
+    QpError                      error_a, error_b;
+    std::vector<Am>              ams_b;
 };
 
 } // namespace doorbell::test

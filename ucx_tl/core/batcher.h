@@ -38,10 +38,7 @@ private:
 
 class Signaler {
 public:
-    explicit Signaler(uint32_t moderation)
-        : moderation_(moderation ? moderation : 1)
-    {
-    }
+    explicit Signaler(uint32_t moderation) : moderation_(moderation ? moderation : 1) {}
 
     /// Decides for the next WQE. force: the poster needs the completion;
     /// fills_ring: no slot is left after this WQE.

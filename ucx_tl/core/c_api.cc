@@ -27,7 +27,8 @@ static_assert(Device<verbs::VerbsIface>);
 #endif
 
 /// Calls fn with the iface as its device type.
-template <class Fn> decltype(auto) with_device(doorbell_iface_t *iface, Fn &&fn)
+template <class Fn>
+decltype(auto) with_device(doorbell_iface_t *iface, Fn &&fn)
 {
     switch (iface->kind) {
     case DOORBELL_DEVICE_UDP:
@@ -43,7 +44,8 @@ template <class Fn> decltype(auto) with_device(doorbell_iface_t *iface, Fn &&fn)
     }
 }
 
-template <class Fn> decltype(auto) with_qp(doorbell_qp_t *qp, Fn &&fn)
+template <class Fn>
+decltype(auto) with_qp(doorbell_qp_t *qp, Fn &&fn)
 {
     QpCore &core = *static_cast<QpCore *>(qp);
     return with_device(&core.iface, [&](auto &dev) -> decltype(auto) {
@@ -81,8 +83,7 @@ doorbell_status_t refuse_direct(D &dev, const typename D::Qp &qp)
 
 /// Posts one WQE built by fill(wqe, ctx) and lets the batcher decide.
 template <Device D, class Fill>
-doorbell_status_t post_one(D &dev, typename D::Qp &qp, bool force_signal,
-                           Fill &&fill)
+doorbell_status_t post_one(D &dev, typename D::Qp &qp, bool force_signal, Fill &&fill)
 {
     if (doorbell_status_t st = refuse_direct(dev, qp); st != DOORBELL_OK) {
         return st;
@@ -91,7 +92,7 @@ doorbell_status_t post_one(D &dev, typename D::Qp &qp, bool force_signal,
     if (status != DOORBELL_OK) {
         return status;
     }
-    SlotContext *ctx;
+    SlotContext    *ctx;
     doorbell_wqe_t &wqe = qp.prepare(&ctx);
     fill(wqe, *ctx);
     if (wqe.opcode == DOORBELL_OP_SEND) {
@@ -105,13 +106,11 @@ doorbell_status_t post_one(D &dev, typename D::Qp &qp, bool force_signal,
 }
 
 template <Device D>
-doorbell_status_t check_am(D &dev, typename D::Qp &qp, size_t length,
-                           size_t max, const char *op)
+doorbell_status_t check_am(D &dev, typename D::Qp &qp, size_t length, size_t max, const char *op)
 {
     if (length > max) {
-        return set_error(DOORBELL_ERR_INVALID_PARAM,
-                         "%s: %s of %zu bytes exceeds %zu", dev.name.c_str(),
-                         op, length, max);
+        return set_error(DOORBELL_ERR_INVALID_PARAM, "%s: %s of %zu bytes exceeds %zu",
+                         dev.name.c_str(), op, length, max);
     }
     if (qp.am_inflight >= dev.params.am_credits) {
         return DOORBELL_ERR_NO_RESOURCE;
@@ -122,9 +121,8 @@ doorbell_status_t check_am(D &dev, typename D::Qp &qp, size_t length,
 /// Posts a zcopy put or get: one WQE per iov entry at consecutive remote
 /// addresses, the last one carrying the cookie.
 template <Device D>
-doorbell_status_t post_zcopy(D &dev, typename D::Qp &qp, uint8_t opcode,
-                             const struct iovec *iov, size_t iovcnt,
-                             uint64_t remote_addr, uint32_t rkey, void *cookie)
+doorbell_status_t post_zcopy(D &dev, typename D::Qp &qp, uint8_t opcode, const struct iovec *iov,
+                             size_t iovcnt, uint64_t remote_addr, uint32_t rkey, void *cookie)
 {
     if (doorbell_status_t st = refuse_direct(dev, qp); st != DOORBELL_OK) {
         return st;
@@ -135,21 +133,19 @@ doorbell_status_t post_zcopy(D &dev, typename D::Qp &qp, uint8_t opcode,
     for (size_t i = 0; i < iovcnt; ++i) {
         total += iov[i].iov_len;
     }
-    if (iovcnt > l.max_iov || total > l.max_zcopy ||
-        (iovcnt != 0 && iov == nullptr)) {
+    if (iovcnt > l.max_iov || total > l.max_zcopy || (iovcnt != 0 && iov == nullptr)) {
         return set_error(DOORBELL_ERR_INVALID_PARAM,
-                         "%s: zcopy of %zu entries / %zu bytes exceeds %zu / %zu",
-                         dev.name.c_str(), iovcnt, total, l.max_iov,
-                         l.max_zcopy);
+                         "%s: zcopy of %zu entries / %zu bytes exceeds %zu / %zu", dev.name.c_str(),
+                         iovcnt, total, l.max_iov, l.max_zcopy);
     }
-    unsigned count = iovcnt ? unsigned(iovcnt) : 1;
+    unsigned          count  = iovcnt ? unsigned(iovcnt) : 1;
     doorbell_status_t status = qp.can_post(count);
     if (status != DOORBELL_OK) {
         return status;
     }
     uint64_t offset = 0;
     for (unsigned i = 0; i < count; ++i) {
-        SlotContext *ctx;
+        SlotContext    *ctx;
         doorbell_wqe_t &wqe = qp.prepare(&ctx);
         wqe.opcode          = opcode;
         wqe.rkey            = rkey;
@@ -174,12 +170,11 @@ doorbell_status_t post_zcopy(D &dev, typename D::Qp &qp, uint8_t opcode,
 
 bool valid_raw_wqe(const doorbell_wqe_t &w, uint32_t seg_size)
 {
-    if ((w.flags & ~unsigned(DOORBELL_WQE_SIGNALED | DOORBELL_WQE_INLINE |
-                             DOORBELL_WQE_FENCE)) != 0) {
+    if ((w.flags & ~unsigned(DOORBELL_WQE_SIGNALED | DOORBELL_WQE_INLINE | DOORBELL_WQE_FENCE)) !=
+        0) {
         return false;
     }
-    if ((w.flags & DOORBELL_WQE_INLINE) &&
-        w.inline_len > DOORBELL_WQE_INLINE_MAX) {
+    if ((w.flags & DOORBELL_WQE_INLINE) && w.inline_len > DOORBELL_WQE_INLINE_MAX) {
         return false;
     }
     uint32_t len = (w.flags & DOORBELL_WQE_INLINE) ? w.inline_len : w.length;
@@ -226,25 +221,24 @@ extern "C" void doorbell_pd_destroy(doorbell_pd_t *pd)
     delete static_cast<ProtectionDomain *>(pd);
 }
 
-extern "C" doorbell_status_t
-doorbell_mr_register(doorbell_pd_t *pd, void *address, size_t length,
-                     unsigned access, doorbell_mr_t **mr_p, uint32_t *rkey_p)
+extern "C" doorbell_status_t doorbell_mr_register(doorbell_pd_t *pd, void *address, size_t length,
+                                                  unsigned access, doorbell_mr_t **mr_p,
+                                                  uint32_t *rkey_p)
 {
-    return static_cast<ProtectionDomain *>(pd)->register_region(
-        address, length, access, mr_p, rkey_p);
+    return static_cast<ProtectionDomain *>(pd)->register_region(address, length, access, mr_p,
+                                                                rkey_p);
 }
 
-extern "C" doorbell_status_t doorbell_mr_deregister(doorbell_pd_t *pd,
-                                                   doorbell_mr_t *mr)
+extern "C" doorbell_status_t doorbell_mr_deregister(doorbell_pd_t *pd, doorbell_mr_t *mr)
 {
     return static_cast<ProtectionDomain *>(pd)->deregister_region(mr);
 }
 
 /* ---------------------------------------------------------------- iface */
 
-extern "C" doorbell_status_t
-doorbell_iface_open(doorbell_pd_t *pd, const doorbell_iface_params_t *params,
-                    doorbell_iface_t **iface_p)
+extern "C" doorbell_status_t doorbell_iface_open(doorbell_pd_t                 *pd,
+                                                 const doorbell_iface_params_t *params,
+                                                 doorbell_iface_t             **iface_p)
 {
     if (pd == nullptr || params == nullptr) {
         return set_error(DOORBELL_ERR_INVALID_PARAM,
@@ -253,18 +247,17 @@ doorbell_iface_open(doorbell_pd_t *pd, const doorbell_iface_params_t *params,
 #ifdef DOORBELL_HAVE_VERBS
     if (params->device != nullptr && verbs::is_verbs_name(params->device)) {
         verbs::VerbsIface *viface;
-        doorbell_status_t vstatus = verbs::VerbsIface::open(
-            *static_cast<ProtectionDomain *>(pd), *params, &viface);
+        doorbell_status_t  vstatus = verbs::VerbsIface::open(*static_cast<ProtectionDomain *>(pd),
+                                                             *params, &viface);
         if (vstatus == DOORBELL_OK) {
             *iface_p = viface;
         }
         return vstatus;
     }
 #endif
-    udp::UdpIface *iface;
-    doorbell_status_t status =
-        udp::UdpIface::open(*static_cast<ProtectionDomain *>(pd), *params,
-                            &iface);
+    udp::UdpIface    *iface;
+    doorbell_status_t status = udp::UdpIface::open(*static_cast<ProtectionDomain *>(pd), *params,
+                                                   &iface);
     if (status == DOORBELL_OK) {
         *iface_p = iface;
     }
@@ -278,8 +271,7 @@ extern "C" void doorbell_iface_close(doorbell_iface_t *iface)
     }
 }
 
-extern "C" size_t
-doorbell_iface_device_address_length(const doorbell_iface_t *iface)
+extern "C" size_t doorbell_iface_device_address_length(const doorbell_iface_t *iface)
 {
     return with_device(const_cast<doorbell_iface_t *>(iface),
                        [](auto &dev) { return dev.device_address_length(); });
@@ -291,33 +283,28 @@ extern "C" size_t doorbell_iface_address_length(const doorbell_iface_t *iface)
                        [](auto &dev) { return dev.address_length(); });
 }
 
-extern "C" void doorbell_iface_get_device_address(const doorbell_iface_t *iface,
-                                                  void *addr)
+extern "C" void doorbell_iface_get_device_address(const doorbell_iface_t *iface, void *addr)
 {
     with_device(const_cast<doorbell_iface_t *>(iface),
                 [&](auto &dev) { dev.get_device_address(addr); });
 }
 
-extern "C" void doorbell_iface_get_address(const doorbell_iface_t *iface,
-                                          void *addr)
+extern "C" void doorbell_iface_get_address(const doorbell_iface_t *iface, void *addr)
 {
-    with_device(const_cast<doorbell_iface_t *>(iface),
-                [&](auto &dev) { dev.get_address(addr); });
+    with_device(const_cast<doorbell_iface_t *>(iface), [&](auto &dev) { dev.get_address(addr); });
 }
 
-extern "C" int doorbell_iface_is_reachable(const doorbell_iface_t *iface,
-                                           const void *device_addr,
+extern "C" int doorbell_iface_is_reachable(const doorbell_iface_t *iface, const void *device_addr,
                                            const void *iface_addr)
 {
     if (device_addr == nullptr) {
         return 0;
     }
-    return with_device(const_cast<doorbell_iface_t *>(iface), [&](auto &dev) {
-        return int(dev.is_reachable(device_addr, iface_addr));
-    });
+    return with_device(const_cast<doorbell_iface_t *>(iface),
+                       [&](auto &dev) { return int(dev.is_reachable(device_addr, iface_addr)); });
 }
 
-extern "C" void doorbell_iface_query_limits(const doorbell_iface_t *iface,
+extern "C" void doorbell_iface_query_limits(const doorbell_iface_t  *iface,
                                             doorbell_iface_limits_t *limits)
 {
     *limits = limits_of(const_cast<doorbell_iface_t *>(iface));
@@ -349,8 +336,8 @@ extern "C" doorbell_status_t doorbell_iface_arm(doorbell_iface_t *iface)
     return with_device(iface, [](auto &dev) { return dev.arm(); });
 }
 
-extern "C" void doorbell_iface_set_am_handler(doorbell_iface_t *iface,
-                                              doorbell_am_cb_t cb, void *arg)
+extern "C" void doorbell_iface_set_am_handler(doorbell_iface_t *iface, doorbell_am_cb_t cb,
+                                              void *arg)
 {
     core_of(iface).am_cb  = cb;
     core_of(iface).am_arg = arg;
@@ -361,26 +348,23 @@ extern "C" void doorbell_iface_release_am(doorbell_iface_t *iface, void *data)
     with_device(iface, [&](auto &dev) { dev.release_am(data); });
 }
 
-extern "C" void
-doorbell_iface_set_completion_handler(doorbell_iface_t *iface,
-                                      doorbell_completion_cb_t cb)
+extern "C" void doorbell_iface_set_completion_handler(doorbell_iface_t        *iface,
+                                                      doorbell_completion_cb_t cb)
 {
     core_of(iface).completion_cb     = cb;
     core_of(iface).completion_arg_cb = nullptr;
 }
 
-extern "C" void
-doorbell_iface_set_completion_handler_arg(doorbell_iface_t *iface,
-                                          doorbell_completion_arg_cb_t cb,
-                                          void *arg)
+extern "C" void doorbell_iface_set_completion_handler_arg(doorbell_iface_t            *iface,
+                                                          doorbell_completion_arg_cb_t cb,
+                                                          void                        *arg)
 {
     core_of(iface).completion_arg_cb = cb;
     core_of(iface).completion_arg    = arg;
     core_of(iface).completion_cb     = nullptr;
 }
 
-extern "C" void doorbell_iface_set_error_handler(doorbell_iface_t *iface,
-                                                 doorbell_qp_error_cb_t cb,
+extern "C" void doorbell_iface_set_error_handler(doorbell_iface_t *iface, doorbell_qp_error_cb_t cb,
                                                  void *arg)
 {
     core_of(iface).error_cb  = cb;
@@ -394,8 +378,7 @@ extern "C" int doorbell_qp_can_send(const doorbell_qp_t *qp)
            core.am_inflight < core.iface.params.am_credits;
 }
 
-extern "C" doorbell_status_t doorbell_iface_flush(doorbell_iface_t *iface,
-                                                  void *cookie)
+extern "C" doorbell_status_t doorbell_iface_flush(doorbell_iface_t *iface, void *cookie)
 {
     IfaceCore &core = core_of(iface);
     for (QpCore *qp : core.qps) {
@@ -410,8 +393,7 @@ extern "C" doorbell_status_t doorbell_iface_flush(doorbell_iface_t *iface,
             if (qp->in_error()) {
                 continue;
             }
-            if (qp->post_flush(SlotKind::kFlushGroup, group) ==
-                DOORBELL_INPROGRESS) {
+            if (qp->post_flush(SlotKind::kFlushGroup, group) == DOORBELL_INPROGRESS) {
                 ++group->remaining;
                 dev.ring(static_cast<Qp &>(*qp));
             }
@@ -425,7 +407,7 @@ extern "C" doorbell_status_t doorbell_iface_flush(doorbell_iface_t *iface,
 }
 
 extern "C" void doorbell_iface_get_counters(const doorbell_iface_t *iface,
-                                            doorbell_counters_t *counters)
+                                            doorbell_counters_t    *counters)
 {
     *counters = core_of(iface).counters;
 }
@@ -437,14 +419,12 @@ extern "C" void doorbell_iface_set_stats(doorbell_iface_t *iface, int enable)
 
 /* ----------------------------------------------------------- queue pair */
 
-extern "C" doorbell_status_t doorbell_qp_create(doorbell_iface_t *iface,
-                                                const void *device_addr,
-                                                const void *iface_addr,
-                                                doorbell_qp_t **qp_p)
+extern "C" doorbell_status_t doorbell_qp_create(doorbell_iface_t *iface, const void *device_addr,
+                                                const void *iface_addr, doorbell_qp_t **qp_p)
 {
     return with_device(iface, [&](auto &dev) {
         using Qp = typename std::remove_reference_t<decltype(dev)>::Qp;
-        Qp *qp;
+        Qp               *qp;
         doorbell_status_t status = dev.create_qp(device_addr, iface_addr, &qp);
         if (status == DOORBELL_OK) {
             *qp_p = qp;
@@ -460,16 +440,12 @@ extern "C" void doorbell_qp_destroy(doorbell_qp_t *qp)
     }
 }
 
-extern "C" doorbell_status_t doorbell_qp_am_short(doorbell_qp_t *qp,
-                                                  uint8_t am_id,
-                                                  uint64_t header,
-                                                  const void *payload,
-                                                  size_t length)
+extern "C" doorbell_status_t doorbell_qp_am_short(doorbell_qp_t *qp, uint8_t am_id, uint64_t header,
+                                                  const void *payload, size_t length)
 {
     return with_qp(qp, [&](auto &dev, auto &q) {
-        size_t total = sizeof(header) + length;
-        doorbell_status_t status =
-            check_am(dev, q, total, limits_of(&dev).max_short, "am_short");
+        size_t            total  = sizeof(header) + length;
+        doorbell_status_t status = check_am(dev, q, total, limits_of(&dev).max_short, "am_short");
         if (status != DOORBELL_OK) {
             return status;
         }
@@ -487,8 +463,8 @@ extern "C" doorbell_status_t doorbell_qp_am_short(doorbell_qp_t *qp,
     });
 }
 
-extern "C" ssize_t doorbell_qp_am_bcopy(doorbell_qp_t *qp, uint8_t am_id,
-                                        doorbell_pack_cb_t pack, void *arg)
+extern "C" ssize_t doorbell_qp_am_bcopy(doorbell_qp_t *qp, uint8_t am_id, doorbell_pack_cb_t pack,
+                                        void *arg)
 {
     return with_qp(qp, [&](auto &dev, auto &q) -> ssize_t {
         doorbell_status_t status = check_am(dev, q, 0, 0, "am_bcopy");
@@ -496,7 +472,7 @@ extern "C" ssize_t doorbell_qp_am_bcopy(doorbell_qp_t *qp, uint8_t am_id,
             return status;
         }
         size_t packed = 0;
-        status = post_one(dev, q, false, [&](doorbell_wqe_t &w, SlotContext &c) {
+        status        = post_one(dev, q, false, [&](doorbell_wqe_t &w, SlotContext &c) {
             uint8_t *buf = q.bounce(c);
             packed       = pack(buf, arg);
             w.opcode     = DOORBELL_OP_SEND;
@@ -508,10 +484,10 @@ extern "C" ssize_t doorbell_qp_am_bcopy(doorbell_qp_t *qp, uint8_t am_id,
     });
 }
 
-extern "C" doorbell_status_t
-doorbell_qp_am_zcopy(doorbell_qp_t *qp, uint8_t am_id, const void *header,
-                     size_t header_length, const struct iovec *iov,
-                     size_t iovcnt, void *cookie)
+extern "C" doorbell_status_t doorbell_qp_am_zcopy(doorbell_qp_t *qp, uint8_t am_id,
+                                                  const void *header, size_t header_length,
+                                                  const struct iovec *iov, size_t iovcnt,
+                                                  void *cookie)
 {
     return with_qp(qp, [&](auto &dev, auto &q) {
         size_t total = header_length;
@@ -521,11 +497,10 @@ doorbell_qp_am_zcopy(doorbell_qp_t *qp, uint8_t am_id, const void *header,
         doorbell_iface_limits_t l = limits_of(&dev);
         if (header_length > l.max_am_header) {
             return set_error(DOORBELL_ERR_INVALID_PARAM,
-                             "%s: am_zcopy header of %zu bytes exceeds %zu",
-                             dev.name.c_str(), header_length, l.max_am_header);
+                             "%s: am_zcopy header of %zu bytes exceeds %zu", dev.name.c_str(),
+                             header_length, l.max_am_header);
         }
-        doorbell_status_t status =
-            check_am(dev, q, total, l.max_am_zcopy, "am_zcopy");
+        doorbell_status_t status = check_am(dev, q, total, l.max_am_zcopy, "am_zcopy");
         if (status != DOORBELL_OK) {
             return status;
         }
@@ -533,7 +508,7 @@ doorbell_qp_am_zcopy(doorbell_qp_t *qp, uint8_t am_id, const void *header,
          * bounce buffer costs less than a second iovec per segment */
         status = post_one(dev, q, true, [&](doorbell_wqe_t &w, SlotContext &c) {
             uint8_t *buf = q.bounce(c);
-            size_t off   = header_length;
+            size_t   off = header_length;
             if (header_length != 0) {
                 std::memcpy(buf, header, header_length);
             }
@@ -552,17 +527,14 @@ doorbell_qp_am_zcopy(doorbell_qp_t *qp, uint8_t am_id, const void *header,
     });
 }
 
-extern "C" doorbell_status_t doorbell_qp_put_short(doorbell_qp_t *qp,
-                                                   const void *buffer,
-                                                   size_t length,
-                                                   uint64_t remote_addr,
+extern "C" doorbell_status_t doorbell_qp_put_short(doorbell_qp_t *qp, const void *buffer,
+                                                   size_t length, uint64_t remote_addr,
                                                    uint32_t rkey)
 {
     return with_qp(qp, [&](auto &dev, auto &q) {
         size_t max = limits_of(&dev).max_short;
         if (length > max) {
-            return set_error(DOORBELL_ERR_INVALID_PARAM,
-                             "%s: put_short of %zu bytes exceeds %zu",
+            return set_error(DOORBELL_ERR_INVALID_PARAM, "%s: put_short of %zu bytes exceeds %zu",
                              dev.name.c_str(), length, max);
         }
         return post_one(dev, q, false, [&](doorbell_wqe_t &w, SlotContext &c) {
@@ -579,76 +551,68 @@ extern "C" doorbell_status_t doorbell_qp_put_short(doorbell_qp_t *qp,
     });
 }
 
-extern "C" ssize_t doorbell_qp_put_bcopy(doorbell_qp_t *qp,
-                                         doorbell_pack_cb_t pack, void *arg,
+extern "C" ssize_t doorbell_qp_put_bcopy(doorbell_qp_t *qp, doorbell_pack_cb_t pack, void *arg,
                                          uint64_t remote_addr, uint32_t rkey)
 {
     return with_qp(qp, [&](auto &dev, auto &q) -> ssize_t {
-        size_t packed = 0;
-        doorbell_status_t status =
-            post_one(dev, q, false, [&](doorbell_wqe_t &w, SlotContext &c) {
-                uint8_t *buf  = q.bounce(c);
-                packed        = pack(buf, arg);
-                w.opcode      = DOORBELL_OP_PUT;
-                w.rkey        = rkey;
-                w.remote_addr = remote_addr;
-                w.local_addr  = uintptr_t(buf);
-                w.length      = uint32_t(packed);
-            });
+        size_t            packed = 0;
+        doorbell_status_t status = post_one(dev, q, false, [&](doorbell_wqe_t &w, SlotContext &c) {
+            uint8_t *buf  = q.bounce(c);
+            packed        = pack(buf, arg);
+            w.opcode      = DOORBELL_OP_PUT;
+            w.rkey        = rkey;
+            w.remote_addr = remote_addr;
+            w.local_addr  = uintptr_t(buf);
+            w.length      = uint32_t(packed);
+        });
         return status == DOORBELL_OK ? ssize_t(packed) : ssize_t(status);
     });
 }
 
-extern "C" doorbell_status_t
-doorbell_qp_put_zcopy(doorbell_qp_t *qp, const struct iovec *iov, size_t iovcnt,
-                      uint64_t remote_addr, uint32_t rkey, void *cookie)
+extern "C" doorbell_status_t doorbell_qp_put_zcopy(doorbell_qp_t *qp, const struct iovec *iov,
+                                                   size_t iovcnt, uint64_t remote_addr,
+                                                   uint32_t rkey, void *cookie)
 {
     return with_qp(qp, [&](auto &dev, auto &q) {
-        return post_zcopy(dev, q, DOORBELL_OP_PUT, iov, iovcnt, remote_addr,
-                          rkey, cookie);
+        return post_zcopy(dev, q, DOORBELL_OP_PUT, iov, iovcnt, remote_addr, rkey, cookie);
     });
 }
 
-extern "C" doorbell_status_t
-doorbell_qp_get_bcopy(doorbell_qp_t *qp, doorbell_unpack_cb_t unpack, void *arg,
-                      size_t length, uint64_t remote_addr, uint32_t rkey,
-                      void *cookie)
+extern "C" doorbell_status_t doorbell_qp_get_bcopy(doorbell_qp_t *qp, doorbell_unpack_cb_t unpack,
+                                                   void *arg, size_t length, uint64_t remote_addr,
+                                                   uint32_t rkey, void *cookie)
 {
     return with_qp(qp, [&](auto &dev, auto &q) {
         size_t max = limits_of(&dev).max_bcopy;
         if (length > max) {
-            return set_error(DOORBELL_ERR_INVALID_PARAM,
-                             "%s: get_bcopy of %zu bytes exceeds %zu",
+            return set_error(DOORBELL_ERR_INVALID_PARAM, "%s: get_bcopy of %zu bytes exceeds %zu",
                              dev.name.c_str(), length, max);
         }
-        doorbell_status_t status =
-            post_one(dev, q, true, [&](doorbell_wqe_t &w, SlotContext &c) {
-                w.opcode      = DOORBELL_OP_GET;
-                w.rkey        = rkey;
-                w.remote_addr = remote_addr;
-                w.local_addr  = uintptr_t(q.bounce(c));
-                w.length      = uint32_t(length);
-                c.kind        = SlotKind::kGetBcopy;
-                c.cookie      = cookie;
-                c.unpack      = unpack;
-                c.unpack_arg  = arg;
-            });
+        doorbell_status_t status = post_one(dev, q, true, [&](doorbell_wqe_t &w, SlotContext &c) {
+            w.opcode      = DOORBELL_OP_GET;
+            w.rkey        = rkey;
+            w.remote_addr = remote_addr;
+            w.local_addr  = uintptr_t(q.bounce(c));
+            w.length      = uint32_t(length);
+            c.kind        = SlotKind::kGetBcopy;
+            c.cookie      = cookie;
+            c.unpack      = unpack;
+            c.unpack_arg  = arg;
+        });
         return status == DOORBELL_OK ? DOORBELL_INPROGRESS : status;
     });
 }
 
-extern "C" doorbell_status_t
-doorbell_qp_get_zcopy(doorbell_qp_t *qp, const struct iovec *iov, size_t iovcnt,
-                      uint64_t remote_addr, uint32_t rkey, void *cookie)
+extern "C" doorbell_status_t doorbell_qp_get_zcopy(doorbell_qp_t *qp, const struct iovec *iov,
+                                                   size_t iovcnt, uint64_t remote_addr,
+                                                   uint32_t rkey, void *cookie)
 {
     return with_qp(qp, [&](auto &dev, auto &q) {
-        return post_zcopy(dev, q, DOORBELL_OP_GET, iov, iovcnt, remote_addr,
-                          rkey, cookie);
+        return post_zcopy(dev, q, DOORBELL_OP_GET, iov, iovcnt, remote_addr, rkey, cookie);
     });
 }
 
-extern "C" doorbell_status_t doorbell_qp_post(doorbell_qp_t *qp,
-                                              const doorbell_wqe_t *wqes,
+extern "C" doorbell_status_t doorbell_qp_post(doorbell_qp_t *qp, const doorbell_wqe_t *wqes,
                                               unsigned count)
 {
     return with_qp(qp, [&](auto &dev, auto &q) {
@@ -661,13 +625,12 @@ extern "C" doorbell_status_t doorbell_qp_post(doorbell_qp_t *qp,
          * what that needs (check_raw_wqe) */
         for (unsigned i = 0; i < count; ++i) {
             if (!valid_raw_wqe(wqes[i], dev.params.seg_size)) {
-                return set_error(wqes[i].opcode == DOORBELL_OP_PUT_SIGNAL
-                                     ? DOORBELL_ERR_UNSUPPORTED
-                                     : DOORBELL_ERR_INVALID_PARAM,
+                return set_error(wqes[i].opcode == DOORBELL_OP_PUT_SIGNAL ?
+                                     DOORBELL_ERR_UNSUPPORTED :
+                                     DOORBELL_ERR_INVALID_PARAM,
                                  "%s: qp_post: WQE %u (opcode %u, flags 0x%x) "
                                  "is not supported by this device",
-                                 dev.name.c_str(), i, wqes[i].opcode,
-                                 wqes[i].flags);
+                                 dev.name.c_str(), i, wqes[i].opcode, wqes[i].flags);
             }
             if constexpr (requires { dev.check_raw_wqe(q, wqes[i], i); }) {
                 doorbell_status_t st = dev.check_raw_wqe(q, wqes[i], i);
@@ -685,7 +648,7 @@ extern "C" doorbell_status_t doorbell_qp_post(doorbell_qp_t *qp,
             return DOORBELL_ERR_NO_RESOURCE;
         }
         for (unsigned i = 0; i < count; ++i) {
-            SlotContext *ctx;
+            SlotContext    *ctx;
             doorbell_wqe_t &w = q.prepare(&ctx);
             w                 = wqes[i];
             bool signaled     = (w.flags & DOORBELL_WQE_SIGNALED) != 0;
@@ -740,18 +703,15 @@ extern "C" uint32_t doorbell_mr_local_key(const doorbell_mr_t *mr)
     return 0;
 }
 
-extern "C" doorbell_status_t
-doorbell_qp_create_direct(doorbell_iface_t *iface, const void *device_addr,
-                          const void *iface_addr, doorbell_qp_t **qp_p)
+extern "C" doorbell_status_t doorbell_qp_create_direct(doorbell_iface_t *iface,
+                                                       const void       *device_addr,
+                                                       const void *iface_addr, doorbell_qp_t **qp_p)
 {
     return with_device(iface, [&](auto &dev) {
         using Qp = typename std::remove_reference_t<decltype(dev)>::Qp;
-        if constexpr (requires(Qp *q) {
-                          dev.create_direct_qp(device_addr, iface_addr, &q);
-                      }) {
-            Qp *qp;
-            doorbell_status_t status =
-                dev.create_direct_qp(device_addr, iface_addr, &qp);
+        if constexpr (requires(Qp * q) { dev.create_direct_qp(device_addr, iface_addr, &q); }) {
+            Qp               *qp;
+            doorbell_status_t status = dev.create_direct_qp(device_addr, iface_addr, &qp);
             if (status == DOORBELL_OK) {
                 *qp_p = qp;
             }
@@ -766,8 +726,7 @@ doorbell_qp_create_direct(doorbell_iface_t *iface, const void *device_addr,
     });
 }
 
-extern "C" doorbell_status_t doorbell_qp_export_mlx5(doorbell_qp_t *qp,
-                                                     doorbell_qp_mlx5_t *mlx5)
+extern "C" doorbell_status_t doorbell_qp_export_mlx5(doorbell_qp_t *qp, doorbell_qp_mlx5_t *mlx5)
 {
     return with_qp(qp, [&](auto &dev, auto &q) {
         if constexpr (requires { dev.export_mlx5(q, *mlx5); }) {

@@ -33,18 +33,18 @@ extern "C" {
 
 typedef enum doorbell_status {
     DOORBELL_OK                = 0,
-    DOORBELL_INPROGRESS        = 1,   /* accepted; completion callback follows */
-    DOORBELL_ERR_NO_RESOURCE   = -1,  /* send ring or credits full: retry after progress */
+    DOORBELL_INPROGRESS        = 1,  /* accepted; completion callback follows */
+    DOORBELL_ERR_NO_RESOURCE   = -1, /* send ring or credits full: retry after progress */
     DOORBELL_ERR_INVALID_PARAM = -2,
     DOORBELL_ERR_NO_MEMORY     = -3,
-    DOORBELL_ERR_IO            = -4,  /* a system call failed */
+    DOORBELL_ERR_IO            = -4, /* a system call failed */
     DOORBELL_ERR_NO_DEVICE     = -5,
     DOORBELL_ERR_UNREACHABLE   = -6,
-    DOORBELL_ERR_REMOTE_ACCESS = -7,  /* remote key, bounds or access flags rejected */
-    DOORBELL_ERR_TIMED_OUT     = -8,  /* peer stopped answering (retries exhausted) */
-    DOORBELL_ERR_CANCELED      = -9,  /* QP destroyed or flushed in error */
+    DOORBELL_ERR_REMOTE_ACCESS = -7, /* remote key, bounds or access flags rejected */
+    DOORBELL_ERR_TIMED_OUT     = -8, /* peer stopped answering (retries exhausted) */
+    DOORBELL_ERR_CANCELED      = -9, /* QP destroyed or flushed in error */
     DOORBELL_ERR_UNSUPPORTED   = -10,
-    DOORBELL_ERR_REMOTE        = -11  /* peer reported a protocol error */
+    DOORBELL_ERR_REMOTE        = -11 /* peer reported a protocol error */
 } doorbell_status_t;
 
 const char *doorbell_status_string(doorbell_status_t status);
@@ -60,16 +60,16 @@ typedef enum doorbell_device_kind {
 } doorbell_device_kind_t;
 
 typedef struct doorbell_device_info {
-    char                   name[64];       /* "lo", "eth0", "mlx5_0:1" */
+    char                   name[64]; /* "lo", "eth0", "mlx5_0:1" */
     doorbell_device_kind_t kind;
-    uint32_t               mtu;            /* largest packet payload, bytes */
-    double                 bandwidth;      /* bytes/s (estimate) */
-    double                 latency_ns;     /* one-way estimate, ns */
-    int                    numa_node;      /* -1 if unknown */
+    uint32_t               mtu;        /* largest packet payload, bytes */
+    double                 bandwidth;  /* bytes/s (estimate) */
+    double                 latency_ns; /* one-way estimate, ns */
+    int                    numa_node;  /* -1 if unknown */
     /* verbs ports only (zero elsewhere) */
-    char                   link_layer[8];  /* "IB" or "RoCE" */
-    uint16_t               lid;            /* IB local identifier */
-    uint8_t                gid[16];        /* GID the device uses */
+    char     link_layer[8]; /* "IB" or "RoCE" */
+    uint16_t lid;           /* IB local identifier */
+    uint8_t  gid[16];       /* GID the device uses */
 } doorbell_device_info_t;
 
 /* Fills up to max entries; returns how many devices exist (may exceed max). */
@@ -86,12 +86,11 @@ enum doorbell_access {
 };
 
 doorbell_status_t doorbell_pd_create(doorbell_pd_t **pd_p);
-void doorbell_pd_destroy(doorbell_pd_t *pd);
+void              doorbell_pd_destroy(doorbell_pd_t *pd);
 
 /* Registers [address, address+length) with a fresh random 32-bit remote key. */
-doorbell_status_t doorbell_mr_register(doorbell_pd_t *pd, void *address,
-                                       size_t length, unsigned access,
-                                       doorbell_mr_t **mr_p, uint32_t *rkey_p);
+doorbell_status_t doorbell_mr_register(doorbell_pd_t *pd, void *address, size_t length,
+                                       unsigned access, doorbell_mr_t **mr_p, uint32_t *rkey_p);
 doorbell_status_t doorbell_mr_deregister(doorbell_pd_t *pd, doorbell_mr_t *mr);
 
 /* ------------------------------------------------------------------ iface */
@@ -100,42 +99,41 @@ typedef struct doorbell_iface doorbell_iface_t;
 typedef struct doorbell_qp    doorbell_qp_t;
 
 typedef struct doorbell_iface_params {
-    const char *device;          /* device name from doorbell_query_devices() */
-    uint32_t    mtu;             /* packet payload bytes; 0 = device maximum */
-    uint32_t    tx_queue_len;    /* send ring WQEs per QP (power of two) */
-    uint32_t    tx_batch;        /* most WQEs behind one doorbell (default 64) */
-    uint32_t    tx_moderation;   /* one signaled completion per N WQEs (default 64) */
-    uint32_t    am_credits;      /* active messages in flight per QP */
-    uint32_t    seg_size;        /* largest active message (header included), bytes */
-    uint32_t    rx_queue_len;    /* receive buffers of the iface */
-    uint64_t    rto_min_ns;      /* first retransmit timeout */
-    uint64_t    rto_max_ns;      /* backoff ceiling */
-    uint32_t    retry_count;     /* retransmits before DOORBELL_ERR_TIMED_OUT */
-    const char *cc;              /* pacing policy: "ibrc", "dcqcn", "timely",
+    const char *device;             /* device name from doorbell_query_devices() */
+    uint32_t    mtu;                /* packet payload bytes; 0 = device maximum */
+    uint32_t    tx_queue_len;       /* send ring WQEs per QP (power of two) */
+    uint32_t    tx_batch;           /* most WQEs behind one doorbell (default 64) */
+    uint32_t    tx_moderation;      /* one signaled completion per N WQEs (default 64) */
+    uint32_t    am_credits;         /* active messages in flight per QP */
+    uint32_t    seg_size;           /* largest active message (header included), bytes */
+    uint32_t    rx_queue_len;       /* receive buffers of the iface */
+    uint64_t    rto_min_ns;         /* first retransmit timeout */
+    uint64_t    rto_max_ns;         /* backoff ceiling */
+    uint32_t    retry_count;        /* retransmits before DOORBELL_ERR_TIMED_OUT */
+    const char *cc;                 /* pacing policy: "ibrc", "dcqcn", "timely",
                                   * "none" (NULL alike), or "auto": ibrc, but
                                   * none on a loopback device */
-    double      ibrc_gain;       /* 0 = derived from the measured RTT */
+    double      ibrc_gain;          /* 0 = derived from the measured RTT */
     uint64_t    cc_target_delay_ns; /* queueing-delay target; 0 = automatic */
-    double      cc_min_rate;     /* pacing floor, bytes/s; 0 = line rate / 2048 */
-    double      cc_max_rate;     /* pacing ceiling, bytes/s; 0 = line rate */
+    double      cc_min_rate;        /* pacing floor, bytes/s; 0 = line rate / 2048 */
+    double      cc_max_rate;        /* pacing ceiling, bytes/s; 0 = line rate */
 } doorbell_iface_params_t;
 
 /* Defaults for every field (device left NULL). */
 void doorbell_iface_params_init(doorbell_iface_params_t *params);
 
-doorbell_status_t doorbell_iface_open(doorbell_pd_t *pd,
-                                      const doorbell_iface_params_t *params,
+doorbell_status_t doorbell_iface_open(doorbell_pd_t *pd, const doorbell_iface_params_t *params,
                                       doorbell_iface_t **iface_p);
-void doorbell_iface_close(doorbell_iface_t *iface);
+void              doorbell_iface_close(doorbell_iface_t *iface);
 
 /* Addresses: the device address names the host/port (UDP: IPv4), the iface
  * address the endpoint on it (UDP: port). Lengths are fixed per device kind. */
 size_t doorbell_iface_device_address_length(const doorbell_iface_t *iface);
 size_t doorbell_iface_address_length(const doorbell_iface_t *iface);
-void doorbell_iface_get_device_address(const doorbell_iface_t *iface, void *addr);
-void doorbell_iface_get_address(const doorbell_iface_t *iface, void *addr);
-int  doorbell_iface_is_reachable(const doorbell_iface_t *iface,
-                                 const void *device_addr, const void *iface_addr);
+void   doorbell_iface_get_device_address(const doorbell_iface_t *iface, void *addr);
+void   doorbell_iface_get_address(const doorbell_iface_t *iface, void *addr);
+int    doorbell_iface_is_reachable(const doorbell_iface_t *iface, const void *device_addr,
+                                   const void *iface_addr);
 
 /* Limits the adapter advertises. */
 typedef struct doorbell_iface_limits {
@@ -147,8 +145,7 @@ typedef struct doorbell_iface_limits {
     size_t max_am_header; /* am_zcopy header */
     size_t max_am_zcopy;  /* am_zcopy header + payload */
 } doorbell_iface_limits_t;
-void doorbell_iface_query_limits(const doorbell_iface_t *iface,
-                                 doorbell_iface_limits_t *limits);
+void doorbell_iface_query_limits(const doorbell_iface_t *iface, doorbell_iface_limits_t *limits);
 
 /* Progress: drives the device (receive, ACK, retransmit, completions).
  * Returns the number of completions and messages delivered. */
@@ -161,7 +158,7 @@ unsigned doorbell_iface_progress_background(doorbell_iface_t *iface);
 
 /* Wake-up: a file descriptor that becomes readable when progress has work.
  * arm returns DOORBELL_ERR_NO_RESOURCE ("busy") if work is already pending. */
-int doorbell_iface_event_fd(const doorbell_iface_t *iface);
+int               doorbell_iface_event_fd(const doorbell_iface_t *iface);
 doorbell_status_t doorbell_iface_arm(doorbell_iface_t *iface);
 
 /* Active messages. data is valid for the call; DOORBELL_AM_HEADROOM bytes
@@ -169,35 +166,29 @@ doorbell_status_t doorbell_iface_arm(doorbell_iface_t *iface);
  * the buffer stays valid until doorbell_iface_release_am(). The callback may
  * post sends. */
 #define DOORBELL_AM_HEADROOM 64
-typedef doorbell_status_t (*doorbell_am_cb_t)(void *arg, uint8_t am_id,
-                                             void *data, size_t length);
-void doorbell_iface_set_am_handler(doorbell_iface_t *iface,
-                                   doorbell_am_cb_t cb, void *arg);
+typedef doorbell_status_t (*doorbell_am_cb_t)(void *arg, uint8_t am_id, void *data, size_t length);
+void doorbell_iface_set_am_handler(doorbell_iface_t *iface, doorbell_am_cb_t cb, void *arg);
 void doorbell_iface_release_am(doorbell_iface_t *iface, void *data);
 
 /* Completions of zcopy / get / flush: called from progress with the cookie
  * the caller passed (UCT: a uct_completion_t*). */
 typedef void (*doorbell_completion_cb_t)(void *cookie, doorbell_status_t status);
-void doorbell_iface_set_completion_handler(doorbell_iface_t *iface,
-                                           doorbell_completion_cb_t cb);
+void doorbell_iface_set_completion_handler(doorbell_iface_t *iface, doorbell_completion_cb_t cb);
 
 /* The same with an argument handed back first (e.g. the caller's iface), so
  * the handler needs no global or thread-local state to find its context.
  * Setting either kind of handler replaces the other. */
-typedef void (*doorbell_completion_arg_cb_t)(void *arg, void *cookie,
-                                             doorbell_status_t status);
-void doorbell_iface_set_completion_handler_arg(doorbell_iface_t *iface,
-                                               doorbell_completion_arg_cb_t cb,
-                                               void *arg);
+typedef void (*doorbell_completion_arg_cb_t)(void *arg, void *cookie, doorbell_status_t status);
+void doorbell_iface_set_completion_handler_arg(doorbell_iface_t            *iface,
+                                               doorbell_completion_arg_cb_t cb, void *arg);
 
 /* Asynchronous errors of a QP (remote access error of a put without a
  * completion, peer timeout): called once per error from progress; the QP is
  * then in error and its operations fail with DOORBELL_ERR_CANCELED. */
-typedef void (*doorbell_qp_error_cb_t)(void *arg, doorbell_qp_t *qp,
-                                       doorbell_status_t status,
+typedef void (*doorbell_qp_error_cb_t)(void *arg, doorbell_qp_t *qp, doorbell_status_t status,
                                        const char *message);
-void doorbell_iface_set_error_handler(doorbell_iface_t *iface,
-                                      doorbell_qp_error_cb_t cb, void *arg);
+void doorbell_iface_set_error_handler(doorbell_iface_t *iface, doorbell_qp_error_cb_t cb,
+                                      void *arg);
 
 /* Resources: becomes nonzero when a QP that returned NO_RESOURCE can send. */
 int doorbell_qp_can_send(const doorbell_qp_t *qp);
@@ -209,29 +200,28 @@ doorbell_status_t doorbell_iface_flush(doorbell_iface_t *iface, void *cookie);
 
 /* Counters of an iface (also printed at close when params asked for stats). */
 typedef struct doorbell_counters {
-    uint64_t wqes;               /* WQEs posted */
-    uint64_t doorbells;          /* doorbells rung (batches handed to the device) */
-    uint64_t signaled;           /* signaled completions */
-    uint64_t cq_polls;           /* completion polls */
+    uint64_t wqes;      /* WQEs posted */
+    uint64_t doorbells; /* doorbells rung (batches handed to the device) */
+    uint64_t signaled;  /* signaled completions */
+    uint64_t cq_polls;  /* completion polls */
     uint64_t tx_packets;
     uint64_t rx_packets;
     uint64_t tx_bytes;
     uint64_t rx_bytes;
-    uint64_t retransmits;        /* packets sent again */
-    uint64_t rx_dropped;         /* malformed, truncated, foreign or stale packets */
-    uint64_t rx_duplicates;      /* duplicates suppressed */
-    uint64_t naks;               /* NAKs sent */
-    uint64_t ce_marks;           /* packets received with CE */
+    uint64_t retransmits;   /* packets sent again */
+    uint64_t rx_dropped;    /* malformed, truncated, foreign or stale packets */
+    uint64_t rx_duplicates; /* duplicates suppressed */
+    uint64_t naks;          /* NAKs sent */
+    uint64_t ce_marks;      /* packets received with CE */
     uint64_t rtt_samples;
     uint64_t remote_access_errors;
-    uint64_t timeouts;           /* retransmit timer expiries */
-    uint64_t paced_waits;        /* sends held back by the pacer */
-    uint64_t busy_naks;          /* receiver-busy NAKs received (AM held back) */
-    uint64_t tail_probes;        /* tail-loss probes sent (ACK requests) */
-    uint64_t rx_timestamped;     /* datagrams received with a kernel arrival time */
+    uint64_t timeouts;       /* retransmit timer expiries */
+    uint64_t paced_waits;    /* sends held back by the pacer */
+    uint64_t busy_naks;      /* receiver-busy NAKs received (AM held back) */
+    uint64_t tail_probes;    /* tail-loss probes sent (ACK requests) */
+    uint64_t rx_timestamped; /* datagrams received with a kernel arrival time */
 } doorbell_counters_t;
-void doorbell_iface_get_counters(const doorbell_iface_t *iface,
-                                 doorbell_counters_t *counters);
+void doorbell_iface_get_counters(const doorbell_iface_t *iface, doorbell_counters_t *counters);
 /* Enables the counters dump at close ("<device> <counter> <value>" lines). */
 void doorbell_iface_set_stats(doorbell_iface_t *iface, int enable);
 
@@ -239,54 +229,42 @@ void doorbell_iface_set_stats(doorbell_iface_t *iface, int enable);
 
 /* Connects to a remote iface (CONNECT_TO_IFACE: no handshake needed before
  * the first send; the peer accepts unknown QPs). */
-doorbell_status_t doorbell_qp_create(doorbell_iface_t *iface,
-                                     const void *device_addr,
-                                     const void *iface_addr,
-                                     doorbell_qp_t **qp_p);
+doorbell_status_t doorbell_qp_create(doorbell_iface_t *iface, const void *device_addr,
+                                     const void *iface_addr, doorbell_qp_t **qp_p);
 /* Outstanding operations complete with DOORBELL_ERR_CANCELED. */
 void doorbell_qp_destroy(doorbell_qp_t *qp);
 
 typedef size_t (*doorbell_pack_cb_t)(void *dest, void *arg);
-typedef void   (*doorbell_unpack_cb_t)(void *arg, const void *data, size_t length);
+typedef void (*doorbell_unpack_cb_t)(void *arg, const void *data, size_t length);
 
 /* Active messages (never dropped: credit flow control; NO_RESOURCE when out
  * of credits or send slots). Returns OK when the data was taken. */
-doorbell_status_t doorbell_qp_am_short(doorbell_qp_t *qp, uint8_t am_id,
-                                       uint64_t header, const void *payload,
-                                       size_t length);
+doorbell_status_t doorbell_qp_am_short(doorbell_qp_t *qp, uint8_t am_id, uint64_t header,
+                                       const void *payload, size_t length);
 /* Returns the packed length, or a negative doorbell_status_t. */
-ssize_t doorbell_qp_am_bcopy(doorbell_qp_t *qp, uint8_t am_id,
-                             doorbell_pack_cb_t pack, void *arg);
-doorbell_status_t doorbell_qp_am_zcopy(doorbell_qp_t *qp, uint8_t am_id,
-                                       const void *header, size_t header_length,
-                                       const struct iovec *iov, size_t iovcnt,
+ssize_t doorbell_qp_am_bcopy(doorbell_qp_t *qp, uint8_t am_id, doorbell_pack_cb_t pack, void *arg);
+doorbell_status_t doorbell_qp_am_zcopy(doorbell_qp_t *qp, uint8_t am_id, const void *header,
+                                       size_t header_length, const struct iovec *iov, size_t iovcnt,
                                        void *cookie);
 
 /* RDMA write. */
-doorbell_status_t doorbell_qp_put_short(doorbell_qp_t *qp, const void *buffer,
-                                        size_t length, uint64_t remote_addr,
-                                        uint32_t rkey);
-ssize_t doorbell_qp_put_bcopy(doorbell_qp_t *qp, doorbell_pack_cb_t pack,
-                              void *arg, uint64_t remote_addr, uint32_t rkey);
-doorbell_status_t doorbell_qp_put_zcopy(doorbell_qp_t *qp,
-                                        const struct iovec *iov, size_t iovcnt,
-                                        uint64_t remote_addr, uint32_t rkey,
-                                        void *cookie);
+doorbell_status_t doorbell_qp_put_short(doorbell_qp_t *qp, const void *buffer, size_t length,
+                                        uint64_t remote_addr, uint32_t rkey);
+ssize_t           doorbell_qp_put_bcopy(doorbell_qp_t *qp, doorbell_pack_cb_t pack, void *arg,
+                                        uint64_t remote_addr, uint32_t rkey);
+doorbell_status_t doorbell_qp_put_zcopy(doorbell_qp_t *qp, const struct iovec *iov, size_t iovcnt,
+                                        uint64_t remote_addr, uint32_t rkey, void *cookie);
 
 /* RDMA read. */
-doorbell_status_t doorbell_qp_get_bcopy(doorbell_qp_t *qp,
-                                        doorbell_unpack_cb_t unpack, void *arg,
-                                        size_t length, uint64_t remote_addr,
-                                        uint32_t rkey, void *cookie);
-doorbell_status_t doorbell_qp_get_zcopy(doorbell_qp_t *qp,
-                                        const struct iovec *iov, size_t iovcnt,
-                                        uint64_t remote_addr, uint32_t rkey,
+doorbell_status_t doorbell_qp_get_bcopy(doorbell_qp_t *qp, doorbell_unpack_cb_t unpack, void *arg,
+                                        size_t length, uint64_t remote_addr, uint32_t rkey,
                                         void *cookie);
+doorbell_status_t doorbell_qp_get_zcopy(doorbell_qp_t *qp, const struct iovec *iov, size_t iovcnt,
+                                        uint64_t remote_addr, uint32_t rkey, void *cookie);
 
 /* Raw WQEs (the GPU engine and tools post these): data referenced by
  * local_addr must stay valid until the WQE completes. */
-doorbell_status_t doorbell_qp_post(doorbell_qp_t *qp, const doorbell_wqe_t *wqes,
-                                   unsigned count);
+doorbell_status_t doorbell_qp_post(doorbell_qp_t *qp, const doorbell_wqe_t *wqes, unsigned count);
 
 /* Remote completion of every earlier operation on the QP: OK when nothing is
  * outstanding, INPROGRESS with cookie completing later, NO_RESOURCE. */
@@ -307,28 +285,26 @@ uint32_t doorbell_mr_local_key(const doorbell_mr_t *mr);
  * DOORBELL_ERR_UNSUPPORTED, and a flush completes at once (the core holds
  * nothing of it). It has its own send CQ, which only the agent polls.
  * Verbs devices only (UNSUPPORTED on the UDP device). */
-doorbell_status_t doorbell_qp_create_direct(doorbell_iface_t *iface,
-                                            const void *device_addr,
-                                            const void *iface_addr,
-                                            doorbell_qp_t **qp_p);
+doorbell_status_t doorbell_qp_create_direct(doorbell_iface_t *iface, const void *device_addr,
+                                            const void *iface_addr, doorbell_qp_t **qp_p);
 
 /* What an agent needs to drive a direct QP (host addresses; map them for a
  * GPU). Layouts are the vendor's (infiniband/mlx5dv.h). */
 typedef struct doorbell_qp_mlx5 {
-    void              *sq_buf;       /* send queue: sq_wqebbs 64-byte blocks */
-    uint32_t           sq_wqebbs;    /* a power of two */
-    uint32_t           qpn;          /* QP number (ctrl segments) */
-    volatile uint32_t *dbrec;        /* doorbell record; [1] = SQ producer
+    void              *sq_buf;     /* send queue: sq_wqebbs 64-byte blocks */
+    uint32_t           sq_wqebbs;  /* a power of two */
+    uint32_t           qpn;        /* QP number (ctrl segments) */
+    volatile uint32_t *dbrec;      /* doorbell record; [1] = SQ producer
                                         index, 16 bits, big-endian */
-    void              *uar;          /* doorbell register: 8 bytes per ring */
-    uint32_t           uar_size;     /* bytes of its window (bf.size) */
-    uint32_t           cqn;          /* the QP's send CQ */
-    void              *cq_buf;       /* cqe_cnt CQEs of cqe_size bytes */
-    uint32_t           cqe_cnt;      /* a power of two */
-    uint32_t           cqe_size;     /* 64 or 128 bytes */
-    volatile uint32_t *cq_dbrec;     /* [0] = CQ consumer index (24 bits,
+    void              *uar;        /* doorbell register: 8 bytes per ring */
+    uint32_t           uar_size;   /* bytes of its window (bf.size) */
+    uint32_t           cqn;        /* the QP's send CQ */
+    void              *cq_buf;     /* cqe_cnt CQEs of cqe_size bytes */
+    uint32_t           cqe_cnt;    /* a power of two */
+    uint32_t           cqe_size;   /* 64 or 128 bytes */
+    volatile uint32_t *cq_dbrec;   /* [0] = CQ consumer index (24 bits,
                                         big-endian) */
-    uint64_t           fetch_addr;   /* 8 registered bytes: fetch-add results */
+    uint64_t           fetch_addr; /* 8 registered bytes: fetch-add results */
     uint32_t           fetch_lkey;
     uint32_t           reserved;
 } doorbell_qp_mlx5_t;

@@ -28,19 +28,32 @@ extern "C" const char *doorbell_last_error(void)
 extern "C" const char *doorbell_status_string(doorbell_status_t status)
 {
     switch (status) {
-    case DOORBELL_OK:                return "success";
-    case DOORBELL_INPROGRESS:        return "operation in progress";
-    case DOORBELL_ERR_NO_RESOURCE:   return "no resources (retry after progress)";
-    case DOORBELL_ERR_INVALID_PARAM: return "invalid parameter";
-    case DOORBELL_ERR_NO_MEMORY:     return "out of memory";
-    case DOORBELL_ERR_IO:            return "input/output error";
-    case DOORBELL_ERR_NO_DEVICE:     return "no such device";
-    case DOORBELL_ERR_UNREACHABLE:   return "destination unreachable";
-    case DOORBELL_ERR_REMOTE_ACCESS: return "remote access error";
-    case DOORBELL_ERR_TIMED_OUT:     return "peer timed out";
-    case DOORBELL_ERR_CANCELED:      return "operation canceled";
-    case DOORBELL_ERR_UNSUPPORTED:   return "unsupported operation";
-    case DOORBELL_ERR_REMOTE:        return "peer reported a protocol error";
+    case DOORBELL_OK:
+        return "success";
+    case DOORBELL_INPROGRESS:
+        return "operation in progress";
+    case DOORBELL_ERR_NO_RESOURCE:
+        return "no resources (retry after progress)";
+    case DOORBELL_ERR_INVALID_PARAM:
+        return "invalid parameter";
+    case DOORBELL_ERR_NO_MEMORY:
+        return "out of memory";
+    case DOORBELL_ERR_IO:
+        return "input/output error";
+    case DOORBELL_ERR_NO_DEVICE:
+        return "no such device";
+    case DOORBELL_ERR_UNREACHABLE:
+        return "destination unreachable";
+    case DOORBELL_ERR_REMOTE_ACCESS:
+        return "remote access error";
+    case DOORBELL_ERR_TIMED_OUT:
+        return "peer timed out";
+    case DOORBELL_ERR_CANCELED:
+        return "operation canceled";
+    case DOORBELL_ERR_UNSUPPORTED:
+        return "unsupported operation";
+    case DOORBELL_ERR_REMOTE:
+        return "peer reported a protocol error";
     }
     return "unknown status";
 }

@@ -9,7 +9,7 @@
 namespace doorbell {
 
 /// Records the message for doorbell_last_error() and returns status.
-[[gnu::format(printf, 2, 3)]]
-doorbell_status_t set_error(doorbell_status_t status, const char *fmt, ...);
+[[gnu::format(printf, 2, 3)]] doorbell_status_t set_error(doorbell_status_t status, const char *fmt,
+                                                          ...);
 
 } // namespace doorbell

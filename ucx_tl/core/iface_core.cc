@@ -8,19 +8,19 @@
 
 namespace doorbell {
 
-QpCore::QpCore(IfaceCore &iface_, uint32_t qpn_)
-    : iface(iface_), qpn(qpn_), ring(iface_.params.tx_queue_len),
-      batcher_(iface_.params.tx_batch),
-      signaler_(std::min(iface_.params.tx_moderation,
-                         iface_.params.tx_queue_len / 2))
+QpCore::QpCore(IfaceCore &iface_, uint32_t qpn_) :
+    iface(iface_),
+    qpn(qpn_),
+    ring(iface_.params.tx_queue_len),
+    batcher_(iface_.params.tx_batch),
+    signaler_(std::min(iface_.params.tx_moderation, iface_.params.tx_queue_len / 2))
 {
 }
 
 doorbell_status_t QpCore::can_post(unsigned count) const
 {
     if (error_ != DOORBELL_OK) {
-        return set_error(DOORBELL_ERR_CANCELED,
-                         "%s: qp 0x%x is in error (%s)", iface.name.c_str(),
+        return set_error(DOORBELL_ERR_CANCELED, "%s: qp 0x%x is in error (%s)", iface.name.c_str(),
                          qpn, error_message_.c_str());
     }
     if (ring.free_slots() < count) {
@@ -38,10 +38,9 @@ doorbell_wqe_t &QpCore::prepare(SlotContext **ctx_p)
 
 void QpCore::commit(bool force_signal)
 {
-    doorbell_wqe_t &wqe = ring.wqe(ring.tail());
-    bool fills_ring     = ring.free_slots() == 1;
-    if (signaler_.next(force_signal || (wqe.flags & DOORBELL_WQE_SIGNALED),
-                       fills_ring)) {
+    doorbell_wqe_t &wqe        = ring.wqe(ring.tail());
+    bool            fills_ring = ring.free_slots() == 1;
+    if (signaler_.next(force_signal || (wqe.flags & DOORBELL_WQE_SIGNALED), fills_ring)) {
         wqe.flags |= DOORBELL_WQE_SIGNALED;
     } else {
         wqe.flags &= uint8_t(~DOORBELL_WQE_SIGNALED);
@@ -83,8 +82,8 @@ void QpCore::fail(doorbell_status_t status, const std::string &message)
     if (done < ring.tail()) {
         /* errors always complete, signaled or not */
         const SlotContext &ctx = ring.ctx(done);
-        error_to_cookie_ = (status == DOORBELL_ERR_REMOTE_ACCESS) &&
-                           ctx.kind != SlotKind::kNone && ctx.cookie != nullptr;
+        error_to_cookie_ = (status == DOORBELL_ERR_REMOTE_ACCESS) && ctx.kind != SlotKind::kNone &&
+                           ctx.cookie != nullptr;
         cq.push_back({done, status});
         ++iface.counters.signaled;
         ++done;
@@ -93,17 +92,16 @@ void QpCore::fail(doorbell_status_t status, const std::string &message)
 
 void QpCore::complete_slot(uint64_t index, doorbell_status_t status)
 {
-    SlotContext &ctx = ring.ctx(index);
-    SlotKind kind    = ctx.kind;
-    void *cookie     = ctx.cookie;
-    ctx.kind         = SlotKind::kNone;
+    SlotContext &ctx    = ring.ctx(index);
+    SlotKind     kind   = ctx.kind;
+    void        *cookie = ctx.cookie;
+    ctx.kind            = SlotKind::kNone;
     switch (kind) {
     case SlotKind::kNone:
         break;
     case SlotKind::kGetBcopy:
         if (status == DOORBELL_OK) {
-            ctx.unpack(ctx.unpack_arg, ctx.bounce.get(),
-                       ring.wqe(index).length);
+            ctx.unpack(ctx.unpack_arg, ctx.bounce.get(), ring.wqe(index).length);
         }
         iface.deliver(cookie, status);
         break;
@@ -180,7 +178,7 @@ doorbell_status_t QpCore::post_flush(SlotKind kind, void *cookie)
     if (status != DOORBELL_OK) {
         return status;
     }
-    SlotContext *ctx;
+    SlotContext    *ctx;
     doorbell_wqe_t &wqe = prepare(&ctx);
     wqe.opcode          = DOORBELL_OP_NOP;
     ctx->kind           = kind;
@@ -190,8 +188,8 @@ doorbell_status_t QpCore::post_flush(SlotKind kind, void *cookie)
 }
 
 IfaceCore::IfaceCore(doorbell_device_kind_t kind_, ProtectionDomain &pd_,
-                     const doorbell_iface_params_t &params_, std::string name_)
-    : doorbell_iface{kind_}, pd(pd_), params(params_), name(std::move(name_))
+                     const doorbell_iface_params_t &params_, std::string name_) :
+    doorbell_iface{kind_}, pd(pd_), params(params_), name(std::move(name_))
 {
     resolve_params(params);
     params.device = nullptr; /* the caller's string is not ours to keep */
@@ -217,20 +215,18 @@ unsigned IfaceCore::poll_completions()
     return count;
 }
 
-void IfaceCore::report_error(QpCore &qp, doorbell_status_t status,
-                             const std::string &message)
+void IfaceCore::report_error(QpCore &qp, doorbell_status_t status, const std::string &message)
 {
     if (error_cb != nullptr) {
         error_cb(error_arg, &qp, status, message.c_str());
     } else {
-        fprintf(stderr, "doorbell: %s: qp 0x%x: %s\n", name.c_str(), qp.qpn,
-                message.c_str());
+        fprintf(stderr, "doorbell: %s: qp 0x%x: %s\n", name.c_str(), qp.qpn, message.c_str());
     }
 }
 
 void IfaceCore::dump_counters() const
 {
-    const doorbell_counters_t &c = counters;
+    const doorbell_counters_t              &c      = counters;
     const std::pair<const char *, uint64_t> rows[] = {
         {"wqes", c.wqes},
         {"doorbells", c.doorbells},
@@ -263,15 +259,24 @@ void resolve_params(doorbell_iface_params_t &p)
 {
     doorbell_iface_params_t d;
     doorbell_iface_params_init(&d);
-    if (p.tx_queue_len == 0) p.tx_queue_len = d.tx_queue_len;
-    if (p.tx_batch == 0) p.tx_batch = d.tx_batch;
-    if (p.tx_moderation == 0) p.tx_moderation = d.tx_moderation;
-    if (p.am_credits == 0) p.am_credits = d.am_credits;
-    if (p.seg_size == 0) p.seg_size = d.seg_size;
-    if (p.rx_queue_len == 0) p.rx_queue_len = d.rx_queue_len;
-    if (p.rto_min_ns == 0) p.rto_min_ns = d.rto_min_ns;
-    if (p.rto_max_ns == 0) p.rto_max_ns = d.rto_max_ns;
-    if (p.retry_count == 0) p.retry_count = d.retry_count;
+    if (p.tx_queue_len == 0)
+        p.tx_queue_len = d.tx_queue_len;
+    if (p.tx_batch == 0)
+        p.tx_batch = d.tx_batch;
+    if (p.tx_moderation == 0)
+        p.tx_moderation = d.tx_moderation;
+    if (p.am_credits == 0)
+        p.am_credits = d.am_credits;
+    if (p.seg_size == 0)
+        p.seg_size = d.seg_size;
+    if (p.rx_queue_len == 0)
+        p.rx_queue_len = d.rx_queue_len;
+    if (p.rto_min_ns == 0)
+        p.rto_min_ns = d.rto_min_ns;
+    if (p.rto_max_ns == 0)
+        p.rto_max_ns = d.rto_max_ns;
+    if (p.retry_count == 0)
+        p.retry_count = d.retry_count;
     p.tx_queue_len = std::max<uint32_t>(std::bit_ceil(p.tx_queue_len), 4);
     p.seg_size     = std::max<uint32_t>(p.seg_size, 64);
     p.rto_max_ns   = std::max(p.rto_max_ns, p.rto_min_ns);
@@ -290,8 +295,8 @@ extern "C" void doorbell_iface_params_init(doorbell_iface_params_t *params)
     params->am_credits    = 64;
     params->seg_size      = 8192;
     params->rx_queue_len  = 256;
-    params->rto_min_ns    = 1000000;     /* 1 ms */
-    params->rto_max_ns    = 1000000000;  /* 1 s */
+    params->rto_min_ns    = 1000000;    /* 1 ms */
+    params->rto_max_ns    = 1000000000; /* 1 s */
     params->retry_count   = 7;
     params->cc            = "none";
     params->ibrc_gain     = 0;

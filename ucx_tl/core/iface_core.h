@@ -28,7 +28,7 @@ class IfaceCore;
 
 /// A completion written by the device for a signaled (or failed) WQE.
 struct Cqe {
-    uint64_t          index;  ///< ring index of the WQE
+    uint64_t          index; ///< ring index of the WQE
     doorbell_status_t status;
 };
 
@@ -42,7 +42,7 @@ struct FlushGroup {
 class QpCore : public doorbell_qp {
 public:
     QpCore(IfaceCore &iface, uint32_t qpn);
-    QpCore(const QpCore &) = delete;
+    QpCore(const QpCore &)            = delete;
     QpCore &operator=(const QpCore &) = delete;
 
     /* ---- posting (core side) ---- */
@@ -60,8 +60,8 @@ public:
     /// poll, while posts back to back without progress still coalesce.
     bool ring_now()
     {
-        bool first   = posted_at_ != iface_progress_calls();
-        posted_at_   = iface_progress_calls();
+        bool first = posted_at_ != iface_progress_calls();
+        posted_at_ = iface_progress_calls();
         return batcher_.ring_now(ring.unrung(), busy() && !first);
     }
     /// Busy: the device holds rung WQEs that have not completed.
@@ -77,8 +77,8 @@ public:
     void complete_to(uint64_t end);
     /// The WQE at done failed: an error CQE for it, the QP goes to error and
     /// the rest is canceled when the CQ is polled. message names the cause.
-    void fail(doorbell_status_t status, const std::string &message);
-    bool in_error() const { return error_ != DOORBELL_OK; }
+    void              fail(doorbell_status_t status, const std::string &message);
+    bool              in_error() const { return error_ != DOORBELL_OK; }
     doorbell_status_t error() const { return error_; }
 
     /* ---- completions (core side) ---- */
@@ -90,33 +90,33 @@ public:
     /// Flush with a context (kFlush or kFlushGroup); see doorbell_qp_flush.
     doorbell_status_t post_flush(SlotKind kind, void *cookie);
 
-    IfaceCore       &iface;
-    const uint32_t   qpn;           ///< local QP number (random base + n)
-    SendRing         ring;
-    uint64_t         done = 0;      ///< WQEs below this index have completed
-    std::deque<Cqe>  cq;            ///< written by the device, polled here
-    bool             fence_next = false;
-    uint32_t         am_inflight = 0; ///< SENDs posted, not yet completed
+    IfaceCore      &iface;
+    const uint32_t  qpn; ///< local QP number (random base + n)
+    SendRing        ring;
+    uint64_t        done = 0; ///< WQEs below this index have completed
+    std::deque<Cqe> cq;       ///< written by the device, polled here
+    bool            fence_next  = false;
+    uint32_t        am_inflight = 0; ///< SENDs posted, not yet completed
 
 private:
-    void complete_slot(uint64_t index, doorbell_status_t status);
+    void     complete_slot(uint64_t index, doorbell_status_t status);
     uint64_t iface_progress_calls() const;
 
     Batcher           batcher_;
     Signaler          signaler_;
     doorbell_status_t error_ = DOORBELL_OK;
     std::string       error_message_;
-    bool              error_pending_ = false; ///< error handler not yet called
-    bool              error_to_cookie_ = false; ///< failing op had a cookie
-    uint64_t          posted_at_ = ~uint64_t(0); ///< progress calls at the
-                                                 ///< last post
+    bool              error_pending_   = false;        ///< error handler not yet called
+    bool              error_to_cookie_ = false;        ///< failing op had a cookie
+    uint64_t          posted_at_       = ~uint64_t(0); ///< progress calls at the
+                                                       ///< last post
 };
 
 class IfaceCore : public doorbell_iface {
 public:
     IfaceCore(doorbell_device_kind_t kind, ProtectionDomain &pd,
               const doorbell_iface_params_t &params, std::string name);
-    IfaceCore(const IfaceCore &) = delete;
+    IfaceCore(const IfaceCore &)            = delete;
     IfaceCore &operator=(const IfaceCore &) = delete;
     ~IfaceCore();
 
@@ -134,27 +134,26 @@ public:
             completion_cb(cookie, status);
         }
     }
-    void report_error(QpCore &qp, doorbell_status_t status,
-                      const std::string &message);
+    void report_error(QpCore &qp, doorbell_status_t status, const std::string &message);
     /// Prints counters as "<device> <counter> <value>" lines to stderr.
     void dump_counters() const;
 
-    ProtectionDomain        &pd;
-    doorbell_iface_params_t  params;        ///< resolved (no zero defaults)
-    const std::string        name;          ///< device name
-    doorbell_counters_t      counters{};
-    bool                     stats = false;
-    std::vector<QpCore *>    qps;
-    uint64_t                 progress_calls = 0; ///< doorbell_iface_progress
-    bool                     background = false; ///< in ..._progress_background
+    ProtectionDomain       &pd;
+    doorbell_iface_params_t params; ///< resolved (no zero defaults)
+    const std::string       name;   ///< device name
+    doorbell_counters_t     counters{};
+    bool                    stats = false;
+    std::vector<QpCore *>   qps;
+    uint64_t                progress_calls = 0;     ///< doorbell_iface_progress
+    bool                    background     = false; ///< in ..._progress_background
 
-    doorbell_am_cb_t         am_cb         = nullptr;
-    void                    *am_arg        = nullptr;
-    doorbell_completion_cb_t completion_cb = nullptr;
+    doorbell_am_cb_t             am_cb             = nullptr;
+    void                        *am_arg            = nullptr;
+    doorbell_completion_cb_t     completion_cb     = nullptr;
     doorbell_completion_arg_cb_t completion_arg_cb = nullptr;
-    void                    *completion_arg = nullptr;
-    doorbell_qp_error_cb_t   error_cb      = nullptr;
-    void                    *error_arg     = nullptr;
+    void                        *completion_arg    = nullptr;
+    doorbell_qp_error_cb_t       error_cb          = nullptr;
+    void                        *error_arg         = nullptr;
 };
 
 inline uint64_t QpCore::iface_progress_calls() const

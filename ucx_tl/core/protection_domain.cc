@@ -22,21 +22,17 @@ uint32_t random_u32()
     return v;
 }
 
-doorbell_status_t ProtectionDomain::register_region(void *address,
-                                                    size_t length,
-                                                    unsigned access,
-                                                    doorbell_mr **mr_p,
-                                                    uint32_t *rkey_p)
+doorbell_status_t ProtectionDomain::register_region(void *address, size_t length, unsigned access,
+                                                    doorbell_mr **mr_p, uint32_t *rkey_p)
 {
-    if ((access & ~unsigned(DOORBELL_ACCESS_REMOTE_READ |
-                            DOORBELL_ACCESS_REMOTE_WRITE)) != 0) {
-        return set_error(DOORBELL_ERR_INVALID_PARAM,
-                         "mr_register: unknown access flags 0x%x", access);
+    if ((access & ~unsigned(DOORBELL_ACCESS_REMOTE_READ | DOORBELL_ACCESS_REMOTE_WRITE)) != 0) {
+        return set_error(DOORBELL_ERR_INVALID_PARAM, "mr_register: unknown access flags 0x%x",
+                         access);
     }
     auto addr = reinterpret_cast<uintptr_t>(address);
     if ((address == nullptr && length != 0) || addr + length < addr) {
-        return set_error(DOORBELL_ERR_INVALID_PARAM,
-                         "mr_register: bad region %p+%zu", address, length);
+        return set_error(DOORBELL_ERR_INVALID_PARAM, "mr_register: bad region %p+%zu", address,
+                         length);
     }
     auto mr     = std::make_unique<doorbell_mr>();
     mr->address = static_cast<uint8_t *>(address);
@@ -52,8 +48,7 @@ doorbell_status_t ProtectionDomain::register_region(void *address,
         }
         if (by_key_.count(mr->rkey) != 0) {
             hw_->deregister_region(*mr);
-            return set_error(DOORBELL_ERR_IO,
-                             "mr_register: device key 0x%x is already in use",
+            return set_error(DOORBELL_ERR_IO, "mr_register: device key 0x%x is already in use",
                              mr->rkey);
         }
     } else {
@@ -70,7 +65,7 @@ doorbell_status_t ProtectionDomain::register_region(void *address,
 doorbell_status_t ProtectionDomain::deregister_region(doorbell_mr *mr)
 {
     std::unique_lock lock(mu_);
-    auto it = (mr == nullptr) ? by_key_.end() : by_key_.find(mr->rkey);
+    auto             it = (mr == nullptr) ? by_key_.end() : by_key_.find(mr->rkey);
     if (it == by_key_.end() || it->second.get() != mr) {
         return set_error(DOORBELL_ERR_INVALID_PARAM,
                          "mr_deregister: %p is not a region of this domain",
@@ -111,18 +106,17 @@ size_t ProtectionDomain::region_count() const
     return by_key_.size();
 }
 
-const doorbell_mr *ProtectionDomain::find(uint32_t rkey, uint64_t addr,
-                                          uint64_t length, unsigned need) const
+const doorbell_mr *ProtectionDomain::find(uint32_t rkey, uint64_t addr, uint64_t length,
+                                          unsigned need) const
 {
     auto it = by_key_.find(rkey);
     if (it == by_key_.end()) {
         return nullptr;
     }
-    const doorbell_mr *mr = it->second.get();
-    uint64_t start        = reinterpret_cast<uintptr_t>(mr->address);
+    const doorbell_mr *mr    = it->second.get();
+    uint64_t           start = reinterpret_cast<uintptr_t>(mr->address);
     /* overflow-safe: addr >= start and (addr - start) + length <= mr->length */
-    if (addr < start || addr - start > mr->length ||
-        length > mr->length - (addr - start)) {
+    if (addr < start || addr - start > mr->length || length > mr->length - (addr - start)) {
         return nullptr;
     }
     if ((mr->access & need) != need) {

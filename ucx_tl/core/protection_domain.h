@@ -19,11 +19,11 @@
 #include <unordered_map>
 
 struct doorbell_mr {
-    uint8_t *address;  /* first byte of the region */
-    size_t   length;   /* bytes */
-    unsigned access;   /* enum doorbell_access */
+    uint8_t *address; /* first byte of the region */
+    size_t   length;  /* bytes */
+    unsigned access;  /* enum doorbell_access */
     uint32_t rkey;
-    void    *hw;       /* device registration (HardwareKeys), or NULL */
+    void    *hw; /* device registration (HardwareKeys), or NULL */
 };
 
 struct doorbell_pd {};
@@ -36,29 +36,28 @@ class HardwareKeys {
 public:
     virtual ~HardwareKeys() = default;
     /// Registers mr (address, length, access set); sets mr.rkey and mr.hw.
-    virtual doorbell_status_t register_region(doorbell_mr &mr) = 0;
-    virtual void deregister_region(doorbell_mr &mr) = 0;
+    virtual doorbell_status_t register_region(doorbell_mr &mr)   = 0;
+    virtual void              deregister_region(doorbell_mr &mr) = 0;
 };
 
 class ProtectionDomain : public doorbell_pd {
 public:
-    ProtectionDomain() = default;
-    ProtectionDomain(const ProtectionDomain &) = delete;
+    ProtectionDomain()                                    = default;
+    ProtectionDomain(const ProtectionDomain &)            = delete;
     ProtectionDomain &operator=(const ProtectionDomain &) = delete;
 
     /// Registers a region under a fresh random key.
-    doorbell_status_t register_region(void *address, size_t length,
-                                      unsigned access, doorbell_mr **mr_p,
-                                      uint32_t *rkey_p);
+    doorbell_status_t register_region(void *address, size_t length, unsigned access,
+                                      doorbell_mr **mr_p, uint32_t *rkey_p);
     doorbell_status_t deregister_region(doorbell_mr *mr);
 
     /// Checks a remote access and, if allowed, calls fn(uint8_t *target)
     /// while the region cannot go away. Returns OK or ERR_REMOTE_ACCESS.
     template <class Fn>
-    doorbell_status_t access(uint32_t rkey, uint64_t addr, uint64_t length,
-                             unsigned need, Fn &&fn) const
+    doorbell_status_t access(uint32_t rkey, uint64_t addr, uint64_t length, unsigned need,
+                             Fn &&fn) const
     {
-        std::shared_lock lock(mu_);
+        std::shared_lock   lock(mu_);
         const doorbell_mr *mr = find(rkey, addr, length, need);
         if (mr == nullptr) {
             return DOORBELL_ERR_REMOTE_ACCESS;
@@ -68,8 +67,7 @@ public:
     }
 
     /// Key, bounds and access check only.
-    bool allows(uint32_t rkey, uint64_t addr, uint64_t length,
-                unsigned need) const
+    bool allows(uint32_t rkey, uint64_t addr, uint64_t length, unsigned need) const
     {
         std::shared_lock lock(mu_);
         return find(rkey, addr, length, need) != nullptr;
@@ -84,12 +82,11 @@ public:
 
 private:
     // REQUIRES: mu_ held (shared or exclusive).
-    const doorbell_mr *find(uint32_t rkey, uint64_t addr, uint64_t length,
-                            unsigned need) const;
+    const doorbell_mr *find(uint32_t rkey, uint64_t addr, uint64_t length, unsigned need) const;
 
-    mutable std::shared_mutex mu_;
+    mutable std::shared_mutex                                  mu_;
     std::unordered_map<uint32_t, std::unique_ptr<doorbell_mr>> by_key_;
-    HardwareKeys *hw_ = nullptr;
+    HardwareKeys                                              *hw_ = nullptr;
 };
 
 /// A random 32-bit value from the kernel's generator (never 0).

@@ -22,11 +22,11 @@ namespace doorbell {
 
 /// What completing a signaled WQE means to its poster.
 enum class SlotKind : uint8_t {
-    kNone,       ///< nothing (periodic signaling)
-    kCookie,     ///< completion handler gets cookie (zcopy, get_zcopy, raw wr_id)
-    kGetBcopy,   ///< unpack the bounce buffer, then complete cookie
-    kFlush,      ///< flush of one QP: cookie completes with the QP's status
-    kFlushGroup  ///< part of an iface flush: cookie is a FlushGroup
+    kNone,      ///< nothing (periodic signaling)
+    kCookie,    ///< completion handler gets cookie (zcopy, get_zcopy, raw wr_id)
+    kGetBcopy,  ///< unpack the bounce buffer, then complete cookie
+    kFlush,     ///< flush of one QP: cookie completes with the QP's status
+    kFlushGroup ///< part of an iface flush: cookie is a FlushGroup
 };
 
 /// Per-slot bookkeeping beside the 64-byte WQE (kept out of the WQE so the
@@ -36,16 +36,13 @@ struct SlotContext {
     void                      *cookie     = nullptr;
     doorbell_unpack_cb_t       unpack     = nullptr;
     void                      *unpack_arg = nullptr;
-    std::unique_ptr<uint8_t[]> bounce;      ///< lazily allocated copy buffer
+    std::unique_ptr<uint8_t[]> bounce; ///< lazily allocated copy buffer
 };
 
 class SendRing {
 public:
     /// size: WQE slots, a power of two.
-    explicit SendRing(uint32_t size)
-        : wqes_(size), ctx_(size), size_(size), mask_(size - 1)
-    {
-    }
+    explicit SendRing(uint32_t size) : wqes_(size), ctx_(size), size_(size), mask_(size - 1) {}
 
     uint32_t size() const { return size_; }
     uint64_t head() const { return head_; }
@@ -54,12 +51,9 @@ public:
     uint32_t free_slots() const { return size_ - uint32_t(tail_ - head_); }
     uint64_t unrung() const { return tail_ - rung_; }
 
-    doorbell_wqe_t &wqe(uint64_t index) { return wqes_[index & mask_]; }
-    const doorbell_wqe_t &wqe(uint64_t index) const
-    {
-        return wqes_[index & mask_];
-    }
-    SlotContext &ctx(uint64_t index) { return ctx_[index & mask_]; }
+    doorbell_wqe_t       &wqe(uint64_t index) { return wqes_[index & mask_]; }
+    const doorbell_wqe_t &wqe(uint64_t index) const { return wqes_[index & mask_]; }
+    SlotContext          &ctx(uint64_t index) { return ctx_[index & mask_]; }
 
     /// A zeroed WQE at tail. REQUIRES: free_slots() > 0.
     doorbell_wqe_t &prepare()

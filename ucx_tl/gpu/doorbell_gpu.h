@@ -39,7 +39,7 @@ typedef enum doorbell_gpu_mode {
     DOORBELL_GPU_MODE_AUTO     = 0, /* DOORBELL where reachable, else PROXY */
     DOORBELL_GPU_MODE_DOORBELL = 1,
     DOORBELL_GPU_MODE_PROXY    = 2,
-    DOORBELL_GPU_MODE_MLX5     = 3  /* IBGDA: the producers drive the NIC */
+    DOORBELL_GPU_MODE_MLX5     = 3 /* IBGDA: the producers drive the NIC */
 } doorbell_gpu_mode_t;
 
 const char *doorbell_gpu_mode_string(doorbell_gpu_mode_t mode);
@@ -49,31 +49,29 @@ const char *doorbell_gpu_mode_string(doorbell_gpu_mode_t mode);
  * device-memory reservation counter for kernels. */
 typedef struct doorbell_gpu_memory_ops {
     /* Zeroed memory both sides reach; *device_p is its producer-side address. */
-    doorbell_status_t (*alloc_shared)(void *arg, size_t bytes, void **host_p,
-                                      void **device_p);
-    void              (*free_shared)(void *arg, void *host);
+    doorbell_status_t (*alloc_shared)(void *arg, size_t bytes, void **host_p, void **device_p);
+    void (*free_shared)(void *arg, void *host);
     /* Zeroed memory only producers touch (the reservation counter and the
      * highest rung: device memory on a GPU, where its atomics are valid). */
     doorbell_status_t (*alloc_producer)(void *arg, size_t bytes, void **ptr_p);
-    void              (*free_producer)(void *arg, void *ptr);
-    void              *arg;
+    void (*free_producer)(void *arg, void *ptr);
+    void *arg;
     /* Makes host memory of the NIC reachable by producers (IBGDA: the send
      * queue, CQ and doorbell records; io != 0: the UAR, a device register
      * page); *device_p is its producer-side address. NULL: producers share
      * the host's address space (CPU threads). The message names the cause. */
-    doorbell_status_t (*map_host)(void *arg, void *host, size_t bytes, int io,
-                                  void **device_p, char *why, size_t why_length);
-    void              (*unmap_host)(void *arg, void *host);
+    doorbell_status_t (*map_host)(void *arg, void *host, size_t bytes, int io, void **device_p,
+                                  char *why, size_t why_length);
+    void (*unmap_host)(void *arg, void *host);
 } doorbell_gpu_memory_ops_t;
 
 /* What the engine drives: the device's progress, and a post per queue. */
 typedef unsigned (*doorbell_gpu_progress_func_t)(void *arg);
-typedef doorbell_status_t (*doorbell_gpu_post_func_t)(void *arg,
-                                                      const doorbell_wqe_t *wqes,
+typedef doorbell_status_t (*doorbell_gpu_post_func_t)(void *arg, const doorbell_wqe_t *wqes,
                                                       unsigned count);
 
 typedef struct doorbell_gpu_engine_params {
-    doorbell_gpu_progress_func_t progress;     /* may be NULL */
+    doorbell_gpu_progress_func_t progress; /* may be NULL */
     void                        *progress_arg;
     uint32_t                     batch_max;    /* WQEs per post (default 64) */
     uint32_t                     max_inflight; /* posted, uncompleted batches
@@ -86,13 +84,13 @@ typedef struct doorbell_gpu_engine_params {
 void doorbell_gpu_engine_params_init(doorbell_gpu_engine_params_t *params);
 
 doorbell_status_t doorbell_gpu_engine_create(const doorbell_gpu_engine_params_t *params,
-                                             doorbell_gpu_engine_t **engine_p);
+                                             doorbell_gpu_engine_t             **engine_p);
 /* Stops the thread; queues still attached fail with DOORBELL_ERR_CANCELED. */
 void doorbell_gpu_engine_destroy(doorbell_gpu_engine_t *engine);
 
 /* Runs the engine on its own thread until stop (or destroy). */
 doorbell_status_t doorbell_gpu_engine_start(doorbell_gpu_engine_t *engine);
-void doorbell_gpu_engine_stop(doorbell_gpu_engine_t *engine);
+void              doorbell_gpu_engine_stop(doorbell_gpu_engine_t *engine);
 
 /* One pass without a thread (consume every queue, then progress): returns
  * the WQEs posted plus the progress count. Not while the thread runs. */
@@ -101,8 +99,8 @@ unsigned doorbell_gpu_engine_progress(doorbell_gpu_engine_t *engine);
 /* Runs fn(arg) while the engine is between passes (no progress or post
  * runs meanwhile): for calls on the engine's iface from other threads, such
  * as creating or destroying a QP. */
-void doorbell_gpu_engine_run_locked(doorbell_gpu_engine_t *engine,
-                                    void (*fn)(void *arg), void *arg);
+void doorbell_gpu_engine_run_locked(doorbell_gpu_engine_t *engine, void (*fn)(void *arg),
+                                    void                  *arg);
 
 /* Delivery of a completion for a WQE the engine posted (cookie = its wr_id;
  * cookies of queues destroyed meanwhile are dropped). Called from the
@@ -127,18 +125,18 @@ typedef struct doorbell_gpu_queue_params {
     uint32_t                         flags;      /* doorbell_gpu_queue_flags */
     /* MLX5 mode: the QP the producers drive, as each side sees it (made by
      * doorbell_gpu_core.h from an exported verbs QP); post may be NULL. */
-    const struct doorbell_mlx5_qp   *mlx5_host;
-    const struct doorbell_mlx5_qp   *mlx5_device;
-    uint32_t                         mlx5_lkey;  /* local key of the producers'
+    const struct doorbell_mlx5_qp *mlx5_host;
+    const struct doorbell_mlx5_qp *mlx5_device;
+    uint32_t                       mlx5_lkey; /* local key of the producers'
                                                     source buffers (MLX5 mode:
                                                     doorbell_mr_local_key) */
 } doorbell_gpu_queue_params_t;
 
 void doorbell_gpu_queue_params_init(doorbell_gpu_queue_params_t *params);
 
-doorbell_status_t doorbell_gpu_queue_create(doorbell_gpu_engine_t *engine,
+doorbell_status_t doorbell_gpu_queue_create(doorbell_gpu_engine_t             *engine,
                                             const doorbell_gpu_queue_params_t *params,
-                                            doorbell_gpu_queue_t **queue_p);
+                                            doorbell_gpu_queue_t             **queue_p);
 /* Fails the ring with DOORBELL_ERR_CANCELED (waiters return) and frees it. */
 void doorbell_gpu_queue_destroy(doorbell_gpu_queue_t *queue);
 
@@ -161,7 +159,7 @@ typedef struct doorbell_gpu_queue_counters {
     uint64_t completed;   /* ring completion index */
     uint64_t lowered;     /* PUT_SIGNALs posted as two puts */
 } doorbell_gpu_queue_counters_t;
-void doorbell_gpu_queue_get_counters(const doorbell_gpu_queue_t *queue,
+void doorbell_gpu_queue_get_counters(const doorbell_gpu_queue_t    *queue,
                                      doorbell_gpu_queue_counters_t *counters);
 
 #ifdef __cplusplus

@@ -27,7 +27,7 @@ struct Mlx5Queue {
     doorbell_gpu_memory_ops_t memory;
     void                     *views_host = nullptr; /* [0] host, [1] device view */
     void                     *ctl        = nullptr;
-    std::vector<void*>        mapped;               /* host addresses */
+    std::vector<void *>       mapped; /* host addresses */
 };
 
 struct CoreQueue {
@@ -37,35 +37,34 @@ struct CoreQueue {
 };
 
 struct CoreEngine {
-    doorbell_iface_t      *iface;
-    std::string            device;
-    doorbell_device_kind_t kind;
-    std::mutex             lock; /* the maps below */
-    std::unordered_map<doorbell_qp_t*, doorbell_gpu_queue_t*> by_qp;
-    std::unordered_map<doorbell_gpu_queue_t*, CoreQueue>      queues;
-    std::atomic<bool>      said_proxy{false};
+    doorbell_iface_t                                           *iface;
+    std::string                                                 device;
+    doorbell_device_kind_t                                      kind;
+    std::mutex                                                  lock; /* the maps below */
+    std::unordered_map<doorbell_qp_t *, doorbell_gpu_queue_t *> by_qp;
+    std::unordered_map<doorbell_gpu_queue_t *, CoreQueue>       queues;
+    std::atomic<bool>                                           said_proxy{false};
 };
 
-std::mutex g_lock;
-std::unordered_map<doorbell_gpu_engine_t*, CoreEngine*> g_engines;
+std::mutex                                                g_lock;
+std::unordered_map<doorbell_gpu_engine_t *, CoreEngine *> g_engines;
 
 CoreEngine *core_engine(doorbell_gpu_engine_t *engine)
 {
     std::lock_guard<std::mutex> guard(g_lock);
-    auto it = g_engines.find(engine);
+    auto                        it = g_engines.find(engine);
     return (it == g_engines.end()) ? nullptr : it->second;
 }
 
 unsigned iface_progress(void *arg)
 {
-    return doorbell_iface_progress(static_cast<CoreEngine*>(arg)->iface);
+    return doorbell_iface_progress(static_cast<CoreEngine *>(arg)->iface);
 }
 
 doorbell_status_t qp_post(void *arg, const doorbell_wqe_t *wqes, unsigned count)
 {
-    doorbell_status_t st = doorbell_qp_post(static_cast<doorbell_qp_t*>(arg), wqes, count);
-    if ((st != DOORBELL_OK) && (st != DOORBELL_INPROGRESS) &&
-        (st != DOORBELL_ERR_NO_RESOURCE)) {
+    doorbell_status_t st = doorbell_qp_post(static_cast<doorbell_qp_t *>(arg), wqes, count);
+    if ((st != DOORBELL_OK) && (st != DOORBELL_INPROGRESS) && (st != DOORBELL_ERR_NO_RESOURCE)) {
         std::fprintf(stderr, "doorbell gpu: doorbell_qp_post: %s\n", doorbell_last_error());
     }
     return st;
@@ -73,11 +72,11 @@ doorbell_status_t qp_post(void *arg, const doorbell_wqe_t *wqes, unsigned count)
 
 void qp_error(void *arg, doorbell_qp_t *qp, doorbell_status_t status, const char *message)
 {
-    auto *ce = static_cast<CoreEngine*>(arg);
-    doorbell_gpu_queue_t *q = nullptr;
+    auto                 *ce = static_cast<CoreEngine *>(arg);
+    doorbell_gpu_queue_t *q  = nullptr;
     {
         std::lock_guard<std::mutex> guard(ce->lock);
-        auto it = ce->by_qp.find(qp);
+        auto                        it = ce->by_qp.find(qp);
         if (it != ce->by_qp.end()) {
             q = it->second;
         }
@@ -92,8 +91,10 @@ void qp_error(void *arg, doorbell_qp_t *qp, doorbell_status_t status, const char
 void say_proxy(CoreEngine *ce, const char *reason)
 {
     if (!ce->said_proxy.exchange(true)) {
-        std::fprintf(stderr, "doorbell gpu: %s: the GPU cannot ring this device's doorbell "
-                     "(%s): using CPU-proxy mode\n", ce->device.c_str(), reason);
+        std::fprintf(stderr,
+                     "doorbell gpu: %s: the GPU cannot ring this device's doorbell "
+                     "(%s): using CPU-proxy mode\n",
+                     ce->device.c_str(), reason);
     }
 }
 
@@ -118,13 +119,13 @@ struct QpCall {
 
 void create_qp_locked(void *arg)
 {
-    auto *c   = static_cast<QpCall*>(arg);
+    auto *c   = static_cast<QpCall *>(arg);
     c->status = doorbell_qp_create(c->iface, c->device_addr, c->iface_addr, &c->qp);
 }
 
 void destroy_qp_locked(void *arg)
 {
-    doorbell_qp_destroy(static_cast<doorbell_qp_t*>(arg));
+    doorbell_qp_destroy(static_cast<doorbell_qp_t *>(arg));
 }
 
 struct DirectCall {
@@ -138,7 +139,7 @@ struct DirectCall {
 
 void create_direct_locked(void *arg)
 {
-    auto *c   = static_cast<DirectCall*>(arg);
+    auto *c   = static_cast<DirectCall *>(arg);
     c->status = doorbell_qp_create_direct(c->iface, c->device_addr, c->iface_addr, &c->qp);
     if (c->status != DOORBELL_OK) {
         c->message = doorbell_last_error();
@@ -156,7 +157,7 @@ struct ExportCall {
 /* One attempt, between engine passes: progress (the handshake), export. */
 void export_locked(void *arg)
 {
-    auto *c = static_cast<ExportCall*>(arg);
+    auto *c = static_cast<ExportCall *>(arg);
     doorbell_iface_progress(c->iface);
     c->status = doorbell_qp_export_mlx5(c->qp, &c->out);
     if ((c->status != DOORBELL_OK) && (c->status != DOORBELL_ERR_NO_RESOURCE)) {
@@ -179,8 +180,7 @@ void mlx5_free(Mlx5Queue *m)
 }
 
 /* Maps [host, host + bytes) for the producers; identity without map_host. */
-bool mlx5_map(Mlx5Queue *m, void *host, size_t bytes, int io, void **device_p,
-              std::string *why)
+bool mlx5_map(Mlx5Queue *m, void *host, size_t bytes, int io, void **device_p, std::string *why)
 {
     if (m->memory.map_host == nullptr) {
         *device_p = host;
@@ -202,15 +202,14 @@ bool mlx5_map(Mlx5Queue *m, void *host, size_t bytes, int io, void **device_p,
  * their control words in producer memory. On failure *why says what the
  * producers cannot reach.
  */
-doorbell_status_t mlx5_queue_create(doorbell_gpu_engine_t *engine,
-                                    const doorbell_qp_mlx5_t &x,
+doorbell_status_t mlx5_queue_create(doorbell_gpu_engine_t *engine, const doorbell_qp_mlx5_t &x,
                                     const doorbell_gpu_queue_params_t &params,
                                     doorbell_gpu_queue_t **queue_p, Mlx5Queue **mlx5_p,
                                     std::string *why)
 {
-    auto *m   = new Mlx5Queue;
-    m->memory = (params.memory != nullptr) ? *params.memory : doorbell_gpu_memory_ops_t{};
-    bool host = (params.memory == nullptr);
+    auto *m    = new Mlx5Queue;
+    m->memory  = (params.memory != nullptr) ? *params.memory : doorbell_gpu_memory_ops_t{};
+    bool  host = (params.memory == nullptr);
     void *sq = nullptr, *dbrec = nullptr, *uar = nullptr, *cq = nullptr, *cq_dbrec = nullptr;
     void *views_device = nullptr;
     doorbell_status_t st;
@@ -222,17 +221,16 @@ doorbell_status_t mlx5_queue_create(doorbell_gpu_engine_t *engine,
         return DOORBELL_ERR_UNSUPPORTED;
     }
     if (!mlx5_map(m, x.sq_buf, size_t(x.sq_wqebbs) * DOORBELL_MLX5_WQEBB, 0, &sq, why) ||
-        !mlx5_map(m, (void*)x.dbrec, 8, 0, &dbrec, why) ||
-        !mlx5_map(m, x.uar, 8, 1, &uar, why) ||
+        !mlx5_map(m, (void *)x.dbrec, 8, 0, &dbrec, why) || !mlx5_map(m, x.uar, 8, 1, &uar, why) ||
         !mlx5_map(m, x.cq_buf, size_t(x.cqe_cnt) * x.cqe_size, 0, &cq, why) ||
-        !mlx5_map(m, (void*)x.cq_dbrec, 4, 0, &cq_dbrec, why)) {
+        !mlx5_map(m, (void *)x.cq_dbrec, 4, 0, &cq_dbrec, why)) {
         *why = "the GPU cannot map the NIC's queue or UAR: " + *why;
         mlx5_free(m);
         return DOORBELL_ERR_UNSUPPORTED;
     }
     if (host) {
         /* CPU producers: plain host memory */
-        m->memory = doorbell_gpu_memory_ops_t{};
+        m->memory     = doorbell_gpu_memory_ops_t{};
         m->views_host = std::calloc(2, sizeof(doorbell_mlx5_qp_t));
         m->ctl        = std::aligned_alloc(64, sizeof(doorbell_mlx5_ctl_t));
         if ((m->views_host == nullptr) || (m->ctl == nullptr)) {
@@ -244,8 +242,8 @@ doorbell_status_t mlx5_queue_create(doorbell_gpu_engine_t *engine,
         std::memset(m->ctl, 0, sizeof(doorbell_mlx5_ctl_t));
         views_device = m->views_host;
     } else {
-        st = m->memory.alloc_shared(m->memory.arg, 2 * sizeof(doorbell_mlx5_qp_t),
-                                    &m->views_host, &views_device);
+        st = m->memory.alloc_shared(m->memory.arg, 2 * sizeof(doorbell_mlx5_qp_t), &m->views_host,
+                                    &views_device);
         if (st == DOORBELL_OK) {
             st = m->memory.alloc_producer(m->memory.arg, sizeof(doorbell_mlx5_ctl_t), &m->ctl);
         }
@@ -255,33 +253,33 @@ doorbell_status_t mlx5_queue_create(doorbell_gpu_engine_t *engine,
             return st;
         }
     }
-    auto *views = static_cast<doorbell_mlx5_qp_t*>(m->views_host);
+    auto *views = static_cast<doorbell_mlx5_qp_t *>(m->views_host);
     for (int side = 0; side < 2; ++side) {
-        doorbell_mlx5_qp_t &v = views[side];
-        bool dev              = (side == 1);
-        v.sq.buf        = static_cast<uint8_t*>(dev ? sq : x.sq_buf);
-        v.sq.wqebbs     = x.sq_wqebbs;
-        v.sq.qpn        = x.qpn;
-        v.sq.dbrec      = static_cast<volatile uint32_t*>(dev ? dbrec : (void*)x.dbrec);
-        v.sq.uar        = static_cast<volatile uint64_t*>(dev ? uar : x.uar);
-        v.sq.lkey       = params.mlx5_lkey;
-        v.sq.fetch_addr = x.fetch_addr;
-        v.sq.fetch_lkey = x.fetch_lkey;
-        v.cq.buf        = static_cast<uint8_t*>(dev ? cq : x.cq_buf);
-        v.cq.cqe_cnt    = x.cqe_cnt;
-        v.cq.cqe_size   = x.cqe_size;
-        v.cq.dbrec      = static_cast<volatile uint32_t*>(dev ? cq_dbrec : (void*)x.cq_dbrec);
-        v.cq.cqn        = x.cqn;
-        v.ctl           = static_cast<doorbell_mlx5_ctl_t*>(m->ctl);
-        v.timeout_ns    = params.timeout_ns;
+        doorbell_mlx5_qp_t &v   = views[side];
+        bool                dev = (side == 1);
+        v.sq.buf                = static_cast<uint8_t *>(dev ? sq : x.sq_buf);
+        v.sq.wqebbs             = x.sq_wqebbs;
+        v.sq.qpn                = x.qpn;
+        v.sq.dbrec              = static_cast<volatile uint32_t *>(dev ? dbrec : (void *)x.dbrec);
+        v.sq.uar                = static_cast<volatile uint64_t *>(dev ? uar : x.uar);
+        v.sq.lkey               = params.mlx5_lkey;
+        v.sq.fetch_addr         = x.fetch_addr;
+        v.sq.fetch_lkey         = x.fetch_lkey;
+        v.cq.buf                = static_cast<uint8_t *>(dev ? cq : x.cq_buf);
+        v.cq.cqe_cnt            = x.cqe_cnt;
+        v.cq.cqe_size           = x.cqe_size;
+        v.cq.dbrec   = static_cast<volatile uint32_t *>(dev ? cq_dbrec : (void *)x.cq_dbrec);
+        v.cq.cqn     = x.cqn;
+        v.ctl        = static_cast<doorbell_mlx5_ctl_t *>(m->ctl);
+        v.timeout_ns = params.timeout_ns;
     }
     doorbell_gpu_queue_params_t qpar = params;
-    qpar.mode        = DOORBELL_GPU_MODE_MLX5;
-    qpar.post        = nullptr;
-    qpar.post_arg    = nullptr;
-    qpar.mlx5_host   = &views[0];
-    qpar.mlx5_device = &static_cast<doorbell_mlx5_qp_t*>(views_device)[1];
-    st = doorbell_gpu_queue_create(engine, &qpar, queue_p);
+    qpar.mode                        = DOORBELL_GPU_MODE_MLX5;
+    qpar.post                        = nullptr;
+    qpar.post_arg                    = nullptr;
+    qpar.mlx5_host                   = &views[0];
+    qpar.mlx5_device                 = &static_cast<doorbell_mlx5_qp_t *>(views_device)[1];
+    st                               = doorbell_gpu_queue_create(engine, &qpar, queue_p);
     if (st != DOORBELL_OK) {
         *why = "cannot create the queue";
         if (host) {
@@ -312,13 +310,12 @@ void mlx5_queue_free(Mlx5Queue *m)
 
 extern "C" {
 
-doorbell_status_t doorbell_gpu_engine_create_for_iface(doorbell_iface_t *iface,
-                                                       const char *device,
+doorbell_status_t doorbell_gpu_engine_create_for_iface(doorbell_iface_t *iface, const char *device,
                                                        const doorbell_gpu_engine_params_t *params,
-                                                       doorbell_gpu_engine_t **engine_p)
+                                                       doorbell_gpu_engine_t             **engine_p)
 {
     doorbell_gpu_engine_params_t ep;
-    doorbell_status_t st;
+    doorbell_status_t            st;
 
     if ((iface == nullptr) || (device == nullptr)) {
         std::fprintf(stderr, "doorbell gpu: engine needs an iface and its device name\n");
@@ -329,7 +326,7 @@ doorbell_status_t doorbell_gpu_engine_create_for_iface(doorbell_iface_t *iface,
     ce->device = device;
     ce->kind   = DOORBELL_DEVICE_UDP;
     doorbell_device_info_t infos[64];
-    int n = doorbell_query_devices(infos, 64);
+    int                    n = doorbell_query_devices(infos, 64);
     for (int i = 0; i < n && i < 64; ++i) {
         if (ce->device == infos[i].name) {
             ce->kind = infos[i].kind;
@@ -344,7 +341,7 @@ doorbell_status_t doorbell_gpu_engine_create_for_iface(doorbell_iface_t *iface,
     ep.progress     = iface_progress;
     ep.progress_arg = ce;
     ep.name         = device;
-    st = doorbell_gpu_engine_create(&ep, engine_p);
+    st              = doorbell_gpu_engine_create(&ep, engine_p);
     if (st != DOORBELL_OK) {
         delete ce;
         return st;
@@ -377,7 +374,7 @@ doorbell_status_t try_mlx5(doorbell_gpu_engine_t *engine, CoreEngine *ce, doorbe
         *why = call.message;
         return call.status;
     }
-    Mlx5Queue *m = nullptr;
+    Mlx5Queue        *m  = nullptr;
     doorbell_status_t st = mlx5_queue_create(engine, call.out, qpar, queue_p, &m, why);
     if (st != DOORBELL_OK) {
         return st;
@@ -397,7 +394,7 @@ doorbell_status_t queue_on_qp(doorbell_gpu_engine_t *engine, CoreEngine *ce, doo
     qpar.mode     = resolve_mode(ce, qpar.mode, why);
     /* the core's devices execute PUT_SIGNAL (SET and ADD) themselves,
      * once and after the data: the WQEs go as they are */
-    qpar.flags   &= ~uint32_t(DOORBELL_GPU_QUEUE_LOWER_SIGNAL);
+    qpar.flags &= ~uint32_t(DOORBELL_GPU_QUEUE_LOWER_SIGNAL);
     doorbell_status_t st = doorbell_gpu_queue_create(engine, &qpar, queue_p);
     if (st != DOORBELL_OK) {
         return st;
@@ -418,17 +415,16 @@ bool wants_mlx5(const CoreEngine *ce, doorbell_gpu_mode_t mode)
 
 extern "C" {
 
-doorbell_status_t doorbell_gpu_queue_create_for_qp(doorbell_gpu_engine_t *engine,
-                                                   doorbell_qp_t *qp,
+doorbell_status_t doorbell_gpu_queue_create_for_qp(doorbell_gpu_engine_t *engine, doorbell_qp_t *qp,
                                                    const doorbell_gpu_queue_params_t *params,
-                                                   doorbell_gpu_queue_t **queue_p)
+                                                   doorbell_gpu_queue_t             **queue_p)
 {
-    CoreEngine *ce = core_engine(engine);
+    CoreEngine                 *ce = core_engine(engine);
     doorbell_gpu_queue_params_t qpar;
 
     if ((ce == nullptr) || (qp == nullptr)) {
         std::fprintf(stderr, "doorbell gpu: queue needs a QP and an engine made by "
-                     "doorbell_gpu_engine_create_for_iface\n");
+                             "doorbell_gpu_engine_create_for_iface\n");
         return DOORBELL_ERR_INVALID_PARAM;
     }
     if (params != nullptr) {
@@ -451,13 +447,13 @@ doorbell_status_t doorbell_gpu_queue_create_for_qp(doorbell_gpu_engine_t *engine
     return queue_on_qp(engine, ce, qp, qpar, why.c_str(), queue_p);
 }
 
-doorbell_status_t doorbell_gpu_queue_create_for_peer(doorbell_gpu_engine_t *engine,
-                                                     const void *device_addr,
-                                                     const void *iface_addr,
+doorbell_status_t doorbell_gpu_queue_create_for_peer(doorbell_gpu_engine_t             *engine,
+                                                     const void                        *device_addr,
+                                                     const void                        *iface_addr,
                                                      const doorbell_gpu_queue_params_t *params,
-                                                     doorbell_gpu_queue_t **queue_p)
+                                                     doorbell_gpu_queue_t             **queue_p)
 {
-    CoreEngine *ce = core_engine(engine);
+    CoreEngine                 *ce = core_engine(engine);
     doorbell_gpu_queue_params_t qpar;
     if (ce == nullptr) {
         return DOORBELL_ERR_INVALID_PARAM;
@@ -506,8 +502,8 @@ doorbell_status_t doorbell_gpu_queue_create_for_peer(doorbell_gpu_engine_t *engi
     QpCall call = {ce->iface, device_addr, iface_addr, nullptr, DOORBELL_OK};
     doorbell_gpu_engine_run_locked(engine, create_qp_locked, &call);
     if (call.status != DOORBELL_OK) {
-        std::fprintf(stderr, "doorbell gpu: %s: cannot connect a QP: %s\n",
-                     ce->device.c_str(), doorbell_last_error());
+        std::fprintf(stderr, "doorbell gpu: %s: cannot connect a QP: %s\n", ce->device.c_str(),
+                     doorbell_last_error());
         return call.status;
     }
     doorbell_status_t st = queue_on_qp(engine, ce, call.qp, qpar, why.c_str(), queue_p);
@@ -523,13 +519,13 @@ doorbell_status_t doorbell_gpu_queue_create_for_peer(doorbell_gpu_engine_t *engi
 void doorbell_gpu_core_queue_destroy(doorbell_gpu_queue_t *queue)
 {
     doorbell_gpu_engine_t *engine = nullptr;
-    CoreEngine *ce = nullptr;
-    CoreQueue cq   = {nullptr, false, nullptr};
+    CoreEngine            *ce     = nullptr;
+    CoreQueue              cq     = {nullptr, false, nullptr};
     {
         std::lock_guard<std::mutex> guard(g_lock);
         for (auto &kv : g_engines) {
             std::lock_guard<std::mutex> g2(kv.second->lock);
-            auto it = kv.second->queues.find(queue);
+            auto                        it = kv.second->queues.find(queue);
             if (it != kv.second->queues.end()) {
                 engine = kv.first;
                 ce     = kv.second;
@@ -553,7 +549,7 @@ void doorbell_gpu_core_engine_destroy(doorbell_gpu_engine_t *engine)
 {
     CoreEngine *ce = core_engine(engine);
     if (ce != nullptr) {
-        std::vector<doorbell_gpu_queue_t*> qs;
+        std::vector<doorbell_gpu_queue_t *> qs;
         {
             std::lock_guard<std::mutex> guard(ce->lock);
             for (auto &kv : ce->queues) {

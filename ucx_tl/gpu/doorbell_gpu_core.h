@@ -27,8 +27,7 @@ extern "C" {
  * doorbell_query_devices). Installs the iface's completion and error
  * handlers; the caller must not progress the iface itself while the engine
  * exists. params may be NULL (defaults). */
-doorbell_status_t doorbell_gpu_engine_create_for_iface(doorbell_iface_t *iface,
-                                                       const char *device,
+doorbell_status_t doorbell_gpu_engine_create_for_iface(doorbell_iface_t *iface, const char *device,
                                                        const doorbell_gpu_engine_params_t *params,
                                                        doorbell_gpu_engine_t **engine_p);
 
@@ -40,21 +39,20 @@ doorbell_status_t doorbell_gpu_engine_create_for_iface(doorbell_iface_t *iface,
  * params->mlx5_lkey is the producers' source key), else PROXY, said once
  * per engine on stderr with the device and the reason. Mode MLX5 fails
  * instead of falling back. */
-doorbell_status_t doorbell_gpu_queue_create_for_qp(doorbell_gpu_engine_t *engine,
-                                                   doorbell_qp_t *qp,
+doorbell_status_t doorbell_gpu_queue_create_for_qp(doorbell_gpu_engine_t *engine, doorbell_qp_t *qp,
                                                    const doorbell_gpu_queue_params_t *params,
-                                                   doorbell_gpu_queue_t **queue_p);
+                                                   doorbell_gpu_queue_t             **queue_p);
 
 /* Creates a QP to the peer iface (addresses as above) and a queue on it;
  * the queue owns the QP. On verbs with mode AUTO or MLX5 the QP is direct
  * and the call waits (up to params->timeout_ns, progressing the iface) for
  * its connection, then sets up IBGDA as above; on any failure AUTO falls
  * back to a CPU-proxy queue on an ordinary QP and says why once. */
-doorbell_status_t doorbell_gpu_queue_create_for_peer(doorbell_gpu_engine_t *engine,
-                                                     const void *device_addr,
-                                                     const void *iface_addr,
+doorbell_status_t doorbell_gpu_queue_create_for_peer(doorbell_gpu_engine_t             *engine,
+                                                     const void                        *device_addr,
+                                                     const void                        *iface_addr,
                                                      const doorbell_gpu_queue_params_t *params,
-                                                     doorbell_gpu_queue_t **queue_p);
+                                                     doorbell_gpu_queue_t             **queue_p);
 
 /* Destroys a queue made here (and its QP when it owns one). */
 void doorbell_gpu_core_queue_destroy(doorbell_gpu_queue_t *queue);

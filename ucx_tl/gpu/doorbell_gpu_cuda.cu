@@ -23,7 +23,7 @@ doorbell_status_t cuda_failed(const char *call, cudaError_t err)
 
 doorbell_status_t alloc_shared(void *, size_t bytes, void **host_p, void **device_p)
 {
-    void *host = nullptr, *device = nullptr;
+    void       *host = nullptr, *device = nullptr;
     cudaError_t err = cudaHostAlloc(&host, bytes, cudaHostAllocMapped | cudaHostAllocPortable);
     if (err != cudaSuccess) {
         return cuda_failed("cudaHostAlloc(mapped)", err);
@@ -46,7 +46,7 @@ void free_shared(void *, void *host)
 
 doorbell_status_t alloc_producer(void *, size_t bytes, void **ptr_p)
 {
-    void *p = nullptr;
+    void       *p   = nullptr;
     cudaError_t err = cudaMalloc(&p, bytes);
     if (err != cudaSuccess) {
         return cuda_failed("cudaMalloc", err);
@@ -74,18 +74,18 @@ struct HostRange {
     uintptr_t end;
     unsigned  refs;
 };
-std::mutex                          g_ranges_lock;
-std::map<uintptr_t, HostRange>      g_ranges; /* by page-aligned start */
+std::mutex                     g_ranges_lock;
+std::map<uintptr_t, HostRange> g_ranges; /* by page-aligned start */
 
-doorbell_status_t map_host(void *, void *host, size_t bytes, int io, void **device_p,
-                           char *why, size_t why_length)
+doorbell_status_t map_host(void *, void *host, size_t bytes, int io, void **device_p, char *why,
+                           size_t why_length)
 {
-    const uintptr_t page = 4096;
-    uintptr_t start = uintptr_t(host) & ~(page - 1);
-    uintptr_t end   = (uintptr_t(host) + bytes + page - 1) & ~(page - 1);
+    const uintptr_t             page  = 4096;
+    uintptr_t                   start = uintptr_t(host) & ~(page - 1);
+    uintptr_t                   end   = (uintptr_t(host) + bytes + page - 1) & ~(page - 1);
     std::lock_guard<std::mutex> guard(g_ranges_lock);
-    auto it = g_ranges.upper_bound(start);
-    bool covered = false;
+    auto                        it      = g_ranges.upper_bound(start);
+    bool                        covered = false;
     if (it != g_ranges.begin()) {
         auto prev = std::prev(it);
         covered   = (prev->first <= start) && (prev->second.end >= end);
@@ -96,25 +96,24 @@ doorbell_status_t map_host(void *, void *host, size_t bytes, int io, void **devi
     if (!covered) {
         unsigned flags = cudaHostRegisterMapped | cudaHostRegisterPortable |
                          (io ? cudaHostRegisterIoMemory : 0);
-        cudaError_t err = cudaHostRegister(reinterpret_cast<void*>(start), end - start, flags);
+        cudaError_t err = cudaHostRegister(reinterpret_cast<void *>(start), end - start, flags);
         if (err != cudaSuccess) {
-            std::snprintf(why, why_length, "cudaHostRegister(%p, %zu bytes%s) failed: %s",
-                          host, size_t(end - start), io ? ", IoMemory" : "",
-                          cudaGetErrorString(err));
+            std::snprintf(why, why_length, "cudaHostRegister(%p, %zu bytes%s) failed: %s", host,
+                          size_t(end - start), io ? ", IoMemory" : "", cudaGetErrorString(err));
             cudaGetLastError();
             return DOORBELL_ERR_UNSUPPORTED;
         }
         g_ranges[start] = HostRange{end, 1};
     }
-    void *device = nullptr;
-    cudaError_t err = cudaHostGetDevicePointer(&device, host, 0);
+    void       *device = nullptr;
+    cudaError_t err    = cudaHostGetDevicePointer(&device, host, 0);
     if (err != cudaSuccess) {
         std::snprintf(why, why_length, "cudaHostGetDevicePointer(%p) failed: %s", host,
                       cudaGetErrorString(err));
         cudaGetLastError();
         auto r = std::prev(g_ranges.upper_bound(start));
         if (--r->second.refs == 0) {
-            cudaHostUnregister(reinterpret_cast<void*>(r->first));
+            cudaHostUnregister(reinterpret_cast<void *>(r->first));
             g_ranges.erase(r);
         }
         return DOORBELL_ERR_UNSUPPORTED;
@@ -126,7 +125,7 @@ doorbell_status_t map_host(void *, void *host, size_t bytes, int io, void **devi
 void unmap_host(void *, void *host)
 {
     std::lock_guard<std::mutex> guard(g_ranges_lock);
-    auto it = g_ranges.upper_bound(uintptr_t(host));
+    auto                        it = g_ranges.upper_bound(uintptr_t(host));
     if (it == g_ranges.begin()) {
         return;
     }
@@ -135,24 +134,25 @@ void unmap_host(void *, void *host)
         return;
     }
     if (--it->second.refs == 0) {
-        cudaHostUnregister(reinterpret_cast<void*>(it->first));
+        cudaHostUnregister(reinterpret_cast<void *>(it->first));
         g_ranges.erase(it);
     }
 }
 
+// clang-format off
 const doorbell_gpu_memory_ops_t cuda_memory = {
     alloc_shared, free_shared, alloc_producer, free_producer, nullptr, map_host, unmap_host
 };
+// clang-format on
 
 } /* namespace */
 
 extern "C" int doorbell_gpu_cuda_device_count(char *reason, size_t length)
 {
-    int count = 0;
-    cudaError_t err = cudaGetDeviceCount(&count);
+    int         count = 0;
+    cudaError_t err   = cudaGetDeviceCount(&count);
     if (err != cudaSuccess) {
-        std::snprintf(reason, length, "cudaGetDeviceCount() failed: %s",
-                      cudaGetErrorString(err));
+        std::snprintf(reason, length, "cudaGetDeviceCount() failed: %s", cudaGetErrorString(err));
         return 0;
     }
     if (count == 0) {

@@ -37,11 +37,11 @@ typedef enum doorbell_gpu_kernel_kind {
 typedef struct doorbell_gpu_kernel_args {
     doorbell_gpu_kernel_kind_t kind;
     uint32_t                   blocks;
-    uint32_t                   threads;     /* per block */
+    uint32_t                   threads; /* per block */
     uint32_t                   iters;
-    uint32_t                   batch;       /* BATCH: WQEs per doorbell */
+    uint32_t                   batch; /* BATCH: WQEs per doorbell */
     uint32_t                   bytes;
-    const void                *local;       /* host-mapped source */
+    const void                *local; /* host-mapped source */
     uint64_t                   remote_addr;
     uint32_t                   rkey;
     uint32_t                   signal_rkey;
@@ -59,16 +59,16 @@ typedef struct doorbell_gpu_kernel_result {
 } doorbell_gpu_kernel_result_t;
 
 /* Runs the put kernel on the current device and waits for it. */
-doorbell_status_t doorbell_gpu_cuda_run_puts(const doorbell_gpu_ring_t *ring,
+doorbell_status_t doorbell_gpu_cuda_run_puts(const doorbell_gpu_ring_t        *ring,
                                              const doorbell_gpu_kernel_args_t *args,
-                                             doorbell_gpu_kernel_result_t *result);
+                                             doorbell_gpu_kernel_result_t     *result);
 
 /* One GPU thread: `iters` rounds of put (bytes; with a SET signal unless
  * signal_addr is 0) + wait; per-round latency
  * (put issue to completion seen by the GPU) in ns into lat_ns[iters]. */
-doorbell_status_t doorbell_gpu_cuda_run_latency(const doorbell_gpu_ring_t *ring,
+doorbell_status_t doorbell_gpu_cuda_run_latency(const doorbell_gpu_ring_t        *ring,
                                                 const doorbell_gpu_kernel_args_t *args,
-                                                double *lat_ns);
+                                                double                           *lat_ns);
 
 #ifdef __cplusplus
 }

@@ -26,10 +26,10 @@
 
 namespace {
 
-constexpr uint32_t kDefaultBatchMax    = 64;    ///< WQEs per post, as the CPU batcher
-constexpr uint32_t kDefaultMaxInflight = 4096;  ///< batches posted, not completed
-constexpr uint32_t kDefaultIdleSpins   = 1024;  ///< empty passes before yielding
-constexpr uint32_t kDefaultRingSize    = 1024;  ///< slots
+constexpr uint32_t kDefaultBatchMax    = 64;   ///< WQEs per post, as the CPU batcher
+constexpr uint32_t kDefaultMaxInflight = 4096; ///< batches posted, not completed
+constexpr uint32_t kDefaultIdleSpins   = 1024; ///< empty passes before yielding
+constexpr uint32_t kDefaultRingSize    = 1024; ///< slots
 constexpr uint32_t kMaxRingSize        = 1u << 24;
 constexpr uint64_t kDefaultTimeoutNs   = 10ull * 1000 * 1000 * 1000; ///< 10 s
 constexpr uint32_t kCookieMagic        = 0xdb9a7e11u;
@@ -37,19 +37,32 @@ constexpr uint32_t kCookieMagic        = 0xdb9a7e11u;
 const char *status_name(doorbell_status_t st)
 {
     switch (st) {
-    case DOORBELL_OK:                return "success";
-    case DOORBELL_INPROGRESS:        return "in progress";
-    case DOORBELL_ERR_NO_RESOURCE:   return "no resource";
-    case DOORBELL_ERR_INVALID_PARAM: return "invalid parameter";
-    case DOORBELL_ERR_NO_MEMORY:     return "out of memory";
-    case DOORBELL_ERR_IO:            return "I/O error";
-    case DOORBELL_ERR_NO_DEVICE:     return "no such device";
-    case DOORBELL_ERR_UNREACHABLE:   return "unreachable";
-    case DOORBELL_ERR_REMOTE_ACCESS: return "remote access error";
-    case DOORBELL_ERR_TIMED_OUT:     return "timed out";
-    case DOORBELL_ERR_CANCELED:      return "canceled";
-    case DOORBELL_ERR_UNSUPPORTED:   return "unsupported";
-    case DOORBELL_ERR_REMOTE:        return "remote error";
+    case DOORBELL_OK:
+        return "success";
+    case DOORBELL_INPROGRESS:
+        return "in progress";
+    case DOORBELL_ERR_NO_RESOURCE:
+        return "no resource";
+    case DOORBELL_ERR_INVALID_PARAM:
+        return "invalid parameter";
+    case DOORBELL_ERR_NO_MEMORY:
+        return "out of memory";
+    case DOORBELL_ERR_IO:
+        return "I/O error";
+    case DOORBELL_ERR_NO_DEVICE:
+        return "no such device";
+    case DOORBELL_ERR_UNREACHABLE:
+        return "unreachable";
+    case DOORBELL_ERR_REMOTE_ACCESS:
+        return "remote access error";
+    case DOORBELL_ERR_TIMED_OUT:
+        return "timed out";
+    case DOORBELL_ERR_CANCELED:
+        return "canceled";
+    case DOORBELL_ERR_UNSUPPORTED:
+        return "unsupported";
+    case DOORBELL_ERR_REMOTE:
+        return "remote error";
     }
     return "unknown status";
 }
@@ -58,7 +71,7 @@ const char *status_name(doorbell_status_t st)
 doorbell_status_t host_alloc(void *, size_t bytes, void **host_p, void **device_p)
 {
     size_t rounded = (bytes + 63) & ~size_t(63);
-    void *p = std::aligned_alloc(64, rounded);
+    void  *p       = std::aligned_alloc(64, rounded);
     if (p == nullptr) {
         return DOORBELL_ERR_NO_MEMORY;
     }
@@ -80,59 +93,60 @@ void host_free(void *, void *p)
     std::free(p);
 }
 
+// clang-format off
 const doorbell_gpu_memory_ops_t host_memory = {
     host_alloc, host_free, host_alloc_producer, host_free, nullptr, nullptr, nullptr
 };
+// clang-format on
 
 } /* namespace */
 
 /* A posted batch awaiting completion; its address is the signaled wr_id. */
 struct doorbell_gpu_token {
-    uint32_t               magic;
-    uint32_t               queue_id;
-    uint64_t               end;     /* ring index after the batch */
-    doorbell_gpu_engine   *engine;
+    uint32_t             magic;
+    uint32_t             queue_id;
+    uint64_t             end; /* ring index after the batch */
+    doorbell_gpu_engine *engine;
 };
 
 struct doorbell_gpu_queue {
-    doorbell_gpu_engine          *engine;
-    uint32_t                      id;
-    doorbell_gpu_mode_t           mode;
-    doorbell_gpu_post_func_t      post;
-    void                         *post_arg;
-    doorbell_gpu_memory_ops_t     memory;
-    void                         *shared_host;
-    void                         *producer;   /* ring's producer words */
-    doorbell_gpu_ring_t           host_ring;   /* consumer's view */
-    doorbell_gpu_ring_t           device_ring; /* producers' view */
+    doorbell_gpu_engine      *engine;
+    uint32_t                  id;
+    doorbell_gpu_mode_t       mode;
+    doorbell_gpu_post_func_t  post;
+    void                     *post_arg;
+    doorbell_gpu_memory_ops_t memory;
+    void                     *shared_host;
+    void                     *producer;    /* ring's producer words */
+    doorbell_gpu_ring_t       host_ring;   /* consumer's view */
+    doorbell_gpu_ring_t       device_ring; /* producers' view */
 
     /* engine thread only */
-    uint64_t                      head;        /* next index to take */
-    bool                          lower_signal;/* PUT_SIGNAL -> PUT + PUT */
-    std::vector<doorbell_wqe_t>   raw;         /* batch_max, as taken */
-    std::vector<doorbell_wqe_t>   staging;     /* 2 * batch_max + 1 (a NOP) */
-    uint32_t                      staged;      /* WQEs in staging to post */
-    uint32_t                      staged_slots;/* ring slots they cover */
-    doorbell_gpu_token           *staged_token;
+    uint64_t                    head;         /* next index to take */
+    bool                        lower_signal; /* PUT_SIGNAL -> PUT + PUT */
+    std::vector<doorbell_wqe_t> raw;          /* batch_max, as taken */
+    std::vector<doorbell_wqe_t> staging;      /* 2 * batch_max + 1 (a NOP) */
+    uint32_t                    staged;       /* WQEs in staging to post */
+    uint32_t                    staged_slots; /* ring slots they cover */
+    doorbell_gpu_token         *staged_token;
 
-    std::atomic<bool>             failed{false};
+    std::atomic<bool> failed{false};
     struct {
-        std::atomic<uint64_t> wqes{0}, posts{0}, retries{0}, nops{0},
-                              completions{0}, lowered{0};
+        std::atomic<uint64_t> wqes{0}, posts{0}, retries{0}, nops{0}, completions{0}, lowered{0};
     } counters;
 };
 
 struct doorbell_gpu_engine {
-    doorbell_gpu_engine_params_t  params;
-    std::string                   name;
-    std::mutex                    lock;   /* queues; held by each pass */
-    std::unordered_map<uint32_t, doorbell_gpu_queue*> queues;
-    uint32_t                      next_queue_id = 1;
-    std::vector<doorbell_gpu_token> tokens;
-    std::vector<doorbell_gpu_token*> free_tokens;
-    std::thread                   thread;
-    std::atomic<bool>             running{false};
-    std::atomic<uint32_t>         inflight{0}; /* batches posted, not completed */
+    doorbell_gpu_engine_params_t                       params;
+    std::string                                        name;
+    std::mutex                                         lock; /* queues; held by each pass */
+    std::unordered_map<uint32_t, doorbell_gpu_queue *> queues;
+    uint32_t                                           next_queue_id = 1;
+    std::vector<doorbell_gpu_token>                    tokens;
+    std::vector<doorbell_gpu_token *>                  free_tokens;
+    std::thread                                        thread;
+    std::atomic<bool>                                  running{false};
+    std::atomic<uint32_t> inflight{0}; /* batches posted, not completed */
 };
 
 namespace {
@@ -169,18 +183,18 @@ bool lower_put_signal(const doorbell_wqe_t &w, doorbell_wqe_t *out)
     if (w.am_id != DOORBELL_SIGNAL_SET) {
         return false;
     }
-    out[0]        = w;
-    out[0].opcode = DOORBELL_OP_PUT;
-    out[0].am_id  = 0;
+    out[0]             = w;
+    out[0].opcode      = DOORBELL_OP_PUT;
+    out[0].am_id       = 0;
     out[0].signal_addr = out[0].signal_value = 0;
-    out[0].signal_rkey = 0;
-    doorbell_wqe_t s = {};
-    s.opcode      = DOORBELL_OP_PUT;
-    s.flags       = DOORBELL_WQE_INLINE | (w.flags & DOORBELL_WQE_FENCE);
-    s.inline_len  = 8;
-    s.length      = 8;
-    s.rkey        = w.signal_rkey;
-    s.remote_addr = w.signal_addr;
+    out[0].signal_rkey                       = 0;
+    doorbell_wqe_t s                         = {};
+    s.opcode                                 = DOORBELL_OP_PUT;
+    s.flags                                  = DOORBELL_WQE_INLINE | (w.flags & DOORBELL_WQE_FENCE);
+    s.inline_len                             = 8;
+    s.length                                 = 8;
+    s.rkey                                   = w.signal_rkey;
+    s.remote_addr                            = w.signal_addr;
     std::memcpy(s.inline_data, &w.signal_value, 8);
     out[1] = s;
     return true;
@@ -190,17 +204,16 @@ bool lower_put_signal(const doorbell_wqe_t &w, doorbell_wqe_t *out)
  * is nothing to post (empty ring, no token, or the queue failed). */
 bool queue_stage(doorbell_gpu_engine *e, doorbell_gpu_queue *q)
 {
-    char why[96];
+    char     why[96];
     uint32_t n;
 
     if (e->free_tokens.empty() || (q->mode == DOORBELL_GPU_MODE_MLX5)) {
         return false; /* an MLX5 queue's producers post to the NIC */
     }
-    n = doorbell_gpu_ring_consume(q->host_ring, q->head, e->params.batch_max,
-                                  q->raw.data());
+    n = doorbell_gpu_ring_consume(q->host_ring, q->head, e->params.batch_max, q->raw.data());
     if (n == 0) {
-        doorbell_status_t pst = (doorbell_status_t)
-            doorbell_gpu_port::load_relaxed(q->host_ring.producer_error);
+        doorbell_status_t pst = (doorbell_status_t)doorbell_gpu_port::load_relaxed(
+            q->host_ring.producer_error);
         if (pst != DOORBELL_OK) {
             queue_fail(q, pst, "a producer gave up holding reserved slots");
         }
@@ -218,7 +231,8 @@ bool queue_stage(doorbell_gpu_engine *e, doorbell_gpu_queue *q)
         w.flags &= (uint8_t)~DOORBELL_WQE_SIGNALED;
         if (q->lower_signal && (w.opcode == DOORBELL_OP_PUT_SIGNAL)) {
             if (!lower_put_signal(w, &q->staging[m])) {
-                std::snprintf(why, sizeof(why), "WQE %llu: signal op %u has no "
+                std::snprintf(why, sizeof(why),
+                              "WQE %llu: signal op %u has no "
                               "equivalent on this device (only SET lowers to a put)",
                               (unsigned long long)(q->head + k), w.am_id);
                 queue_fail(q, DOORBELL_ERR_UNSUPPORTED, why);
@@ -236,20 +250,20 @@ bool queue_stage(doorbell_gpu_engine *e, doorbell_gpu_queue *q)
     t->queue_id = q->id;
     t->end      = q->head + n;
 
-    q->staged_slots = n;
-    q->staged       = m;
+    q->staged_slots      = n;
+    q->staged            = m;
     doorbell_wqe_t *last = &q->staging[m - 1];
     if (last->flags & DOORBELL_WQE_INLINE) {
         /* wr_id shares bytes with inline_data: complete through a NOP */
         doorbell_wqe_t nop = {};
-        nop.opcode = DOORBELL_OP_NOP;
-        q->staging[m] = nop;
-        last = &q->staging[m];
-        q->staged = m + 1;
+        nop.opcode         = DOORBELL_OP_NOP;
+        q->staging[m]      = nop;
+        last               = &q->staging[m];
+        q->staged          = m + 1;
         q->counters.nops.fetch_add(1, std::memory_order_relaxed);
     }
     last->flags |= DOORBELL_WQE_SIGNALED;
-    last->wr_id  = (uint64_t)(uintptr_t)t;
+    last->wr_id     = (uint64_t)(uintptr_t)t;
     q->staged_token = t;
     return true;
 }
@@ -275,7 +289,7 @@ unsigned queue_poll(doorbell_gpu_engine *e, doorbell_gpu_queue *q)
     }
     unsigned n = q->staged_slots;
     e->inflight.fetch_add(1, std::memory_order_relaxed);
-    q->head  += n;
+    q->head += n;
     q->staged = 0;
     q->counters.wqes.fetch_add(n, std::memory_order_relaxed);
     q->counters.posts.fetch_add(1, std::memory_order_relaxed);
@@ -334,10 +348,14 @@ extern "C" {
 const char *doorbell_gpu_mode_string(doorbell_gpu_mode_t mode)
 {
     switch (mode) {
-    case DOORBELL_GPU_MODE_AUTO:     return "auto";
-    case DOORBELL_GPU_MODE_DOORBELL: return "doorbell";
-    case DOORBELL_GPU_MODE_PROXY:    return "proxy";
-    case DOORBELL_GPU_MODE_MLX5:     return "mlx5";
+    case DOORBELL_GPU_MODE_AUTO:
+        return "auto";
+    case DOORBELL_GPU_MODE_DOORBELL:
+        return "doorbell";
+    case DOORBELL_GPU_MODE_PROXY:
+        return "proxy";
+    case DOORBELL_GPU_MODE_MLX5:
+        return "mlx5";
     }
     return "unknown";
 }
@@ -352,20 +370,20 @@ void doorbell_gpu_engine_params_init(doorbell_gpu_engine_params_t *params)
 }
 
 doorbell_status_t doorbell_gpu_engine_create(const doorbell_gpu_engine_params_t *params,
-                                             doorbell_gpu_engine_t **engine_p)
+                                             doorbell_gpu_engine_t             **engine_p)
 {
-    if ((params == nullptr) || (params->batch_max == 0) ||
-        (params->batch_max > 4096) || (params->max_inflight == 0)) {
+    if ((params == nullptr) || (params->batch_max == 0) || (params->batch_max > 4096) ||
+        (params->max_inflight == 0)) {
         std::fprintf(stderr, "doorbell gpu: engine: batch_max must be 1..4096 and "
-                     "max_inflight > 0\n");
+                             "max_inflight > 0\n");
         return DOORBELL_ERR_INVALID_PARAM;
     }
     auto *e = new (std::nothrow) doorbell_gpu_engine;
     if (e == nullptr) {
         return DOORBELL_ERR_NO_MEMORY;
     }
-    e->params = *params;
-    e->name   = (params->name != nullptr) ? params->name : "engine";
+    e->params      = *params;
+    e->name        = (params->name != nullptr) ? params->name : "engine";
     e->params.name = e->name.c_str();
     e->tokens.resize(params->max_inflight);
     for (auto &t : e->tokens) {
@@ -416,8 +434,7 @@ unsigned doorbell_gpu_engine_progress(doorbell_gpu_engine_t *engine)
     return engine_pass(engine);
 }
 
-void doorbell_gpu_engine_run_locked(doorbell_gpu_engine_t *engine,
-                                    void (*fn)(void *arg), void *arg)
+void doorbell_gpu_engine_run_locked(doorbell_gpu_engine_t *engine, void (*fn)(void *arg), void *arg)
 {
     std::lock_guard<std::mutex> guard(engine->lock);
     fn(arg);
@@ -425,12 +442,12 @@ void doorbell_gpu_engine_run_locked(doorbell_gpu_engine_t *engine,
 
 void doorbell_gpu_engine_complete(void *cookie, doorbell_status_t status)
 {
-    auto *t = static_cast<doorbell_gpu_token*>(cookie);
+    auto *t = static_cast<doorbell_gpu_token *>(cookie);
     if ((t == nullptr) || (t->magic != kCookieMagic)) {
         return;
     }
-    doorbell_gpu_engine *e = t->engine;
-    auto it = e->queues.find(t->queue_id);
+    doorbell_gpu_engine *e  = t->engine;
+    auto                 it = e->queues.find(t->queue_id);
     if (it != e->queues.end()) {
         doorbell_gpu_queue *q = it->second;
         if (status == DOORBELL_OK) {
@@ -452,9 +469,9 @@ void doorbell_gpu_queue_params_init(doorbell_gpu_queue_params_t *params)
     params->timeout_ns = kDefaultTimeoutNs;
 }
 
-doorbell_status_t doorbell_gpu_queue_create(doorbell_gpu_engine_t *engine,
+doorbell_status_t doorbell_gpu_queue_create(doorbell_gpu_engine_t             *engine,
                                             const doorbell_gpu_queue_params_t *params,
-                                            doorbell_gpu_queue_t **queue_p)
+                                            doorbell_gpu_queue_t             **queue_p)
 {
     doorbell_status_t st;
 
@@ -462,7 +479,8 @@ doorbell_status_t doorbell_gpu_queue_create(doorbell_gpu_engine_t *engine,
     if ((params == nullptr) || ((params->post == nullptr) && !mlx5) || (params->size < 2) ||
         (params->size > kMaxRingSize) || (params->size & (params->size - 1)) ||
         (mlx5 && ((params->mlx5_host == nullptr) || (params->mlx5_device == nullptr)))) {
-        std::fprintf(stderr, "doorbell gpu: %s: queue needs a post function (MLX5 mode: "
+        std::fprintf(stderr,
+                     "doorbell gpu: %s: queue needs a post function (MLX5 mode: "
                      "the QP's views) and a power-of-two size in 2..%u\n",
                      engine->name.c_str(), kMaxRingSize);
         return DOORBELL_ERR_INVALID_PARAM;
@@ -471,14 +489,15 @@ doorbell_status_t doorbell_gpu_queue_create(doorbell_gpu_engine_t *engine,
     if (q == nullptr) {
         return DOORBELL_ERR_NO_MEMORY;
     }
-    q->engine   = engine;
-    q->mode     = (params->mode == DOORBELL_GPU_MODE_PROXY) ? DOORBELL_GPU_MODE_PROXY :
-                  mlx5 ? DOORBELL_GPU_MODE_MLX5 : DOORBELL_GPU_MODE_DOORBELL;
-    q->post     = params->post;
-    q->post_arg = params->post_arg;
-    q->memory   = (params->memory != nullptr) ? *params->memory : host_memory;
-    q->head     = 0;
-    q->staged   = 0;
+    q->engine       = engine;
+    q->mode         = (params->mode == DOORBELL_GPU_MODE_PROXY) ? DOORBELL_GPU_MODE_PROXY :
+                      mlx5                                      ? DOORBELL_GPU_MODE_MLX5 :
+                                                                  DOORBELL_GPU_MODE_DOORBELL;
+    q->post         = params->post;
+    q->post_arg     = params->post_arg;
+    q->memory       = (params->memory != nullptr) ? *params->memory : host_memory;
+    q->head         = 0;
+    q->staged       = 0;
     q->staged_slots = 0;
     q->staged_token = nullptr;
     q->lower_signal = (params->flags & DOORBELL_GPU_QUEUE_LOWER_SIGNAL) != 0;
@@ -486,8 +505,7 @@ doorbell_status_t doorbell_gpu_queue_create(doorbell_gpu_engine_t *engine,
     q->staging.resize(2 * engine->params.batch_max + 1);
 
     void *shared_device = nullptr;
-    st = q->memory.alloc_shared(q->memory.arg,
-                                doorbell_gpu_ring_shared_bytes(params->size),
+    st = q->memory.alloc_shared(q->memory.arg, doorbell_gpu_ring_shared_bytes(params->size),
                                 &q->shared_host, &shared_device);
     if (st != DOORBELL_OK) {
         goto err_free;
@@ -499,13 +517,14 @@ doorbell_status_t doorbell_gpu_queue_create(doorbell_gpu_engine_t *engine,
     }
 
     {
-        uint32_t flags = (q->mode == DOORBELL_GPU_MODE_PROXY) ? DOORBELL_GPU_RING_PROXY :
-                         mlx5 ? DOORBELL_GPU_RING_MLX5 : 0;
-        auto *producer = static_cast<doorbell_gpu_ring_producer_words_t*>(q->producer);
-        q->host_ring   = doorbell_gpu_ring_layout(q->shared_host, producer, params->size,
-                                                  flags, params->timeout_ns);
-        q->device_ring = doorbell_gpu_ring_layout(shared_device, producer, params->size,
-                                                  flags, params->timeout_ns);
+        uint32_t flags    = (q->mode == DOORBELL_GPU_MODE_PROXY) ? DOORBELL_GPU_RING_PROXY :
+                            mlx5                                 ? DOORBELL_GPU_RING_MLX5 :
+                                                                   0;
+        auto    *producer = static_cast<doorbell_gpu_ring_producer_words_t *>(q->producer);
+        q->host_ring      = doorbell_gpu_ring_layout(q->shared_host, producer, params->size, flags,
+                                                     params->timeout_ns);
+        q->device_ring    = doorbell_gpu_ring_layout(shared_device, producer, params->size, flags,
+                                                     params->timeout_ns);
         if (mlx5) {
             /* the slots stay unused: the producers write the NIC's queue;
              * the ring's error word still cancels their waits */
@@ -565,7 +584,7 @@ void doorbell_gpu_queue_fail(doorbell_gpu_queue_t *queue, doorbell_status_t stat
     queue_fail(queue, status, (message != nullptr) ? message : "failed");
 }
 
-void doorbell_gpu_queue_get_counters(const doorbell_gpu_queue_t *queue,
+void doorbell_gpu_queue_get_counters(const doorbell_gpu_queue_t    *queue,
                                      doorbell_gpu_queue_counters_t *c)
 {
     c->wqes        = queue->counters.wqes.load(std::memory_order_relaxed);

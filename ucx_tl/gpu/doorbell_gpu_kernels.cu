@@ -17,39 +17,39 @@ constexpr uint32_t kMaxBatch = 16; ///< WQEs a thread builds on its stack
 __global__ void put_kernel(doorbell_gpu_ring_t r, doorbell_gpu_kernel_args_t a, int *status,
                            unsigned long long *puts)
 {
-    uint64_t tid        = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const char *src     = (const char*)a.local + tid * a.bytes;
-    uint64_t dst        = a.remote_addr + tid * a.bytes;
-    uint64_t sig        = a.signal_addr + tid * a.signal_stride;
-    doorbell_gpu_ticket_t t = 0;
-    doorbell_status_t st    = DOORBELL_OK;
-    uint64_t n              = 0;
+    uint64_t              tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const char           *src = (const char *)a.local + tid * a.bytes;
+    uint64_t              dst = a.remote_addr + tid * a.bytes;
+    uint64_t              sig = a.signal_addr + tid * a.signal_stride;
+    doorbell_gpu_ticket_t t   = 0;
+    doorbell_status_t     st  = DOORBELL_OK;
+    uint64_t              n   = 0;
 
     for (uint32_t i = 0; (i < a.iters) && (st == DOORBELL_OK); ++i) {
         uint64_t value = (a.signal_op == DOORBELL_SIGNAL_SET) ? i + 1 : 1;
         if ((a.signal_addr == 0) && (a.kind != DOORBELL_GPU_KERNEL_BATCH)) {
             /* plain puts */
-            st = (a.kind == DOORBELL_GPU_KERNEL_WARP)
-                     ? doorbell_gpu_warp_put(r, src, a.bytes, dst, a.rkey, &t)
-                     : doorbell_gpu_put(r, src, a.bytes, dst, a.rkey, &t);
+            st = (a.kind == DOORBELL_GPU_KERNEL_WARP) ?
+                     doorbell_gpu_warp_put(r, src, a.bytes, dst, a.rkey, &t) :
+                     doorbell_gpu_put(r, src, a.bytes, dst, a.rkey, &t);
             n += 1;
         } else if (a.kind == DOORBELL_GPU_KERNEL_THREAD) {
             st = doorbell_gpu_put_signal(r, src, a.bytes, dst, a.rkey, sig, a.signal_rkey,
                                          a.signal_op, value, &t);
             n += 1;
         } else if (a.kind == DOORBELL_GPU_KERNEL_WARP) {
-            st = doorbell_gpu_warp_put_signal(r, src, a.bytes, dst, a.rkey, sig,
-                                              a.signal_rkey, a.signal_op, value, &t);
+            st = doorbell_gpu_warp_put_signal(r, src, a.bytes, dst, a.rkey, sig, a.signal_rkey,
+                                              a.signal_op, value, &t);
             n += 1;
         } else {
             doorbell_wqe_t w[kMaxBatch];
-            uint32_t b = (a.batch < kMaxBatch) ? a.batch : kMaxBatch;
+            uint32_t       b = (a.batch < kMaxBatch) ? a.batch : kMaxBatch;
             for (uint32_t k = 0; k + 1 < b; ++k) {
                 w[k] = doorbell_gpu_make_put(src, a.bytes, dst, a.rkey);
             }
-            w[b - 1] = doorbell_gpu_make_put_signal(src, a.bytes, dst, a.rkey, sig,
-                                                    a.signal_rkey, a.signal_op, value);
-            st = doorbell_gpu_put_batch(r, w, b, &t);
+            w[b - 1] = doorbell_gpu_make_put_signal(src, a.bytes, dst, a.rkey, sig, a.signal_rkey,
+                                                    a.signal_op, value);
+            st       = doorbell_gpu_put_batch(r, w, b, &t);
             n += b;
         }
     }
@@ -68,13 +68,13 @@ __global__ void latency_kernel(doorbell_gpu_ring_t r, doorbell_gpu_kernel_args_t
 {
     doorbell_gpu_ticket_t t = 0;
     for (uint32_t i = 0; i < a.iters; ++i) {
-        uint64_t t0 = doorbell_gpu_port::now_ns();
-        doorbell_status_t st =
-            (a.signal_addr == 0)
-                ? doorbell_gpu_put(r, a.local, a.bytes, a.remote_addr, a.rkey, &t)
-                : doorbell_gpu_put_signal(r, a.local, a.bytes, a.remote_addr, a.rkey,
-                                          a.signal_addr, a.signal_rkey, DOORBELL_SIGNAL_SET,
-                                          i + 1, &t);
+        uint64_t          t0 = doorbell_gpu_port::now_ns();
+        doorbell_status_t st = (a.signal_addr == 0) ?
+                                   doorbell_gpu_put(r, a.local, a.bytes, a.remote_addr, a.rkey,
+                                                    &t) :
+                                   doorbell_gpu_put_signal(r, a.local, a.bytes, a.remote_addr,
+                                                           a.rkey, a.signal_addr, a.signal_rkey,
+                                                           DOORBELL_SIGNAL_SET, i + 1, &t);
         if (st == DOORBELL_OK) {
             st = doorbell_gpu_wait(r, t);
         }
@@ -97,19 +97,21 @@ doorbell_status_t cuda_check(const char *what, cudaError_t err)
 
 } /* namespace */
 
-extern "C" doorbell_status_t doorbell_gpu_cuda_run_puts(const doorbell_gpu_ring_t *ring,
+extern "C" doorbell_status_t doorbell_gpu_cuda_run_puts(const doorbell_gpu_ring_t        *ring,
                                                         const doorbell_gpu_kernel_args_t *args,
-                                                        doorbell_gpu_kernel_result_t *result)
+                                                        doorbell_gpu_kernel_result_t     *result)
 {
-    int *status = nullptr;
-    unsigned long long *puts = nullptr;
-    doorbell_status_t st;
+    int                *status = nullptr;
+    unsigned long long *puts   = nullptr;
+    doorbell_status_t   st;
 
     if ((args->blocks == 0) || (args->threads == 0) || (args->threads > 1024) ||
         ((args->kind == DOORBELL_GPU_KERNEL_BATCH) &&
          ((args->batch == 0) || (args->batch > kMaxBatch)))) {
-        std::fprintf(stderr, "doorbell gpu: put kernel: bad shape (blocks %u threads %u "
-                     "batch %u)\n", args->blocks, args->threads, args->batch);
+        std::fprintf(stderr,
+                     "doorbell gpu: put kernel: bad shape (blocks %u threads %u "
+                     "batch %u)\n",
+                     args->blocks, args->threads, args->batch);
         return DOORBELL_ERR_INVALID_PARAM;
     }
     if ((st = cuda_check("cudaMalloc", cudaMalloc(&status, sizeof(int)))) != DOORBELL_OK) {
@@ -131,8 +133,8 @@ extern "C" doorbell_status_t doorbell_gpu_cuda_run_puts(const doorbell_gpu_ring_
     }
     auto t1 = std::chrono::steady_clock::now();
     if (st == DOORBELL_OK) {
-        int kst = 0;
-        unsigned long long n = 0;
+        int                kst = 0;
+        unsigned long long n   = 0;
         cudaMemcpy(&kst, status, sizeof(kst), cudaMemcpyDeviceToHost);
         cudaMemcpy(&n, puts, sizeof(n), cudaMemcpyDeviceToHost);
         result->status      = (doorbell_status_t)kst;
@@ -145,13 +147,13 @@ extern "C" doorbell_status_t doorbell_gpu_cuda_run_puts(const doorbell_gpu_ring_
     return st;
 }
 
-extern "C" doorbell_status_t doorbell_gpu_cuda_run_latency(const doorbell_gpu_ring_t *ring,
+extern "C" doorbell_status_t doorbell_gpu_cuda_run_latency(const doorbell_gpu_ring_t        *ring,
                                                            const doorbell_gpu_kernel_args_t *args,
-                                                           double *lat_ns)
+                                                           double                           *lat_ns)
 {
-    unsigned long long *lat = nullptr;
-    int *status = nullptr;
-    doorbell_status_t st;
+    unsigned long long *lat    = nullptr;
+    int                *status = nullptr;
+    doorbell_status_t   st;
 
     if ((st = cuda_check("cudaMalloc", cudaMalloc(&lat, sizeof(*lat) * args->iters))) !=
         DOORBELL_OK) {

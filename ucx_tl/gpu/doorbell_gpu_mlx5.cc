@@ -18,7 +18,7 @@ extern "C" doorbell_status_t doorbell_gpu_mlx5_probe(char *reason, size_t length
     std::snprintf(reason, length, "built without infiniband/mlx5dv.h");
     return DOORBELL_ERR_UNSUPPORTED;
 #else
-    int count = 0, mlx5 = 0;
+    int                 count = 0, mlx5 = 0;
     struct ibv_device **list = ibv_get_device_list(&count);
     if (list == nullptr) {
         std::snprintf(reason, length, "ibv_get_device_list() failed: %m");

@@ -31,26 +31,26 @@ extern "C" {
 #endif
 
 enum {
-    DOORBELL_MLX5_WQEBB          = 64,         /* MLX5_SEND_WQE_BB */
+    DOORBELL_MLX5_WQEBB          = 64, /* MLX5_SEND_WQE_BB */
     DOORBELL_MLX5_OPCODE_NOP     = 0x00,
-    DOORBELL_MLX5_OPCODE_WRITE   = 0x08,       /* MLX5_OPCODE_RDMA_WRITE */
+    DOORBELL_MLX5_OPCODE_WRITE   = 0x08, /* MLX5_OPCODE_RDMA_WRITE */
     DOORBELL_MLX5_OPCODE_READ    = 0x10,
-    DOORBELL_MLX5_OPCODE_FA      = 0x12,       /* MLX5_OPCODE_ATOMIC_FA */
-    DOORBELL_MLX5_CTRL_CQ_UPDATE = 0x08,       /* MLX5_WQE_CTRL_CQ_UPDATE */
-    DOORBELL_MLX5_CTRL_FENCE     = 0x80,       /* MLX5_WQE_CTRL_FENCE */
-    DOORBELL_MLX5_SND_DBR        = 1           /* dbrec word of the SQ */
+    DOORBELL_MLX5_OPCODE_FA      = 0x12, /* MLX5_OPCODE_ATOMIC_FA */
+    DOORBELL_MLX5_CTRL_CQ_UPDATE = 0x08, /* MLX5_WQE_CTRL_CQ_UPDATE */
+    DOORBELL_MLX5_CTRL_FENCE     = 0x80, /* MLX5_WQE_CTRL_FENCE */
+    DOORBELL_MLX5_SND_DBR        = 1     /* dbrec word of the SQ */
 };
-#define DOORBELL_MLX5_INLINE_SEG 0x80000000u   /* MLX5_INLINE_SEG */
+#define DOORBELL_MLX5_INLINE_SEG 0x80000000u /* MLX5_INLINE_SEG */
 
 /* What the translation needs from the verbs side. */
 typedef struct doorbell_mlx5_sq {
-    uint8_t           *buf;          /* SQ buffer: wqebbs * 64 bytes */
-    uint32_t           wqebbs;       /* a power of two */
-    uint32_t           qpn;          /* QP number */
-    volatile uint32_t *dbrec;        /* doorbell record (2 words) */
-    volatile uint64_t *uar;          /* doorbell register in the UAR page */
-    uint32_t           lkey;         /* local key covering local_addr buffers */
-    uint64_t           fetch_addr;   /* 8 bytes where fetch-add results land */
+    uint8_t           *buf;        /* SQ buffer: wqebbs * 64 bytes */
+    uint32_t           wqebbs;     /* a power of two */
+    uint32_t           qpn;        /* QP number */
+    volatile uint32_t *dbrec;      /* doorbell record (2 words) */
+    volatile uint64_t *uar;        /* doorbell register in the UAR page */
+    uint32_t           lkey;       /* local key covering local_addr buffers */
+    uint64_t           fetch_addr; /* 8 bytes where fetch-add results land */
     uint32_t           fetch_lkey;
 } doorbell_mlx5_sq_t;
 
@@ -108,10 +108,9 @@ DOORBELL_HD void doorbell_mlx5_data(uint8_t *p, uint32_t length, uint32_t lkey, 
  * expressed (SEND needs the verbs device's receive side; bad fields).
  * signaled asks for a CQE on the last WQE written.
  */
-DOORBELL_HD uint32_t doorbell_mlx5_translate(const doorbell_wqe_t &w, uint16_t pi,
-                                             uint32_t qpn, uint32_t lkey,
-                                             uint64_t fetch_addr, uint32_t fetch_lkey,
-                                             bool signaled, uint8_t *out)
+DOORBELL_HD uint32_t doorbell_mlx5_translate(const doorbell_wqe_t &w, uint16_t pi, uint32_t qpn,
+                                             uint32_t lkey, uint64_t fetch_addr,
+                                             uint32_t fetch_lkey, bool signaled, uint8_t *out)
 {
     uint8_t fence = (w.flags & DOORBELL_WQE_FENCE) ? DOORBELL_MLX5_CTRL_FENCE : 0;
     uint8_t ce    = signaled ? DOORBELL_MLX5_CTRL_CQ_UPDATE : 0;
@@ -130,8 +129,8 @@ DOORBELL_HD uint32_t doorbell_mlx5_translate(const doorbell_wqe_t &w, uint16_t p
         return 1;
     case DOORBELL_OP_PUT:
     case DOORBELL_OP_PUT_SIGNAL: {
-        bool has_signal = (w.opcode == DOORBELL_OP_PUT_SIGNAL);
-        uint8_t put_ce  = has_signal ? 0 : ce;
+        bool    has_signal = (w.opcode == DOORBELL_OP_PUT_SIGNAL);
+        uint8_t put_ce     = has_signal ? 0 : ce;
         if (w.flags & DOORBELL_WQE_INLINE) {
             if (w.inline_len > DOORBELL_WQE_INLINE_MAX) {
                 return 0;
@@ -218,7 +217,7 @@ DOORBELL_HD void doorbell_mlx5_mmio_store64(volatile uint64_t *p, uint64_t v)
 DOORBELL_HD void doorbell_mlx5_ring(const doorbell_mlx5_sq_t &sq, uint16_t pi,
                                     const uint8_t *last_ctrl)
 {
-    uint8_t be[4];
+    uint8_t  be[4];
     uint32_t rec;
     uint64_t db = 0;
 
@@ -242,13 +241,12 @@ DOORBELL_HD void doorbell_mlx5_ring(const doorbell_mlx5_sq_t &sq, uint16_t pi,
  * index; room is the free WQEBBs).
  */
 DOORBELL_HD uint32_t doorbell_mlx5_post(const doorbell_mlx5_sq_t &sq, uint16_t *pi_p,
-                                        const doorbell_wqe_t *wqes, uint32_t n,
-                                        uint32_t room)
+                                        const doorbell_wqe_t *wqes, uint32_t n, uint32_t room)
 {
-    uint8_t tmp[2 * DOORBELL_MLX5_WQEBB];
-    uint16_t pi       = *pi_p;
-    uint32_t used     = 0;
-    uint8_t *last     = nullptr;
+    uint8_t  tmp[2 * DOORBELL_MLX5_WQEBB];
+    uint16_t pi   = *pi_p;
+    uint32_t used = 0;
+    uint8_t *last = nullptr;
 
     for (uint32_t i = 0; i < n; ++i) {
         uint32_t m = doorbell_mlx5_translate(wqes[i], (uint16_t)(pi + used), sq.qpn, sq.lkey,
@@ -299,10 +297,10 @@ DOORBELL_HD uint32_t doorbell_mlx5_post(const doorbell_mlx5_sq_t &sq, uint16_t *
  */
 
 enum {
-    DOORBELL_MLX5_CQE_REQ      = 0x0,  /* MLX5_CQE_REQ */
-    DOORBELL_MLX5_CQE_REQ_ERR  = 0xd,  /* MLX5_CQE_REQ_ERR */
-    DOORBELL_MLX5_CQE_RESP_ERR = 0xe,  /* MLX5_CQE_RESP_ERR */
-    DOORBELL_MLX5_CQE_INVALID  = 0xf,  /* MLX5_CQE_INVALID */
+    DOORBELL_MLX5_CQE_REQ      = 0x0, /* MLX5_CQE_REQ */
+    DOORBELL_MLX5_CQE_REQ_ERR  = 0xd, /* MLX5_CQE_REQ_ERR */
+    DOORBELL_MLX5_CQE_RESP_ERR = 0xe, /* MLX5_CQE_RESP_ERR */
+    DOORBELL_MLX5_CQE_INVALID  = 0xf, /* MLX5_CQE_INVALID */
     DOORBELL_MLX5_MAX_WQEBBS   = 32768
 };
 
@@ -312,10 +310,10 @@ extern "C" {
 
 /* The QP's own send CQ as the NIC writes it. */
 typedef struct doorbell_mlx5_cq {
-    uint8_t           *buf;       /* cqe_cnt CQEs of cqe_size bytes */
-    uint32_t           cqe_cnt;   /* a power of two */
-    uint32_t           cqe_size;  /* 64 or 128; the 64-byte CQE is the last */
-    volatile uint32_t *dbrec;     /* [0]: consumer index, 24 bits, big-endian */
+    uint8_t           *buf;      /* cqe_cnt CQEs of cqe_size bytes */
+    uint32_t           cqe_cnt;  /* a power of two */
+    uint32_t           cqe_size; /* 64 or 128; the 64-byte CQE is the last */
+    volatile uint32_t *dbrec;    /* [0]: consumer index, 24 bits, big-endian */
     uint32_t           cqn;
     uint32_t           reserved;
 } doorbell_mlx5_cq_t;
@@ -323,17 +321,17 @@ typedef struct doorbell_mlx5_cq {
 /* Producer-side words (zeroed memory only producers touch: device memory
  * for a GPU), each group on its own cache line. */
 typedef struct doorbell_mlx5_ctl {
-    uint64_t reserve;            /* WQEBBs reserved */
+    uint64_t reserve; /* WQEBBs reserved */
     uint64_t pad0[7];
-    uint64_t ready;              /* WQEBBs rung, in order (the turn) */
-    uint64_t posted;             /* WQEBBs about to be rung (>= any CQE's) */
+    uint64_t ready;  /* WQEBBs rung, in order (the turn) */
+    uint64_t posted; /* WQEBBs about to be rung (>= any CQE's) */
     uint64_t pad1[6];
-    uint64_t completed;          /* WQEBBs completed */
-    uint64_t cq_ci;              /* CQEs consumed */
-    int32_t  poll_lock;          /* one CQ poller at a time */
-    int32_t  error;              /* doorbell_status_t of an error CQE */
-    uint32_t syndrome;           /* its mlx5 syndrome */
-    uint32_t error_wqe;          /* its wqe_counter */
+    uint64_t completed; /* WQEBBs completed */
+    uint64_t cq_ci;     /* CQEs consumed */
+    int32_t  poll_lock; /* one CQ poller at a time */
+    int32_t  error;     /* doorbell_status_t of an error CQE */
+    uint32_t syndrome;  /* its mlx5 syndrome */
+    uint32_t error_wqe; /* its wqe_counter */
     uint64_t pad2[4];
 } doorbell_mlx5_ctl_t;
 
@@ -342,7 +340,7 @@ typedef struct doorbell_mlx5_qp {
     doorbell_mlx5_sq_t   sq;
     doorbell_mlx5_cq_t   cq;
     doorbell_mlx5_ctl_t *ctl;
-    uint64_t             timeout_ns;  /* longest wait for room, turn or CQE */
+    uint64_t             timeout_ns; /* longest wait for room, turn or CQE */
 } doorbell_mlx5_qp_t;
 
 #ifdef __cplusplus
@@ -359,8 +357,7 @@ DOORBELL_HD int32_t load_acquire(int32_t *p)
 DOORBELL_HD bool try_lock(int32_t *p)
 {
     int32_t expected = 0;
-    return atomic_ref<int32_t>(*p).compare_exchange_strong(expected, 1,
-                                                           mo::memory_order_acquire,
+    return atomic_ref<int32_t>(*p).compare_exchange_strong(expected, 1, mo::memory_order_acquire,
                                                            mo::memory_order_relaxed);
 }
 
@@ -432,18 +429,18 @@ DOORBELL_HD void doorbell_mlx5_qp_set_error(const doorbell_mlx5_qp_t &q, doorbel
 DOORBELL_HD uint32_t doorbell_mlx5_qp_poll(const doorbell_mlx5_qp_t &q)
 {
     doorbell_mlx5_ctl_t *c = q.ctl;
-    uint32_t n = 0;
+    uint32_t             n = 0;
 
     if (!doorbell_gpu_port::try_lock(&c->poll_lock)) {
         return 0;
     }
     for (;;) {
-        uint64_t ci      = doorbell_gpu_port::load_relaxed(&c->cq_ci);
-        const uint8_t *e = q.cq.buf + (ci & (q.cq.cqe_cnt - 1)) * q.cq.cqe_size +
+        uint64_t       ci = doorbell_gpu_port::load_relaxed(&c->cq_ci);
+        const uint8_t *e  = q.cq.buf + (ci & (q.cq.cqe_cnt - 1)) * q.cq.cqe_size +
                            (q.cq.cqe_size - 64);
-        uint8_t op_own   = doorbell_gpu_port::load_acquire_u8(e + 63);
-        uint8_t opcode   = op_own >> 4;
-        uint8_t owner    = (uint8_t)((ci / q.cq.cqe_cnt) & 1);
+        uint8_t op_own = doorbell_gpu_port::load_acquire_u8(e + 63);
+        uint8_t opcode = op_own >> 4;
+        uint8_t owner  = (uint8_t)((ci / q.cq.cqe_cnt) & 1);
         if ((opcode == DOORBELL_MLX5_CQE_INVALID) || ((op_own & 1) != owner)) {
             break;
         }
@@ -470,9 +467,9 @@ DOORBELL_HD uint32_t doorbell_mlx5_qp_poll(const doorbell_mlx5_qp_t &q)
         doorbell_gpu_port::store_release(&c->cq_ci, ci);
         uint8_t be[4];
         doorbell_mlx5_be32(be, (uint32_t)ci & 0xffffff);
-        doorbell_mlx5_mmio_store32(&q.cq.dbrec[0],
-                                   (uint32_t)be[0] | ((uint32_t)be[1] << 8) |
-                                       ((uint32_t)be[2] << 16) | ((uint32_t)be[3] << 24));
+        doorbell_mlx5_mmio_store32(&q.cq.dbrec[0], (uint32_t)be[0] | ((uint32_t)be[1] << 8) |
+                                                       ((uint32_t)be[2] << 16) |
+                                                       ((uint32_t)be[3] << 24));
     }
     doorbell_gpu_port::unlock(&c->poll_lock);
     return n;
@@ -545,14 +542,14 @@ DOORBELL_HD doorbell_status_t doorbell_mlx5_qp_reserve(const doorbell_mlx5_qp_t 
 DOORBELL_HD bool doorbell_mlx5_qp_write(const doorbell_mlx5_qp_t &q, uint64_t pos,
                                         const doorbell_wqe_t &w, bool signaled)
 {
-    uint8_t tmp[2 * DOORBELL_MLX5_WQEBB];
+    uint8_t  tmp[2 * DOORBELL_MLX5_WQEBB];
     uint32_t want = doorbell_mlx5_wqebbs(w);
-    uint32_t m    = doorbell_mlx5_translate(w, (uint16_t)pos, q.sq.qpn, q.sq.lkey,
-                                            q.sq.fetch_addr, q.sq.fetch_lkey, signaled, tmp);
-    bool ok = (m == want);
+    uint32_t m    = doorbell_mlx5_translate(w, (uint16_t)pos, q.sq.qpn, q.sq.lkey, q.sq.fetch_addr,
+                                            q.sq.fetch_lkey, signaled, tmp);
+    bool     ok   = (m == want);
     if (!ok) {
         doorbell_wqe_t nop = {};
-        nop.opcode = DOORBELL_OP_NOP;
+        nop.opcode         = DOORBELL_OP_NOP;
         for (uint32_t k = 0; k < want; ++k) {
             doorbell_mlx5_translate(nop, (uint16_t)(pos + k), q.sq.qpn, 0, 0, 0,
                                     signaled && (k + 1 == want), tmp + k * DOORBELL_MLX5_WQEBB);
@@ -572,8 +569,8 @@ DOORBELL_HD bool doorbell_mlx5_qp_write(const doorbell_mlx5_qp_t &q, uint64_t po
 DOORBELL_HD doorbell_status_t doorbell_mlx5_qp_ring(const doorbell_mlx5_qp_t &q, uint64_t base,
                                                     uint64_t end)
 {
-    doorbell_mlx5_ctl_t *c = q.ctl;
-    uint64_t deadline = 0;
+    doorbell_mlx5_ctl_t *c        = q.ctl;
+    uint64_t             deadline = 0;
 
     while (doorbell_gpu_port::load_acquire(&c->ready) != base) {
         /* an earlier producer that gave up never rings: the queue is dead */
@@ -614,9 +611,9 @@ DOORBELL_HD doorbell_status_t doorbell_mlx5_qp_post(const doorbell_mlx5_qp_t &q,
         return st;
     }
     uint64_t pos = base;
-    bool ok = true;
+    bool     ok  = true;
     for (uint32_t k = 0; k < n; ++k) {
-        ok  &= doorbell_mlx5_qp_write(q, pos, wqes[k], k + 1 == n);
+        ok &= doorbell_mlx5_qp_write(q, pos, wqes[k], k + 1 == n);
         pos += doorbell_mlx5_wqebbs(wqes[k]);
     }
     st = doorbell_mlx5_qp_ring(q, base, base + total);
@@ -641,7 +638,7 @@ DOORBELL_HD doorbell_status_t doorbell_mlx5_qp_group_post(Group &g, const doorbe
     }
     uint32_t offset = g.exclusive_sum(mine, &total);
     uint64_t base   = 0;
-    int32_t st      = DOORBELL_OK;
+    int32_t  st     = DOORBELL_OK;
 
     if (total == 0) {
         *end_p       = 0;
@@ -655,12 +652,12 @@ DOORBELL_HD doorbell_status_t doorbell_mlx5_qp_group_post(Group &g, const doorbe
     if (st != DOORBELL_OK) {
         return (doorbell_status_t)st;
     }
-    base = g.broadcast(base);
+    base         = g.broadcast(base);
     uint64_t pos = base + offset;
-    bool ok = true;
+    bool     ok  = true;
     for (uint32_t k = 0; k < n; ++k) {
         bool last = (k + 1 == n) && (offset + mine == total);
-        ok  &= doorbell_mlx5_qp_write(q, pos, wqes[k], last);
+        ok &= doorbell_mlx5_qp_write(q, pos, wqes[k], last);
         pos += doorbell_mlx5_wqebbs(wqes[k]);
     }
     g.sync(); /* every member's WQEs are in the SQ before the doorbell */

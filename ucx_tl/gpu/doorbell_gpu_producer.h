@@ -13,8 +13,8 @@
 
 /* n WQEs, one doorbell; *end_p is the ticket. */
 DOORBELL_HD doorbell_status_t doorbell_gpu_producer_post(const doorbell_gpu_ring_t &r,
-                                                         const doorbell_wqe_t *wqes,
-                                                         uint32_t n, uint64_t *end_p)
+                                                         const doorbell_wqe_t *wqes, uint32_t n,
+                                                         uint64_t *end_p)
 {
     if (r.flags & DOORBELL_GPU_RING_MLX5) {
         doorbell_status_t st = doorbell_gpu_ring_status(r); /* queue destroyed */
@@ -28,15 +28,14 @@ DOORBELL_HD doorbell_status_t doorbell_gpu_producer_post(const doorbell_gpu_ring
 
 /* A group's post (see doorbell_gpu_ring_group_post). */
 template <class Group>
-DOORBELL_HD doorbell_status_t doorbell_gpu_producer_group_post(Group &g,
+DOORBELL_HD doorbell_status_t doorbell_gpu_producer_group_post(Group                     &g,
                                                                const doorbell_gpu_ring_t &r,
-                                                               const doorbell_wqe_t *wqes,
+                                                               const doorbell_wqe_t      *wqes,
                                                                uint32_t n, uint64_t *end_p,
                                                                uint64_t *group_end_p)
 {
     if (r.flags & DOORBELL_GPU_RING_MLX5) {
-        return doorbell_mlx5_qp_group_post(g, *r.mlx5, wqes, n, r.error, end_p,
-                                           group_end_p);
+        return doorbell_mlx5_qp_group_post(g, *r.mlx5, wqes, n, r.error, end_p, group_end_p);
     }
     return doorbell_gpu_ring_group_post(g, r, wqes, n, end_p, group_end_p);
 }
@@ -44,7 +43,7 @@ DOORBELL_HD doorbell_status_t doorbell_gpu_producer_group_post(Group &g,
 /* Completion of everything up to ticket: OK, the queue's error, or
  * DOORBELL_ERR_TIMED_OUT. In MLX5 mode the waiter polls the CQ. */
 DOORBELL_HD doorbell_status_t doorbell_gpu_producer_wait(const doorbell_gpu_ring_t &r,
-                                                         uint64_t ticket)
+                                                         uint64_t                   ticket)
 {
     if (r.flags & DOORBELL_GPU_RING_MLX5) {
         return doorbell_mlx5_qp_wait(*r.mlx5, ticket, r.error);

@@ -50,17 +50,18 @@
 namespace doorbell_gpu_port {
 template <class T>
 using atomic_ref = cuda::atomic_ref<T, cuda::thread_scope_system>;
-namespace mo = cuda::std;
-}
+namespace mo     = cuda::std;
+} // namespace doorbell_gpu_port
 #else
 #include <atomic>
 #include <sched.h>
 #include <time.h>
 #define DOORBELL_HD inline
 namespace doorbell_gpu_port {
-template <class T> using atomic_ref = std::atomic_ref<T>;
-namespace mo = std;
-}
+template <class T>
+using atomic_ref = std::atomic_ref<T>;
+namespace mo     = std;
+} // namespace doorbell_gpu_port
 #endif
 
 namespace doorbell_gpu_port {
@@ -114,10 +115,9 @@ DOORBELL_HD uint64_t fetch_max_seq_cst(uint64_t *p, uint64_t v)
     return atomic_ref<uint64_t>(*p).fetch_max(v, mo::memory_order_seq_cst);
 #else
     atomic_ref<uint64_t> ref(*p);
-    uint64_t cur = ref.load(mo::memory_order_relaxed);
+    uint64_t             cur = ref.load(mo::memory_order_relaxed);
     while (cur < v &&
-           !ref.compare_exchange_weak(cur, v, mo::memory_order_seq_cst,
-                                      mo::memory_order_relaxed)) {
+           !ref.compare_exchange_weak(cur, v, mo::memory_order_seq_cst, mo::memory_order_relaxed)) {
     }
     return cur;
 #endif
@@ -158,7 +158,7 @@ enum doorbell_gpu_ring_flags {
     DOORBELL_GPU_RING_PROXY = 1u << 0,
     /* IBGDA: producers write the NIC's mlx5 send queue themselves (`mlx5`,
      * doorbell_gpu_mlx5.h); the slots are not used. */
-    DOORBELL_GPU_RING_MLX5  = 1u << 1
+    DOORBELL_GPU_RING_MLX5 = 1u << 1
 };
 
 struct doorbell_mlx5_qp;
@@ -166,22 +166,22 @@ struct doorbell_mlx5_qp;
 /* Everything a producer (kernel or CPU thread) needs; passed by value to a
  * kernel. Pointers are in the producer's address space. */
 typedef struct doorbell_gpu_ring {
-    doorbell_wqe_t *slots;          /* size WQEs (host-mapped on a GPU) */
-    uint64_t       *seq;            /* size words: seq[i & mask] == i + 1 once
+    doorbell_wqe_t                *slots;          /* size WQEs (host-mapped on a GPU) */
+    uint64_t                      *seq;            /* size words: seq[i & mask] == i + 1 once
                                        WQE i is written */
-    uint64_t       *reserve;        /* next index to reserve */
-    uint64_t       *rung;           /* highest index rung (producer memory) */
-    uint64_t       *doorbell;       /* the rung the consumer sees (doorbell
+    uint64_t                      *reserve;        /* next index to reserve */
+    uint64_t                      *rung;           /* highest index rung (producer memory) */
+    uint64_t                      *doorbell;       /* the rung the consumer sees (doorbell
                                        record; follows rung, stores only) */
-    uint64_t       *completed;      /* every WQE below this index completed */
-    int32_t        *error;          /* engine-set doorbell_status_t, 0 = OK */
-    int32_t        *producer_error; /* producer-set doorbell_status_t */
-    uint32_t        size;           /* slots, a power of two */
-    uint32_t        mask;           /* size - 1 */
-    uint32_t        flags;          /* enum doorbell_gpu_ring_flags */
-    uint32_t        reserved;
-    uint64_t        timeout_ns;     /* longest wait for space or completion */
-    const struct doorbell_mlx5_qp *mlx5; /* DOORBELL_GPU_RING_MLX5: the QP */
+    uint64_t                      *completed;      /* every WQE below this index completed */
+    int32_t                       *error;          /* engine-set doorbell_status_t, 0 = OK */
+    int32_t                       *producer_error; /* producer-set doorbell_status_t */
+    uint32_t                       size;           /* slots, a power of two */
+    uint32_t                       mask;           /* size - 1 */
+    uint32_t                       flags;          /* enum doorbell_gpu_ring_flags */
+    uint32_t                       reserved;
+    uint64_t                       timeout_ns; /* longest wait for space or completion */
+    const struct doorbell_mlx5_qp *mlx5;       /* DOORBELL_GPU_RING_MLX5: the QP */
 } doorbell_gpu_ring_t;
 
 /* Producer words: read-modify-written by producers only, so a GPU ring keeps
@@ -207,27 +207,25 @@ typedef struct doorbell_gpu_ring_words {
  * and the shared words), 64-byte aligned. */
 DOORBELL_HD uint64_t doorbell_gpu_ring_shared_bytes(uint32_t size)
 {
-    return (uint64_t)size * sizeof(doorbell_wqe_t) +
-           (uint64_t)size * sizeof(uint64_t) + sizeof(doorbell_gpu_ring_words_t);
+    return (uint64_t)size * sizeof(doorbell_wqe_t) + (uint64_t)size * sizeof(uint64_t) +
+           sizeof(doorbell_gpu_ring_words_t);
 }
 
 /* Lays a ring over zeroed memory: `shared` of doorbell_gpu_ring_shared_bytes
  * bytes (64-byte aligned) and zeroed producer words. */
-DOORBELL_HD doorbell_gpu_ring_t doorbell_gpu_ring_layout(void *shared,
-                                                         doorbell_gpu_ring_producer_words_t *producer,
-                                                         uint32_t size,
-                                                         uint32_t flags,
-                                                         uint64_t timeout_ns)
+DOORBELL_HD doorbell_gpu_ring_t
+doorbell_gpu_ring_layout(void *shared, doorbell_gpu_ring_producer_words_t *producer, uint32_t size,
+                         uint32_t flags, uint64_t timeout_ns)
 {
-    doorbell_gpu_ring_t r;
-    char *p = (char*)shared;
+    doorbell_gpu_ring_t        r;
+    char                      *p = (char *)shared;
     doorbell_gpu_ring_words_t *w;
 
-    r.slots = (doorbell_wqe_t*)p;
-    p      += (uint64_t)size * sizeof(doorbell_wqe_t);
-    r.seq   = (uint64_t*)p;
-    p      += (uint64_t)size * sizeof(uint64_t);
-    w       = (doorbell_gpu_ring_words_t*)p;
+    r.slots = (doorbell_wqe_t *)p;
+    p += (uint64_t)size * sizeof(doorbell_wqe_t);
+    r.seq = (uint64_t *)p;
+    p += (uint64_t)size * sizeof(uint64_t);
+    w = (doorbell_gpu_ring_words_t *)p;
 
     r.reserve        = &producer->reserve;
     r.rung           = &producer->rung;
@@ -257,9 +255,9 @@ DOORBELL_HD doorbell_status_t doorbell_gpu_ring_status(const doorbell_gpu_ring_t
 /* Waits until completed >= index. OK, the ring's error, or
  * DOORBELL_ERR_TIMED_OUT after r.timeout_ns. */
 DOORBELL_HD doorbell_status_t doorbell_gpu_ring_wait_completed(const doorbell_gpu_ring_t &r,
-                                                               uint64_t index)
+                                                               uint64_t                   index)
 {
-    uint64_t deadline = 0;
+    uint64_t          deadline = 0;
     doorbell_status_t st;
 
     for (;;) {
@@ -284,11 +282,11 @@ DOORBELL_HD doorbell_status_t doorbell_gpu_ring_wait_completed(const doorbell_gp
  * free. On success *base_p is the first index. A timeout while holding the
  * reservation leaves a gap no one can fill: the ring is marked dead
  * (producer_error) so that the consumer and every waiter see it. */
-DOORBELL_HD doorbell_status_t doorbell_gpu_ring_reserve(const doorbell_gpu_ring_t &r,
-                                                        uint32_t n, uint64_t *base_p)
+DOORBELL_HD doorbell_status_t doorbell_gpu_ring_reserve(const doorbell_gpu_ring_t &r, uint32_t n,
+                                                        uint64_t *base_p)
 {
     doorbell_status_t st;
-    uint64_t base;
+    uint64_t          base;
 
     if ((n == 0) || (n > r.size)) {
         return DOORBELL_ERR_INVALID_PARAM;
@@ -349,10 +347,10 @@ DOORBELL_HD void doorbell_gpu_ring_doorbell(const doorbell_gpu_ring_t &r, uint64
 /* One thread's batch: reserve n slots, write them, one doorbell. *end_p is
  * the ticket for doorbell_gpu_ring_wait_completed. */
 DOORBELL_HD doorbell_status_t doorbell_gpu_ring_post(const doorbell_gpu_ring_t &r,
-                                                     const doorbell_wqe_t *wqes,
-                                                     uint32_t n, uint64_t *end_p)
+                                                     const doorbell_wqe_t *wqes, uint32_t n,
+                                                     uint64_t *end_p)
 {
-    uint64_t base;
+    uint64_t          base;
     doorbell_status_t st = doorbell_gpu_ring_reserve(r, n, &base);
     if (st != DOORBELL_OK) {
         return st;
@@ -376,16 +374,14 @@ DOORBELL_HD doorbell_status_t doorbell_gpu_ring_post(const doorbell_gpu_ring_t &
  * *group_end_p the group's (wait on it for the group's puts).
  */
 template <class Group>
-DOORBELL_HD doorbell_status_t doorbell_gpu_ring_group_post(Group &g,
-                                                           const doorbell_gpu_ring_t &r,
-                                                           const doorbell_wqe_t *wqes,
-                                                           uint32_t n, uint64_t *end_p,
-                                                           uint64_t *group_end_p)
+DOORBELL_HD doorbell_status_t doorbell_gpu_ring_group_post(Group &g, const doorbell_gpu_ring_t &r,
+                                                           const doorbell_wqe_t *wqes, uint32_t n,
+                                                           uint64_t *end_p, uint64_t *group_end_p)
 {
     uint32_t total;
     uint32_t offset = g.exclusive_sum(n, &total);
     uint64_t base   = 0;
-    int32_t st      = DOORBELL_OK;
+    int32_t  st     = DOORBELL_OK;
 
     if (total == 0) {
         *end_p       = 0; /* nothing to wait for */
@@ -462,11 +458,11 @@ DOORBELL_HD doorbell_wqe_t doorbell_gpu_make_put(const void *local_addr, uint64_
                                                  uint64_t remote_addr, uint32_t rkey)
 {
     doorbell_wqe_t w = {};
-    w.opcode      = DOORBELL_OP_PUT;
-    w.rkey        = rkey;
-    w.remote_addr = remote_addr;
-    w.local_addr  = (uint64_t)(uintptr_t)local_addr;
-    w.length      = (uint32_t)length;
+    w.opcode         = DOORBELL_OP_PUT;
+    w.rkey           = rkey;
+    w.remote_addr    = remote_addr;
+    w.local_addr     = (uint64_t)(uintptr_t)local_addr;
+    w.length         = (uint32_t)length;
     return w;
 }
 
@@ -474,16 +470,15 @@ DOORBELL_HD doorbell_wqe_t doorbell_gpu_make_put(const void *local_addr, uint64_
  * op DOORBELL_SIGNAL_SET stores value, DOORBELL_SIGNAL_ADD adds it. */
 DOORBELL_HD doorbell_wqe_t doorbell_gpu_make_put_signal(const void *local_addr, uint64_t length,
                                                         uint64_t remote_addr, uint32_t rkey,
-                                                        uint64_t signal_addr,
-                                                        uint32_t signal_rkey,
+                                                        uint64_t signal_addr, uint32_t signal_rkey,
                                                         uint32_t op, uint64_t value)
 {
     doorbell_wqe_t w = doorbell_gpu_make_put(local_addr, length, remote_addr, rkey);
-    w.opcode       = DOORBELL_OP_PUT_SIGNAL;
-    w.am_id        = (uint8_t)op;
-    w.signal_addr  = signal_addr;
-    w.signal_rkey  = signal_rkey;
-    w.signal_value = value;
+    w.opcode         = DOORBELL_OP_PUT_SIGNAL;
+    w.am_id          = (uint8_t)op;
+    w.signal_addr    = signal_addr;
+    w.signal_rkey    = signal_rkey;
+    w.signal_value   = value;
     return w;
 }
 

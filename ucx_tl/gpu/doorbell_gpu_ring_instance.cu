@@ -11,11 +11,11 @@
 __global__ void doorbell_gpu_ring_instance_kernel(doorbell_gpu_ring_t r, doorbell_wqe_t *out,
                                                   int *status)
 {
-    doorbell_gpu_ticket_t t = 0;
-    doorbell_wqe_t w[2] = {doorbell_gpu_make_put(out, 8, 0, 1),
-                           doorbell_gpu_make_put_signal(out, 8, 0, 1, 8, 1,
-                                                        DOORBELL_SIGNAL_ADD, 1)};
-    int st = doorbell_gpu_put_batch(r, w, 2, &t);
+    doorbell_gpu_ticket_t t    = 0;
+    doorbell_wqe_t        w[2] = {doorbell_gpu_make_put(out, 8, 0, 1),
+                                  doorbell_gpu_make_put_signal(out, 8, 0, 1, 8, 1, DOORBELL_SIGNAL_ADD,
+                                                               1)};
+    int                   st   = doorbell_gpu_put_batch(r, w, 2, &t);
     st |= doorbell_gpu_warp_put_batch(r, w, threadIdx.x & 1, &t);
     st |= doorbell_gpu_wait_warp(r, t);
     st |= doorbell_gpu_wait_block(r, t);
@@ -38,8 +38,8 @@ __global__ void doorbell_gpu_mlx5_instance_kernel(doorbell_mlx5_sq_t sq, doorbel
 /* Host half: the same functions from host code of a CUDA translation unit. */
 extern "C" int doorbell_gpu_ring_instance_host(doorbell_gpu_ring_t r)
 {
-    doorbell_wqe_t w = doorbell_gpu_make_put(nullptr, 0, 0, 0);
-    uint64_t end = 0;
-    int st = doorbell_gpu_ring_post(r, &w, 1, &end);
+    doorbell_wqe_t w   = doorbell_gpu_make_put(nullptr, 0, 0, 0);
+    uint64_t       end = 0;
+    int            st  = doorbell_gpu_ring_post(r, &w, 1, &end);
     return st | (int)doorbell_gpu_ring_status(r);
 }

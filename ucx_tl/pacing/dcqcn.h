@@ -19,49 +19,48 @@
 
 namespace doorbell::pacing {
 
-static constexpr double kDcqcnG = 1.0 / 256;               ///< alpha EWMA weight
-static constexpr uint64_t kDcqcnCnpIntervalNs = 50000;     ///< NP: one CNP per 50 us
-static constexpr uint64_t kDcqcnAlphaTimerNs = 55000;      ///< alpha decay period
-static constexpr uint64_t kDcqcnIncreaseTimerNs = 55000;   ///< rate increase timer
-static constexpr uint64_t kDcqcnByteCounter = 10u << 20;   ///< rate increase byte counter, 10 MB
-static constexpr int kDcqcnFastRecoverySteps = 5;          ///< F
-static constexpr double kDcqcnAiFraction = 40e6 / 40e9;    ///< R_AI = 40 Mb/s at 40 Gb/s
-static constexpr double kDcqcnHaiFraction = 400e6 / 40e9;  ///< R_HAI = 10 R_AI
+static constexpr double   kDcqcnG               = 1.0 / 256; ///< alpha EWMA weight
+static constexpr uint64_t kDcqcnCnpIntervalNs   = 50000;     ///< NP: one CNP per 50 us
+static constexpr uint64_t kDcqcnAlphaTimerNs    = 55000;     ///< alpha decay period
+static constexpr uint64_t kDcqcnIncreaseTimerNs = 55000;     ///< rate increase timer
+static constexpr uint64_t kDcqcnByteCounter     = 10u << 20; ///< rate increase byte counter, 10 MB
+static constexpr int      kDcqcnFastRecoverySteps = 5;       ///< F
+static constexpr double   kDcqcnAiFraction        = 40e6 / 40e9;  ///< R_AI = 40 Mb/s at 40 Gb/s
+static constexpr double   kDcqcnHaiFraction       = 400e6 / 40e9; ///< R_HAI = 10 R_AI
 
 struct DcqcnParams {
-  double line_rate_Bps;
-  double min_rate_Bps;
-  double max_rate_Bps;
-  double init_rate_Bps;
+    double line_rate_Bps;
+    double min_rate_Bps;
+    double max_rate_Bps;
+    double init_rate_Bps;
 };
 
 class Dcqcn {
- public:
-  explicit Dcqcn(const DcqcnParams &params);
+public:
+    explicit Dcqcn(const DcqcnParams &params);
 
-  void on_ack(uint64_t now_ns, uint64_t acked_bytes, uint64_t ce_bytes,
-              uint64_t rtt_ns);
-  void on_loss(uint64_t now_ns);
-  void on_send(uint64_t now_ns, uint64_t bytes);
-  double rate() const { return rc_; }
-  double alpha() const { return alpha_; }
+    void   on_ack(uint64_t now_ns, uint64_t acked_bytes, uint64_t ce_bytes, uint64_t rtt_ns);
+    void   on_loss(uint64_t now_ns);
+    void   on_send(uint64_t now_ns, uint64_t bytes);
+    double rate() const { return rc_; }
+    double alpha() const { return alpha_; }
 
- private:
-  void on_cnp(uint64_t now_ns);
-  void run_timers(uint64_t now_ns);
-  void increase();
+private:
+    void on_cnp(uint64_t now_ns);
+    void run_timers(uint64_t now_ns);
+    void increase();
 
-  DcqcnParams params_;
-  double rc_;             ///< current rate
-  double rt_;             ///< target rate
-  double alpha_ = 1;
-  uint64_t last_cnp_ns_ = 0;
-  bool have_cnp_ = false;
-  uint64_t alpha_timer_ns_ = 0;    ///< next alpha decay
-  uint64_t increase_timer_ns_ = 0; ///< next timer-driven increase
-  uint64_t bytes_since_ = 0;       ///< byte counter
-  int timer_steps_ = 0;            ///< T in the paper
-  int byte_steps_ = 0;             ///< BC in the paper
+    DcqcnParams params_;
+    double      rc_; ///< current rate
+    double      rt_; ///< target rate
+    double      alpha_             = 1;
+    uint64_t    last_cnp_ns_       = 0;
+    bool        have_cnp_          = false;
+    uint64_t    alpha_timer_ns_    = 0; ///< next alpha decay
+    uint64_t    increase_timer_ns_ = 0; ///< next timer-driven increase
+    uint64_t    bytes_since_       = 0; ///< byte counter
+    int         timer_steps_       = 0; ///< T in the paper
+    int         byte_steps_        = 0; ///< BC in the paper
 };
 
-}  // namespace doorbell::pacing
+} // namespace doorbell::pacing

@@ -10,177 +10,198 @@ namespace doorbell::pacing {
 
 namespace {
 
-std::variant<Ibrc, Dcqcn, Timely, FixedRate> make_controller(const Config &c) {
-  switch (c.policy) {
-  case Policy::kIbrc:
-    return Ibrc({c.line_rate_Bps, c.min_rate_Bps, c.max_rate_Bps,
-                 c.init_rate_Bps, c.target_delay_ns, c.gain, c.ce_gain, c.ce_beta,
-                 c.probe_step});
-  case Policy::kDcqcn:
-    return Dcqcn({c.line_rate_Bps, c.min_rate_Bps, c.max_rate_Bps,
-                  c.init_rate_Bps});
-  case Policy::kTimely:
-    return Timely({c.line_rate_Bps, c.min_rate_Bps, c.max_rate_Bps,
-                   c.init_rate_Bps, c.target_delay_ns});
-  case Policy::kNone:
-    break;
-  }
-  return FixedRate(c.max_rate_Bps);
-}
-
-bool fail(std::string *error_p, const std::string &msg) {
-  if (error_p)
-    *error_p = msg;
-  return false;
-}
-
-bool finite_nonneg(double v) { return std::isfinite(v) && v >= 0; }
-
-}  // namespace
-
-const char *policy_name(Policy policy) {
-  switch (policy) {
-  case Policy::kIbrc: return "ibrc";
-  case Policy::kDcqcn: return "dcqcn";
-  case Policy::kTimely: return "timely";
-  case Policy::kNone: return "none";
-  }
-  return "?";
-}
-
-bool parse_policy(std::string_view name, Policy *policy_p, std::string *error_p) {
-  for (Policy p : {Policy::kIbrc, Policy::kDcqcn, Policy::kTimely, Policy::kNone}) {
-    if (name == policy_name(p)) {
-      *policy_p = p;
-      return true;
+std::variant<Ibrc, Dcqcn, Timely, FixedRate> make_controller(const Config &c)
+{
+    switch (c.policy) {
+    case Policy::kIbrc:
+        return Ibrc({c.line_rate_Bps, c.min_rate_Bps, c.max_rate_Bps, c.init_rate_Bps,
+                     c.target_delay_ns, c.gain, c.ce_gain, c.ce_beta, c.probe_step});
+    case Policy::kDcqcn:
+        return Dcqcn({c.line_rate_Bps, c.min_rate_Bps, c.max_rate_Bps, c.init_rate_Bps});
+    case Policy::kTimely:
+        return Timely(
+            {c.line_rate_Bps, c.min_rate_Bps, c.max_rate_Bps, c.init_rate_Bps, c.target_delay_ns});
+    case Policy::kNone:
+        break;
     }
-  }
-  return fail(error_p, "unknown congestion control policy '" + std::string(name) +
-                           "' (expected ibrc, dcqcn, timely or none)");
+    return FixedRate(c.max_rate_Bps);
 }
 
-bool parse_gain(std::string_view text, double *gain_p, std::string *error_p) {
-  if (text == "auto") {
-    *gain_p = 0;
+bool fail(std::string *error_p, const std::string &msg)
+{
+    if (error_p)
+        *error_p = msg;
+    return false;
+}
+
+bool finite_nonneg(double v)
+{
+    return std::isfinite(v) && v >= 0;
+}
+
+} // namespace
+
+const char *policy_name(Policy policy)
+{
+    switch (policy) {
+    case Policy::kIbrc:
+        return "ibrc";
+    case Policy::kDcqcn:
+        return "dcqcn";
+    case Policy::kTimely:
+        return "timely";
+    case Policy::kNone:
+        return "none";
+    }
+    return "?";
+}
+
+bool parse_policy(std::string_view name, Policy *policy_p, std::string *error_p)
+{
+    for (Policy p : {Policy::kIbrc, Policy::kDcqcn, Policy::kTimely, Policy::kNone}) {
+        if (name == policy_name(p)) {
+            *policy_p = p;
+            return true;
+        }
+    }
+    return fail(error_p, "unknown congestion control policy '" + std::string(name) +
+                             "' (expected ibrc, dcqcn, timely or none)");
+}
+
+bool parse_gain(std::string_view text, double *gain_p, std::string *error_p)
+{
+    if (text == "auto") {
+        *gain_p = 0;
+        return true;
+    }
+    double v       = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec != std::errc() || end != text.data() + text.size() || !std::isfinite(v) || v <= 0)
+        return fail(error_p, "bad IBRC gain '" + std::string(text) +
+                                 "' (expected auto or a positive number, 1/s)");
+    *gain_p = v;
     return true;
-  }
-  double v = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size() || !std::isfinite(v) || v <= 0)
-    return fail(error_p, "bad IBRC gain '" + std::string(text) +
-                             "' (expected auto or a positive number, 1/s)");
-  *gain_p = v;
-  return true;
 }
 
-bool resolve_config(const Config &in, Config *out_p, std::string *error_p) {
-  Config c = in;
-  std::ostringstream err;
-  if (!std::isfinite(c.line_rate_Bps) || c.line_rate_Bps < 1e3)
-    err << "line rate " << c.line_rate_Bps << " B/s must be at least 1000 B/s";
-  else if (!finite_nonneg(c.gain))
-    err << "gain " << c.gain << " must be 0 (auto) or positive";
-  else if (!finite_nonneg(c.min_rate_Bps) || !finite_nonneg(c.max_rate_Bps) ||
-           !finite_nonneg(c.init_rate_Bps))
-    err << "rates must be finite and non-negative";
-  else if (c.mtu_bytes < 64 || c.mtu_bytes > (1u << 20))
-    err << "segment size " << c.mtu_bytes << " B out of range [64, 1 MiB]";
-  else if (c.target_delay_ns > 1000000000ull)
-    err << "target delay " << c.target_delay_ns << " ns exceeds 1 s";
-  else if (!(c.ce_gain > 0 && c.ce_gain <= 1))
-    err << "CE estimate weight " << c.ce_gain << " outside (0, 1]";
-  else if (!(c.ce_beta > 0 && c.ce_beta < 1))
-    err << "CE cut " << c.ce_beta << " outside (0, 1)";
-  else if (!(c.probe_step >= 0 && c.probe_step < 1))
-    err << "probe step " << c.probe_step << " outside [0, 1)";
-  if (!err.str().empty())
-    return fail(error_p, err.str());
+bool resolve_config(const Config &in, Config *out_p, std::string *error_p)
+{
+    Config             c = in;
+    std::ostringstream err;
+    if (!std::isfinite(c.line_rate_Bps) || c.line_rate_Bps < 1e3)
+        err << "line rate " << c.line_rate_Bps << " B/s must be at least 1000 B/s";
+    else if (!finite_nonneg(c.gain))
+        err << "gain " << c.gain << " must be 0 (auto) or positive";
+    else if (!finite_nonneg(c.min_rate_Bps) || !finite_nonneg(c.max_rate_Bps) ||
+             !finite_nonneg(c.init_rate_Bps))
+        err << "rates must be finite and non-negative";
+    else if (c.mtu_bytes < 64 || c.mtu_bytes > (1u << 20))
+        err << "segment size " << c.mtu_bytes << " B out of range [64, 1 MiB]";
+    else if (c.target_delay_ns > 1000000000ull)
+        err << "target delay " << c.target_delay_ns << " ns exceeds 1 s";
+    else if (!(c.ce_gain > 0 && c.ce_gain <= 1))
+        err << "CE estimate weight " << c.ce_gain << " outside (0, 1]";
+    else if (!(c.ce_beta > 0 && c.ce_beta < 1))
+        err << "CE cut " << c.ce_beta << " outside (0, 1)";
+    else if (!(c.probe_step >= 0 && c.probe_step < 1))
+        err << "probe step " << c.probe_step << " outside [0, 1)";
+    if (!err.str().empty())
+        return fail(error_p, err.str());
 
-  if (c.max_rate_Bps == 0)
-    c.max_rate_Bps = c.line_rate_Bps;
-  if (c.min_rate_Bps == 0)
-    c.min_rate_Bps = c.line_rate_Bps / 2048;
-  if (c.min_rate_Bps > c.max_rate_Bps) {
-    err << "min rate " << c.min_rate_Bps << " B/s exceeds max rate " << c.max_rate_Bps << " B/s";
-    return fail(error_p, err.str());
-  }
-  if (c.init_rate_Bps == 0) {
-    // IBRC starts low and probes up (an empty queue drives it up ~9 % per
-    // RTT); DCQCN and TIMELY start at the ceiling as their papers do.
-    c.init_rate_Bps = c.policy == Policy::kIbrc
-                          ? std::max(c.min_rate_Bps, c.max_rate_Bps * kIbrcInitFraction)
-                          : c.max_rate_Bps;
-  }
-  if (c.init_rate_Bps < c.min_rate_Bps || c.init_rate_Bps > c.max_rate_Bps) {
-    err << "initial rate " << c.init_rate_Bps << " B/s outside [min, max]";
-    return fail(error_p, err.str());
-  }
-  if (c.target_delay_ns == 0)
-    c.target_delay_ns = std::max<uint64_t>({1, c.target_floor_ns,
-                                            ibrc_auto_target_ns(c.mtu_bytes, c.line_rate_Bps)});
-  if (c.burst_bytes == 0)
-    c.burst_bytes = 2 * c.mtu_bytes;
-  *out_p = c;
-  return true;
+    if (c.max_rate_Bps == 0)
+        c.max_rate_Bps = c.line_rate_Bps;
+    if (c.min_rate_Bps == 0)
+        c.min_rate_Bps = c.line_rate_Bps / 2048;
+    if (c.min_rate_Bps > c.max_rate_Bps) {
+        err << "min rate " << c.min_rate_Bps << " B/s exceeds max rate " << c.max_rate_Bps
+            << " B/s";
+        return fail(error_p, err.str());
+    }
+    if (c.init_rate_Bps == 0) {
+        // IBRC starts low and probes up (an empty queue drives it up ~9 % per
+        // RTT); DCQCN and TIMELY start at the ceiling as their papers do.
+        c.init_rate_Bps = c.policy == Policy::kIbrc ?
+                              std::max(c.min_rate_Bps, c.max_rate_Bps * kIbrcInitFraction) :
+                              c.max_rate_Bps;
+    }
+    if (c.init_rate_Bps < c.min_rate_Bps || c.init_rate_Bps > c.max_rate_Bps) {
+        err << "initial rate " << c.init_rate_Bps << " B/s outside [min, max]";
+        return fail(error_p, err.str());
+    }
+    if (c.target_delay_ns == 0)
+        c.target_delay_ns = std::max<uint64_t>(
+            {1, c.target_floor_ns, ibrc_auto_target_ns(c.mtu_bytes, c.line_rate_Bps)});
+    if (c.burst_bytes == 0)
+        c.burst_bytes = 2 * c.mtu_bytes;
+    *out_p = c;
+    return true;
 }
 
-std::unique_ptr<Pacer> make_pacer(const Config &config, std::string *error_p) {
-  Config c;
-  if (!resolve_config(config, &c, error_p))
-    return nullptr;
-  return std::make_unique<Pacer>(c);
+std::unique_ptr<Pacer> make_pacer(const Config &config, std::string *error_p)
+{
+    Config c;
+    if (!resolve_config(config, &c, error_p))
+        return nullptr;
+    return std::make_unique<Pacer>(c);
 }
 
-Pacer::Pacer(const Config &resolved)
-    : config_(resolved),
-      ctrl_(make_controller(resolved)),
-      bucket_(resolved.init_rate_Bps, resolved.burst_bytes) {}
-
-void Pacer::apply_rate(uint64_t now_ns) {
-  double r = std::visit([](auto &c) { return c.rate(); }, ctrl_);
-  if (r != bucket_.rate())
-    bucket_.set_rate(now_ns, r);
+Pacer::Pacer(const Config &resolved) :
+    config_(resolved),
+    ctrl_(make_controller(resolved)),
+    bucket_(resolved.init_rate_Bps, resolved.burst_bytes)
+{
 }
 
-void Pacer::on_ack(uint64_t now_ns, uint64_t acked_bytes, uint64_t ce_bytes,
-                   uint64_t rtt_ns) {
-  counters_.acks++;
-  counters_.acked_bytes += acked_bytes;
-  counters_.ce_bytes += ce_bytes;
-  counters_.rtt_samples += rtt_ns != 0;
-  std::visit([&](auto &c) { c.on_ack(now_ns, acked_bytes, ce_bytes, rtt_ns); }, ctrl_);
-  apply_rate(now_ns);
+void Pacer::apply_rate(uint64_t now_ns)
+{
+    double r = std::visit([](auto &c) { return c.rate(); }, ctrl_);
+    if (r != bucket_.rate())
+        bucket_.set_rate(now_ns, r);
 }
 
-void Pacer::on_loss(uint64_t now_ns) {
-  counters_.losses++;
-  std::visit([&](auto &c) { c.on_loss(now_ns); }, ctrl_);
-  apply_rate(now_ns);
+void Pacer::on_ack(uint64_t now_ns, uint64_t acked_bytes, uint64_t ce_bytes, uint64_t rtt_ns)
+{
+    counters_.acks++;
+    counters_.acked_bytes += acked_bytes;
+    counters_.ce_bytes += ce_bytes;
+    counters_.rtt_samples += rtt_ns != 0;
+    std::visit([&](auto &c) { c.on_ack(now_ns, acked_bytes, ce_bytes, rtt_ns); }, ctrl_);
+    apply_rate(now_ns);
 }
 
-uint64_t Pacer::next_send_ns(uint64_t now_ns, uint32_t bytes) {
-  return bucket_.next_send_ns(now_ns, bytes);
+void Pacer::on_loss(uint64_t now_ns)
+{
+    counters_.losses++;
+    std::visit([&](auto &c) { c.on_loss(now_ns); }, ctrl_);
+    apply_rate(now_ns);
 }
 
-void Pacer::on_send(uint64_t now_ns, uint32_t bytes) {
-  counters_.sent_bytes += bytes;
-  std::visit([&](auto &c) { c.on_send(now_ns, bytes); }, ctrl_);
-  apply_rate(now_ns);
-  bucket_.consume(now_ns, bytes);
+uint64_t Pacer::next_send_ns(uint64_t now_ns, uint32_t bytes)
+{
+    return bucket_.next_send_ns(now_ns, bytes);
 }
 
-double Pacer::ibrc_gain() const {
-  if (auto *i = std::get_if<Ibrc>(&ctrl_))
-    return i->gain();
-  return 0;
+void Pacer::on_send(uint64_t now_ns, uint32_t bytes)
+{
+    counters_.sent_bytes += bytes;
+    std::visit([&](auto &c) { c.on_send(now_ns, bytes); }, ctrl_);
+    apply_rate(now_ns);
+    bucket_.consume(now_ns, bytes);
 }
 
-uint64_t Pacer::base_rtt_ns() const {
-  if (auto *i = std::get_if<Ibrc>(&ctrl_))
-    return i->base_rtt_ns();
-  if (auto *t = std::get_if<Timely>(&ctrl_))
-    return t->min_rtt_ns();
-  return 0;
+double Pacer::ibrc_gain() const
+{
+    if (auto *i = std::get_if<Ibrc>(&ctrl_))
+        return i->gain();
+    return 0;
 }
 
-}  // namespace doorbell::pacing
+uint64_t Pacer::base_rtt_ns() const
+{
+    if (auto *i = std::get_if<Ibrc>(&ctrl_))
+        return i->base_rtt_ns();
+    if (auto *t = std::get_if<Timely>(&ctrl_))
+        return t->min_rtt_ns();
+    return 0;
+}
+
+} // namespace doorbell::pacing

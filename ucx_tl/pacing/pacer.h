@@ -19,88 +19,92 @@
 
 namespace doorbell::pacing {
 
-enum class Policy { kIbrc, kDcqcn, kTimely, kNone };
+enum class Policy {
+    kIbrc,
+    kDcqcn,
+    kTimely,
+    kNone
+};
 
 struct Config {
-  Policy policy = Policy::kIbrc;
-  double gain = 0;                  ///< IBRC integral gain, 1/s; 0 = derived from base RTT
-  double line_rate_Bps = 50e9;      ///< link rate, bytes/s (400 Gb/s)
-  uint64_t target_delay_ns = 0;     ///< queueing-delay target, ns; 0 = auto
-  uint64_t target_floor_ns = 0;     ///< auto target never below this, ns: the
-                                    ///< delay noise of the path's endpoints
-  double min_rate_Bps = 0;          ///< floor, bytes/s; 0 = line rate / 2048
-  double max_rate_Bps = 0;          ///< ceiling, bytes/s; 0 = line rate
-  double init_rate_Bps = 0;         ///< first rate, bytes/s; 0 = policy default
-  uint32_t mtu_bytes = 4096;        ///< segment size, sets auto target and bucket depth
-  uint32_t burst_bytes = 0;         ///< token bucket depth, bytes; 0 = 2 segments
-  // IBRC around its linear law (docs/pacing.md); the defaults are the
-  // fabric's law, a noisy host path sets its own (the UDP device does).
-  double ce_gain = 1;               ///< weight of one loop time's CE fraction in the
-                                    ///< estimate alpha (DCTCP's g); 1 = that alone
-  double ce_beta = 0.5;             ///< a marked loop time cuts r *= 1 - ce_beta * alpha
-  double probe_step = 0;            ///< an empty-queue probe adds at least this
-                                    ///< fraction of the ceiling per loop time; 0 = none
+    Policy   policy          = Policy::kIbrc;
+    double   gain            = 0;    ///< IBRC integral gain, 1/s; 0 = derived from base RTT
+    double   line_rate_Bps   = 50e9; ///< link rate, bytes/s (400 Gb/s)
+    uint64_t target_delay_ns = 0;    ///< queueing-delay target, ns; 0 = auto
+    uint64_t target_floor_ns = 0;    ///< auto target never below this, ns: the
+                                     ///< delay noise of the path's endpoints
+    double   min_rate_Bps  = 0;      ///< floor, bytes/s; 0 = line rate / 2048
+    double   max_rate_Bps  = 0;      ///< ceiling, bytes/s; 0 = line rate
+    double   init_rate_Bps = 0;      ///< first rate, bytes/s; 0 = policy default
+    uint32_t mtu_bytes     = 4096;   ///< segment size, sets auto target and bucket depth
+    uint32_t burst_bytes   = 0;      ///< token bucket depth, bytes; 0 = 2 segments
+    // IBRC around its linear law (docs/pacing.md); the defaults are the
+    // fabric's law, a noisy host path sets its own (the UDP device does).
+    double ce_gain = 1;      ///< weight of one loop time's CE fraction in the
+                             ///< estimate alpha (DCTCP's g); 1 = that alone
+    double ce_beta    = 0.5; ///< a marked loop time cuts r *= 1 - ce_beta * alpha
+    double probe_step = 0;   ///< an empty-queue probe adds at least this
+                             ///< fraction of the ceiling per loop time; 0 = none
 };
 
 // Counters a device can expose; all monotonic.
 struct Counters {
-  uint64_t acks = 0;        ///< on_ack calls
-  uint64_t acked_bytes = 0; ///< bytes acknowledged
-  uint64_t ce_bytes = 0;    ///< bytes acknowledged with a CE mark
-  uint64_t rtt_samples = 0; ///< on_ack calls that carried an RTT
-  uint64_t losses = 0;      ///< on_loss calls
-  uint64_t sent_bytes = 0;  ///< bytes passed to on_send
+    uint64_t acks        = 0; ///< on_ack calls
+    uint64_t acked_bytes = 0; ///< bytes acknowledged
+    uint64_t ce_bytes    = 0; ///< bytes acknowledged with a CE mark
+    uint64_t rtt_samples = 0; ///< on_ack calls that carried an RTT
+    uint64_t losses      = 0; ///< on_loss calls
+    uint64_t sent_bytes  = 0; ///< bytes passed to on_send
 };
 
 // The controller of a policy that does not control: the rate is the ceiling.
 class FixedRate {
- public:
-  explicit FixedRate(double rate_Bps) : rate_(rate_Bps) {}
-  void on_ack(uint64_t, uint64_t, uint64_t, uint64_t) {}
-  void on_loss(uint64_t) {}
-  void on_send(uint64_t, uint64_t) {}
-  double rate() const { return rate_; }
+public:
+    explicit FixedRate(double rate_Bps) : rate_(rate_Bps) {}
+    void   on_ack(uint64_t, uint64_t, uint64_t, uint64_t) {}
+    void   on_loss(uint64_t) {}
+    void   on_send(uint64_t, uint64_t) {}
+    double rate() const { return rate_; }
 
- private:
-  double rate_;
+private:
+    double rate_;
 };
 
 class Pacer {
- public:
-  // Use make_pacer(), which validates the config.
-  explicit Pacer(const Config &resolved);
+public:
+    // Use make_pacer(), which validates the config.
+    explicit Pacer(const Config &resolved);
 
-  // An ACK for `acked_bytes`, of which `ce_bytes` carried a CE mark;
-  // `rtt_ns` is the echoed round trip (0 = no sample in this ACK).
-  void on_ack(uint64_t now_ns, uint64_t acked_bytes, uint64_t ce_bytes,
-              uint64_t rtt_ns);
-  // A loss was detected (NAK, retransmit timeout).
-  void on_loss(uint64_t now_ns);
-  // Earliest time `bytes` may be sent; <= now_ns means now.
-  uint64_t next_send_ns(uint64_t now_ns, uint32_t bytes);
-  // `bytes` left on this path: consumes tokens.
-  void on_send(uint64_t now_ns, uint32_t bytes);
+    // An ACK for `acked_bytes`, of which `ce_bytes` carried a CE mark;
+    // `rtt_ns` is the echoed round trip (0 = no sample in this ACK).
+    void on_ack(uint64_t now_ns, uint64_t acked_bytes, uint64_t ce_bytes, uint64_t rtt_ns);
+    // A loss was detected (NAK, retransmit timeout).
+    void on_loss(uint64_t now_ns);
+    // Earliest time `bytes` may be sent; <= now_ns means now.
+    uint64_t next_send_ns(uint64_t now_ns, uint32_t bytes);
+    // `bytes` left on this path: consumes tokens.
+    void on_send(uint64_t now_ns, uint32_t bytes);
 
-  double rate() const { return bucket_.rate(); }  ///< bytes/s
-  Policy policy() const { return config_.policy; }
-  const Config &config() const { return config_; } ///< with auto values resolved
-  const Counters &counters() const { return counters_; }
-  // IBRC only: the gain in use (1/s) and the base RTT (ns); 0 before the
-  // first RTT sample or for other policies.
-  double ibrc_gain() const;
-  uint64_t base_rtt_ns() const;
+    double          rate() const { return bucket_.rate(); } ///< bytes/s
+    Policy          policy() const { return config_.policy; }
+    const Config   &config() const { return config_; } ///< with auto values resolved
+    const Counters &counters() const { return counters_; }
+    // IBRC only: the gain in use (1/s) and the base RTT (ns); 0 before the
+    // first RTT sample or for other policies.
+    double   ibrc_gain() const;
+    uint64_t base_rtt_ns() const;
 
- private:
-  void apply_rate(uint64_t now_ns);
+private:
+    void apply_rate(uint64_t now_ns);
 
-  Config config_;
-  std::variant<Ibrc, Dcqcn, Timely, FixedRate> ctrl_;
-  TokenBucket bucket_;
-  Counters counters_;
+    Config                                       config_;
+    std::variant<Ibrc, Dcqcn, Timely, FixedRate> ctrl_;
+    TokenBucket                                  bucket_;
+    Counters                                     counters_;
 };
 
 // Parses "ibrc" | "dcqcn" | "timely" | "none".
-bool parse_policy(std::string_view name, Policy *policy_p, std::string *error_p);
+bool        parse_policy(std::string_view name, Policy *policy_p, std::string *error_p);
 const char *policy_name(Policy policy);
 // Parses "auto" (0) or a positive number (1/s).
 bool parse_gain(std::string_view text, double *gain_p, std::string *error_p);
@@ -110,4 +114,4 @@ bool resolve_config(const Config &in, Config *out_p, std::string *error_p);
 // A pacer for a valid config, or nullptr and a message saying why.
 std::unique_ptr<Pacer> make_pacer(const Config &config, std::string *error_p);
 
-}  // namespace doorbell::pacing
+} // namespace doorbell::pacing

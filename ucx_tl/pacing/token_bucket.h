@@ -12,49 +12,55 @@
 namespace doorbell::pacing {
 
 class TokenBucket {
- public:
-  TokenBucket() = default;
-  TokenBucket(double rate_Bps, double depth_bytes)
-      : rate_(rate_Bps), depth_(depth_bytes), tokens_(depth_bytes) {}
-
-  // Refills up to now at the old rate, then switches to the new rate.
-  void set_rate(uint64_t now_ns, double rate_Bps) {
-    refill(now_ns);
-    rate_ = rate_Bps;
-  }
-
-  // Earliest time (ns) at which `bytes` may be sent; <= now_ns means now.
-  uint64_t next_send_ns(uint64_t now_ns, uint32_t bytes) {
-    refill(now_ns);
-    double need = std::min<double>(bytes, depth_);
-    if (tokens_ >= need)
-      return now_ns;
-    double wait_ns = (need - tokens_) / rate_ * 1e9;
-    return now_ns + static_cast<uint64_t>(wait_ns) + 1;
-  }
-
-  // Consumes tokens for a send; a send that was not permitted runs a debt
-  // that later refills pay off.
-  void consume(uint64_t now_ns, uint32_t bytes) {
-    refill(now_ns);
-    tokens_ -= bytes;
-  }
-
-  double rate() const { return rate_; }
-  double tokens() const { return tokens_; }
-
- private:
-  void refill(uint64_t now_ns) {
-    if (now_ns > last_ns_) {
-      tokens_ = std::min(depth_, tokens_ + rate_ * (now_ns - last_ns_) * 1e-9);
-      last_ns_ = now_ns;
+public:
+    TokenBucket() = default;
+    TokenBucket(double rate_Bps, double depth_bytes) :
+        rate_(rate_Bps), depth_(depth_bytes), tokens_(depth_bytes)
+    {
     }
-  }
 
-  double rate_ = 1;      // bytes/s
-  double depth_ = 0;     // bytes
-  double tokens_ = 0;    // bytes, negative = debt
-  uint64_t last_ns_ = 0; // time of the last refill
+    // Refills up to now at the old rate, then switches to the new rate.
+    void set_rate(uint64_t now_ns, double rate_Bps)
+    {
+        refill(now_ns);
+        rate_ = rate_Bps;
+    }
+
+    // Earliest time (ns) at which `bytes` may be sent; <= now_ns means now.
+    uint64_t next_send_ns(uint64_t now_ns, uint32_t bytes)
+    {
+        refill(now_ns);
+        double need = std::min<double>(bytes, depth_);
+        if (tokens_ >= need)
+            return now_ns;
+        double wait_ns = (need - tokens_) / rate_ * 1e9;
+        return now_ns + static_cast<uint64_t>(wait_ns) + 1;
+    }
+
+    // Consumes tokens for a send; a send that was not permitted runs a debt
+    // that later refills pay off.
+    void consume(uint64_t now_ns, uint32_t bytes)
+    {
+        refill(now_ns);
+        tokens_ -= bytes;
+    }
+
+    double rate() const { return rate_; }
+    double tokens() const { return tokens_; }
+
+private:
+    void refill(uint64_t now_ns)
+    {
+        if (now_ns > last_ns_) {
+            tokens_  = std::min(depth_, tokens_ + rate_ * (now_ns - last_ns_) * 1e-9);
+            last_ns_ = now_ns;
+        }
+    }
+
+    double   rate_    = 1; // bytes/s
+    double   depth_   = 0; // bytes
+    double   tokens_  = 0; // bytes, negative = debt
+    uint64_t last_ns_ = 0; // time of the last refill
 };
 
-}  // namespace doorbell::pacing
+} // namespace doorbell::pacing

@@ -12,30 +12,31 @@
 namespace doorbell::pacing {
 
 class WindowedMin {
- public:
-  explicit WindowedMin(uint64_t window_ns = 0) : window_ns_(window_ns) {}
+public:
+    explicit WindowedMin(uint64_t window_ns = 0) : window_ns_(window_ns) {}
 
-  void update(uint64_t now_ns, uint64_t sample) {
-    if (sample < best_)
-      best_ = sample;
-    if (sample < next_)
-      next_ = sample;
-    if (window_ns_ && now_ns - start_ns_ >= window_ns_) {
-      best_ = next_;
-      next_ = sample;
-      start_ns_ = now_ns;
+    void update(uint64_t now_ns, uint64_t sample)
+    {
+        if (sample < best_)
+            best_ = sample;
+        if (sample < next_)
+            next_ = sample;
+        if (window_ns_ && now_ns - start_ns_ >= window_ns_) {
+            best_     = next_;
+            next_     = sample;
+            start_ns_ = now_ns;
+        }
     }
-  }
 
-  bool valid() const { return best_ != kNone; }
-  uint64_t get() const { return best_; }
+    bool     valid() const { return best_ != kNone; }
+    uint64_t get() const { return best_; }
 
- private:
-  static constexpr uint64_t kNone = std::numeric_limits<uint64_t>::max();
-  uint64_t window_ns_;
-  uint64_t start_ns_ = 0;
-  uint64_t best_ = kNone;
-  uint64_t next_ = kNone;
+private:
+    static constexpr uint64_t kNone = std::numeric_limits<uint64_t>::max();
+    uint64_t                  window_ns_;
+    uint64_t                  start_ns_ = 0;
+    uint64_t                  best_     = kNone;
+    uint64_t                  next_     = kNone;
 };
 
-}  // namespace doorbell::pacing
+} // namespace doorbell::pacing

@@ -35,44 +35,46 @@ ax[2].set_ylabel("bottleneck queue (KiB)"); ax[2].set_xlabel("time (us)")
 fig.suptitle(title); fig.tight_layout(); fig.savefig(out, dpi=110)
 )PY";
 
-}  // namespace
+} // namespace
 
-bool write_plot(const SimResult &r, const std::string &png, std::string *error_p) {
-  const char *py = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
-  char title[160];
-  std::snprintf(title, sizeof title, "%s, gain %.4g 1/s (derived %.4g), %u flows, base RTT %.2f us",
-                r.policy.c_str(), r.gain, r.derived_gain, r.flows, r.base_rtt_ns * 1e-3);
-  int fds[2];
-  if (pipe(fds) != 0) {
-    *error_p = "pipe() failed for the plot";
-    return false;
-  }
-  pid_t pid = fork();
-  if (pid < 0) {
-    *error_p = "fork() failed for the plot";
-    return false;
-  }
-  if (pid == 0) {
-    dup2(fds[0], 0);
+bool write_plot(const SimResult &r, const std::string &png, std::string *error_p)
+{
+    const char *py = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+    char        title[160];
+    std::snprintf(title, sizeof title,
+                  "%s, gain %.4g 1/s (derived %.4g), %u flows, base RTT %.2f us", r.policy.c_str(),
+                  r.gain, r.derived_gain, r.flows, r.base_rtt_ns * 1e-3);
+    int fds[2];
+    if (pipe(fds) != 0) {
+        *error_p = "pipe() failed for the plot";
+        return false;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        *error_p = "fork() failed for the plot";
+        return false;
+    }
+    if (pid == 0) {
+        dup2(fds[0], 0);
+        close(fds[0]);
+        close(fds[1]);
+        execlp(py, py, "-c", kScript, png.c_str(), title, (char *)nullptr);
+        _exit(127);
+    }
     close(fds[0]);
-    close(fds[1]);
-    execlp(py, py, "-c", kScript, png.c_str(), title, (char *)nullptr);
-    _exit(127);
-  }
-  close(fds[0]);
-  std::signal(SIGPIPE, SIG_IGN); // a failed plotter must not kill the run
-  std::string csv = format_csv(r);
-  FILE *f = fdopen(fds[1], "w");
-  fwrite(csv.data(), 1, csv.size(), f);
-  fclose(f);
-  int st = 0;
-  waitpid(pid, &st, 0);
-  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-    *error_p = std::string("plotting with ") + py +
-               " failed (needs python3-matplotlib: scripts/packages.d/pacing.txt)";
-    return false;
-  }
-  return true;
+    std::signal(SIGPIPE, SIG_IGN); // a failed plotter must not kill the run
+    std::string csv = format_csv(r);
+    FILE       *f   = fdopen(fds[1], "w");
+    fwrite(csv.data(), 1, csv.size(), f);
+    fclose(f);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        *error_p = std::string("plotting with ") + py +
+                   " failed (needs python3-matplotlib: scripts/packages.d/pacing.txt)";
+        return false;
+    }
+    return true;
 }
 
-}  // namespace doorbell::sim
+} // namespace doorbell::sim

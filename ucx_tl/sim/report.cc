@@ -8,76 +8,80 @@ namespace doorbell::sim {
 
 namespace {
 
-std::string fmt(const char *f, double v) {
-  char b[64];
-  std::snprintf(b, sizeof b, f, v);
-  return b;
+std::string fmt(const char *f, double v)
+{
+    char b[64];
+    std::snprintf(b, sizeof b, f, v);
+    return b;
 }
 
-}  // namespace
+} // namespace
 
-std::string format_table(const std::vector<SimResult> &rows) {
-  std::ostringstream o;
-  char line[512];
-  std::snprintf(line, sizeof line,
-                "%-7s %10s %6s %7s %7s %7s %7s %8s %8s %8s %7s %7s %5s %8s %6s %6s %9s\n",
-                "policy", "gain_1/s", "flows", "util%", "rtt_us", "std_us", "p99_us",
-                "qd99_us", "qmax_KiB", "drops", "retx%", "rtx_all", "dips", "per_us", "depth",
-                "jain", "Mevents/s");
-  o << line;
-  for (const SimResult &r : rows) {
+std::string format_table(const std::vector<SimResult> &rows)
+{
+    std::ostringstream o;
+    char               line[512];
     std::snprintf(line, sizeof line,
-                  "%-7s %10.4g %6u %7.2f %7.2f %7.3f %7.2f %8.2f %8.1f %8llu %7.3f %7.3f %5u %8.1f %6.3f %6.3f %9.2f\n",
-                  r.policy.c_str(), r.gain, r.flows, 100 * r.utilization, r.rtt_mean_us,
-                  r.rtt_std_us, r.rtt_p99_us, r.qdelay_p99_us, r.queue_max_kib,
-                  (unsigned long long)r.drops, r.retx_pct, r.retx_all_pct, r.dips, r.dip_period_us,
-                  r.dip_depth, r.jain, r.events_per_s * 1e-6);
+                  "%-7s %10s %6s %7s %7s %7s %7s %8s %8s %8s %7s %7s %5s %8s %6s %6s %9s\n",
+                  "policy", "gain_1/s", "flows", "util%", "rtt_us", "std_us", "p99_us", "qd99_us",
+                  "qmax_KiB", "drops", "retx%", "rtx_all", "dips", "per_us", "depth", "jain",
+                  "Mevents/s");
     o << line;
-  }
-  return o.str();
+    for (const SimResult &r : rows) {
+        std::snprintf(
+            line, sizeof line,
+            "%-7s %10.4g %6u %7.2f %7.2f %7.3f %7.2f %8.2f %8.1f %8llu %7.3f %7.3f %5u %8.1f %6.3f %6.3f %9.2f\n",
+            r.policy.c_str(), r.gain, r.flows, 100 * r.utilization, r.rtt_mean_us, r.rtt_std_us,
+            r.rtt_p99_us, r.qdelay_p99_us, r.queue_max_kib, (unsigned long long)r.drops, r.retx_pct,
+            r.retx_all_pct, r.dips, r.dip_period_us, r.dip_depth, r.jain, r.events_per_s * 1e-6);
+        o << line;
+    }
+    return o.str();
 }
 
-std::string format_json(const std::vector<SimResult> &rows) {
-  std::ostringstream o;
-  o << "[";
-  for (size_t i = 0; i < rows.size(); i++) {
-    const SimResult &r = rows[i];
-    o << (i ? ",\n " : "\n ") << "{\"policy\":\"" << r.policy << "\""
-      << ",\"gain\":" << fmt("%.6g", r.gain)
-      << ",\"derived_gain\":" << fmt("%.6g", r.derived_gain)
-      << ",\"base_rtt_ns\":" << r.base_rtt_ns << ",\"flows\":" << r.flows
-      << ",\"utilization\":" << fmt("%.5f", r.utilization)
-      << ",\"rtt_mean_us\":" << fmt("%.4f", r.rtt_mean_us)
-      << ",\"rtt_std_us\":" << fmt("%.4f", r.rtt_std_us)
-      << ",\"rtt_p99_us\":" << fmt("%.4f", r.rtt_p99_us)
-      << ",\"qdelay_p99_us\":" << fmt("%.4f", r.qdelay_p99_us)
-      << ",\"queue_mean_kib\":" << fmt("%.2f", r.queue_mean_kib)
-      << ",\"queue_max_kib\":" << fmt("%.2f", r.queue_max_kib)
-      << ",\"drops\":" << r.drops << ",\"sent_pkts\":" << r.sent_pkts
-      << ",\"retx_pkts\":" << r.retx_pkts << ",\"retx_pct\":" << fmt("%.4f", r.retx_pct)
-      << ",\"retx_all_pct\":" << fmt("%.4f", r.retx_all_pct)
-      << ",\"ce_pkts\":" << r.ce_pkts << ",\"timeouts\":" << r.timeouts << ",\"credit_stalls\":" << r.credit_stalls
-      << ",\"dips\":" << r.dips << ",\"dip_period_us\":" << fmt("%.2f", r.dip_period_us)
-      << ",\"dip_depth\":" << fmt("%.4f", r.dip_depth)
-      << ",\"util_cv\":" << fmt("%.4f", r.util_cv) << ",\"jain\":" << fmt("%.4f", r.jain)
-      << ",\"allreduce_us\":" << fmt("%.3f", r.allreduce_us)
-      << ",\"events\":" << r.events << ",\"wall_s\":" << fmt("%.3f", r.wall_s)
-      << ",\"events_per_s\":" << fmt("%.0f", r.events_per_s) << "}";
-  }
-  o << "\n]\n";
-  return o.str();
+std::string format_json(const std::vector<SimResult> &rows)
+{
+    std::ostringstream o;
+    o << "[";
+    for (size_t i = 0; i < rows.size(); i++) {
+        const SimResult &r = rows[i];
+        o << (i ? ",\n " : "\n ") << "{\"policy\":\"" << r.policy << "\""
+          << ",\"gain\":" << fmt("%.6g", r.gain)
+          << ",\"derived_gain\":" << fmt("%.6g", r.derived_gain)
+          << ",\"base_rtt_ns\":" << r.base_rtt_ns << ",\"flows\":" << r.flows
+          << ",\"utilization\":" << fmt("%.5f", r.utilization)
+          << ",\"rtt_mean_us\":" << fmt("%.4f", r.rtt_mean_us)
+          << ",\"rtt_std_us\":" << fmt("%.4f", r.rtt_std_us)
+          << ",\"rtt_p99_us\":" << fmt("%.4f", r.rtt_p99_us)
+          << ",\"qdelay_p99_us\":" << fmt("%.4f", r.qdelay_p99_us)
+          << ",\"queue_mean_kib\":" << fmt("%.2f", r.queue_mean_kib)
+          << ",\"queue_max_kib\":" << fmt("%.2f", r.queue_max_kib) << ",\"drops\":" << r.drops
+          << ",\"sent_pkts\":" << r.sent_pkts << ",\"retx_pkts\":" << r.retx_pkts
+          << ",\"retx_pct\":" << fmt("%.4f", r.retx_pct)
+          << ",\"retx_all_pct\":" << fmt("%.4f", r.retx_all_pct) << ",\"ce_pkts\":" << r.ce_pkts
+          << ",\"timeouts\":" << r.timeouts << ",\"credit_stalls\":" << r.credit_stalls
+          << ",\"dips\":" << r.dips << ",\"dip_period_us\":" << fmt("%.2f", r.dip_period_us)
+          << ",\"dip_depth\":" << fmt("%.4f", r.dip_depth)
+          << ",\"util_cv\":" << fmt("%.4f", r.util_cv) << ",\"jain\":" << fmt("%.4f", r.jain)
+          << ",\"allreduce_us\":" << fmt("%.3f", r.allreduce_us) << ",\"events\":" << r.events
+          << ",\"wall_s\":" << fmt("%.3f", r.wall_s)
+          << ",\"events_per_s\":" << fmt("%.0f", r.events_per_s) << "}";
+    }
+    o << "\n]\n";
+    return o.str();
 }
 
-std::string format_csv(const SimResult &r) {
-  std::ostringstream o;
-  o << "t_us,util,queue_kib,rate0_gbps,mean_rate_gbps\n";
-  char line[160];
-  for (const Sample &s : r.series) {
-    std::snprintf(line, sizeof line, "%.3f,%.4f,%.2f,%.3f,%.3f\n", s.t_ns * 1e-3, s.util,
-                  s.queue_bytes / 1024.0, s.rate0_Bps * 8e-9, s.mean_rate_Bps * 8e-9);
-    o << line;
-  }
-  return o.str();
+std::string format_csv(const SimResult &r)
+{
+    std::ostringstream o;
+    o << "t_us,util,queue_kib,rate0_gbps,mean_rate_gbps\n";
+    char line[160];
+    for (const Sample &s : r.series) {
+        std::snprintf(line, sizeof line, "%.3f,%.4f,%.2f,%.3f,%.3f\n", s.t_ns * 1e-3, s.util,
+                      s.queue_bytes / 1024.0, s.rate0_Bps * 8e-9, s.mean_rate_Bps * 8e-9);
+        o << line;
+    }
+    return o.str();
 }
 
-}  // namespace doorbell::sim
+} // namespace doorbell::sim

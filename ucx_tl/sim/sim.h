@@ -25,31 +25,35 @@
 
 namespace doorbell::sim {
 
-enum class Scenario { kIncast, kPermutation, kAllreduce };
+enum class Scenario {
+    kIncast,
+    kPermutation,
+    kAllreduce
+};
 const char *scenario_name(Scenario s);
-bool parse_scenario(const std::string &name, Scenario *s_p);
+bool        parse_scenario(const std::string &name, Scenario *s_p);
 
 struct SimConfig {
-  Scenario scenario = Scenario::kIncast;
-  uint32_t leaves = 2;
-  uint32_t spines = 4;
-  uint32_t hosts_per_leaf = 4;
-  double link_gbps = 400;
-  uint64_t hop_delay_ns = 584;      ///< per hop, one way (base RTT ~5.0 us with 4 KiB)
-  uint32_t mtu_bytes = 4096;
-  uint32_t buffer_bytes = 512 << 10; ///< per egress port
-  uint32_t ecn_bytes = 0;            ///< 0 = 75 % of the buffer
-  bool credit = false;               ///< lossless credit-based flow control
-  uint64_t duration_ns = 10000000;
-  uint64_t warmup_ns = 0;            ///< statistics start; 0 = 10 % of duration
-  uint64_t sample_ns = 1000;         ///< time-series step
-  uint64_t rto_ns = 0;               ///< 0 = 20 base RTTs (1000 with credit)
-  uint32_t window_bytes = 0;         ///< in-flight cap per flow; 0 = 2 BDP
-  uint64_t seed = 1;
-  uint64_t allreduce_bytes = 4 << 20;
-  uint64_t on_ns = 0, off_ns = 0;    ///< incast/permutation: mean ON/OFF periods
-                                     ///< (exponential); 0 = always on
-  pacing::Config cc;                 ///< line rate, MTU are filled from the fabric
+    Scenario scenario        = Scenario::kIncast;
+    uint32_t leaves          = 2;
+    uint32_t spines          = 4;
+    uint32_t hosts_per_leaf  = 4;
+    double   link_gbps       = 400;
+    uint64_t hop_delay_ns    = 584; ///< per hop, one way (base RTT ~5.0 us with 4 KiB)
+    uint32_t mtu_bytes       = 4096;
+    uint32_t buffer_bytes    = 512 << 10; ///< per egress port
+    uint32_t ecn_bytes       = 0;         ///< 0 = 75 % of the buffer
+    bool     credit          = false;     ///< lossless credit-based flow control
+    uint64_t duration_ns     = 10000000;
+    uint64_t warmup_ns       = 0;    ///< statistics start; 0 = 10 % of duration
+    uint64_t sample_ns       = 1000; ///< time-series step
+    uint64_t rto_ns          = 0;    ///< 0 = 20 base RTTs (1000 with credit)
+    uint32_t window_bytes    = 0;    ///< in-flight cap per flow; 0 = 2 BDP
+    uint64_t seed            = 1;
+    uint64_t allreduce_bytes = 4 << 20;
+    uint64_t on_ns = 0, off_ns = 0; ///< incast/permutation: mean ON/OFF periods
+                                    ///< (exponential); 0 = always on
+    pacing::Config cc;              ///< line rate, MTU are filled from the fabric
 };
 
 // Preset fabrics (non-blocking): 8 hosts = 2 leaves x 4 hosts, 4 spines;
@@ -61,40 +65,40 @@ uint64_t base_rtt_ns(const SimConfig &c);
 uint64_t hop_delay_for_rtt(const SimConfig &c, uint64_t rtt_ns);
 
 struct Sample {
-  uint64_t t_ns;
-  double util;          ///< goodput into the receivers / their capacity, this step
-  uint32_t queue_bytes; ///< monitored (bottleneck) port
-  double rate0_Bps;     ///< pacer rate of flow 0
-  double mean_rate_Bps; ///< mean pacer rate over the flows
+    uint64_t t_ns;
+    double   util;          ///< goodput into the receivers / their capacity, this step
+    uint32_t queue_bytes;   ///< monitored (bottleneck) port
+    double   rate0_Bps;     ///< pacer rate of flow 0
+    double   mean_rate_Bps; ///< mean pacer rate over the flows
 };
 
 struct SimResult {
-  std::string policy;
-  double gain = 0;              ///< IBRC gain in use by flow 0, 1/s
-  double derived_gain = 0;      ///< IBRC gain derived for this fabric, 1/s
-  uint64_t base_rtt_ns = 0;
-  uint32_t flows = 0;
-  double utilization = 0;       ///< window goodput / receiver capacity
-  double rtt_mean_us = 0, rtt_std_us = 0, rtt_p99_us = 0;
-  double qdelay_p99_us = 0;     ///< RTT minus the path's base RTT
-  double queue_mean_kib = 0, queue_max_kib = 0; ///< monitored port, window
-  uint64_t drops = 0;
-  uint64_t sent_pkts = 0, retx_pkts = 0;
-  double retx_pct = 0;          ///< retransmitted / sent, statistics window
-  double retx_all_pct = 0;      ///< the same over the whole run (incl. start)
-  uint64_t ce_pkts = 0;
-  uint64_t timeouts = 0;        ///< segments declared lost by the retransmit timer
-  uint64_t credit_stalls = 0;
-  uint32_t dips = 0;            ///< throughput dips in the window
-  double dip_period_us = 0;     ///< mean time between dip starts
-  double dip_depth = 0;         ///< mean (1 - lowest utilization) of a dip
-  double util_cv = 0;           ///< stddev / mean of smoothed utilization
-  double jain = 0;              ///< fairness of per-flow goodput in the window
-  double allreduce_us = 0;      ///< allreduce completion; 0 if unfinished/not run
-  uint64_t events = 0;
-  double wall_s = 0;
-  double events_per_s = 0;
-  std::vector<Sample> series;
+    std::string         policy;
+    double              gain         = 0; ///< IBRC gain in use by flow 0, 1/s
+    double              derived_gain = 0; ///< IBRC gain derived for this fabric, 1/s
+    uint64_t            base_rtt_ns  = 0;
+    uint32_t            flows        = 0;
+    double              utilization  = 0; ///< window goodput / receiver capacity
+    double              rtt_mean_us = 0, rtt_std_us = 0, rtt_p99_us = 0;
+    double              qdelay_p99_us  = 0;                    ///< RTT minus the path's base RTT
+    double              queue_mean_kib = 0, queue_max_kib = 0; ///< monitored port, window
+    uint64_t            drops     = 0;
+    uint64_t            sent_pkts = 0, retx_pkts = 0;
+    double              retx_pct      = 0; ///< retransmitted / sent, statistics window
+    double              retx_all_pct  = 0; ///< the same over the whole run (incl. start)
+    uint64_t            ce_pkts       = 0;
+    uint64_t            timeouts      = 0; ///< segments declared lost by the retransmit timer
+    uint64_t            credit_stalls = 0;
+    uint32_t            dips          = 0; ///< throughput dips in the window
+    double              dip_period_us = 0; ///< mean time between dip starts
+    double              dip_depth     = 0; ///< mean (1 - lowest utilization) of a dip
+    double              util_cv       = 0; ///< stddev / mean of smoothed utilization
+    double              jain          = 0; ///< fairness of per-flow goodput in the window
+    double              allreduce_us  = 0; ///< allreduce completion; 0 if unfinished/not run
+    uint64_t            events        = 0;
+    double              wall_s        = 0;
+    double              events_per_s  = 0;
+    std::vector<Sample> series;
 };
 
 // Runs one scenario; returns false with a message for a bad config.
@@ -104,6 +108,6 @@ bool run_sim(const SimConfig &config, SimResult *result_p, std::string *error_p)
 std::string format_table(const std::vector<SimResult> &rows);
 std::string format_json(const std::vector<SimResult> &rows);
 std::string format_csv(const SimResult &r);
-bool write_plot(const SimResult &r, const std::string &png, std::string *error_p);
+bool        write_plot(const SimResult &r, const std::string &png, std::string *error_p);
 
-}  // namespace doorbell::sim
+} // namespace doorbell::sim

@@ -5,7 +5,7 @@
  */
 
 #ifdef HAVE_CONFIG_H
-#  include "config.h"
+#include "config.h"
 #endif
 
 #include "doorbell.h"
@@ -16,9 +16,9 @@
 
 /* uct_iov_t -> struct iovec; UCP passes count 1, strided entries are rare
  * and are sent as count contiguous elements. */
-static UCS_F_ALWAYS_INLINE size_t
-uct_doorbell_iov_convert(struct iovec *dst, const uct_iov_t *iov,
-                         size_t iovcnt)
+static UCS_F_ALWAYS_INLINE size_t uct_doorbell_iov_convert(struct iovec    *dst,
+                                                           const uct_iov_t *iov,
+                                                           size_t iovcnt)
 {
     size_t i;
 
@@ -39,8 +39,8 @@ ucs_status_t uct_doorbell_ep_am_short(uct_ep_h tl_ep, uint8_t id,
                                       unsigned length)
 {
     uct_doorbell_iface_t *iface = uct_doorbell_ep_iface(tl_ep);
-    uct_doorbell_ep_t *ep       = ucs_derived_of(tl_ep, uct_doorbell_ep_t);
-    doorbell_status_t status;
+    uct_doorbell_ep_t    *ep    = ucs_derived_of(tl_ep, uct_doorbell_ep_t);
+    doorbell_status_t     status;
 
     UCT_CHECK_AM_ID(id);
     UCT_DOORBELL_ENTER(iface);
@@ -60,8 +60,8 @@ ssize_t uct_doorbell_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
                                  unsigned flags)
 {
     uct_doorbell_iface_t *iface = uct_doorbell_ep_iface(tl_ep);
-    uct_doorbell_ep_t *ep       = ucs_derived_of(tl_ep, uct_doorbell_ep_t);
-    ssize_t ret;
+    uct_doorbell_ep_t    *ep    = ucs_derived_of(tl_ep, uct_doorbell_ep_t);
+    ssize_t               ret;
 
     UCT_CHECK_AM_ID(id);
     UCT_DOORBELL_ENTER(iface);
@@ -71,14 +71,15 @@ ssize_t uct_doorbell_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
 }
 
 ucs_status_t uct_doorbell_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
-                                      const void *header, unsigned header_length,
+                                      const void      *header,
+                                      unsigned         header_length,
                                       const uct_iov_t *iov, size_t iovcnt,
                                       unsigned flags, uct_completion_t *comp)
 {
     uct_doorbell_iface_t *iface = uct_doorbell_ep_iface(tl_ep);
-    uct_doorbell_ep_t *ep       = ucs_derived_of(tl_ep, uct_doorbell_ep_t);
-    struct iovec vec[UCT_DOORBELL_MAX_IOV];
-    doorbell_status_t status;
+    uct_doorbell_ep_t    *ep    = ucs_derived_of(tl_ep, uct_doorbell_ep_t);
+    struct iovec          vec[UCT_DOORBELL_MAX_IOV];
+    doorbell_status_t     status;
 
     UCT_CHECK_AM_ID(id);
     UCT_CHECK_IOV_SIZE(iovcnt + 1, UCT_DOORBELL_MAX_IOV, "am_zcopy");
@@ -87,7 +88,7 @@ ucs_status_t uct_doorbell_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
     /* The header travels as the first gather entry: the core copies an AM
      * into its send slot anyway, and UCP's headers (24 B for a first eager
      * fragment) exceed what a WQE carries inline. */
-    vec[0].iov_base = (void*)header;
+    vec[0].iov_base = (void *)header;
     vec[0].iov_len  = header_length;
     UCT_DOORBELL_ENTER(iface);
     status = doorbell_qp_am_zcopy(ep->qp, id, NULL, 0, vec,
@@ -103,8 +104,8 @@ ucs_status_t uct_doorbell_ep_put_short(uct_ep_h tl_ep, const void *buffer,
                                        uct_rkey_t rkey)
 {
     uct_doorbell_iface_t *iface = uct_doorbell_ep_iface(tl_ep);
-    uct_doorbell_ep_t *ep       = ucs_derived_of(tl_ep, uct_doorbell_ep_t);
-    doorbell_status_t status;
+    uct_doorbell_ep_t    *ep    = ucs_derived_of(tl_ep, uct_doorbell_ep_t);
+    doorbell_status_t     status;
 
     UCT_DOORBELL_ENTER(iface);
     status = doorbell_qp_put_short(ep->qp, buffer, length, remote_addr,
@@ -118,8 +119,8 @@ ssize_t uct_doorbell_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
                                   uct_rkey_t rkey)
 {
     uct_doorbell_iface_t *iface = uct_doorbell_ep_iface(tl_ep);
-    uct_doorbell_ep_t *ep       = ucs_derived_of(tl_ep, uct_doorbell_ep_t);
-    ssize_t ret;
+    uct_doorbell_ep_t    *ep    = ucs_derived_of(tl_ep, uct_doorbell_ep_t);
+    ssize_t               ret;
 
     UCT_DOORBELL_ENTER(iface);
     ret = doorbell_qp_put_bcopy(ep->qp, pack_cb, arg, remote_addr,
@@ -133,9 +134,9 @@ ucs_status_t uct_doorbell_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
                                        uct_rkey_t rkey, uct_completion_t *comp)
 {
     uct_doorbell_iface_t *iface = uct_doorbell_ep_iface(tl_ep);
-    uct_doorbell_ep_t *ep       = ucs_derived_of(tl_ep, uct_doorbell_ep_t);
-    struct iovec vec[UCT_DOORBELL_MAX_IOV];
-    doorbell_status_t status;
+    uct_doorbell_ep_t    *ep    = ucs_derived_of(tl_ep, uct_doorbell_ep_t);
+    struct iovec          vec[UCT_DOORBELL_MAX_IOV];
+    doorbell_status_t     status;
 
     UCT_CHECK_IOV_SIZE(iovcnt, UCT_DOORBELL_MAX_IOV, "put_zcopy");
     UCT_DOORBELL_ENTER(iface);
@@ -146,19 +147,19 @@ ucs_status_t uct_doorbell_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
     return uct_doorbell_status(status);
 }
 
-ucs_status_t uct_doorbell_ep_get_bcopy(uct_ep_h tl_ep,
+ucs_status_t uct_doorbell_ep_get_bcopy(uct_ep_h              tl_ep,
                                        uct_unpack_callback_t unpack_cb,
                                        void *arg, size_t length,
                                        uint64_t remote_addr, uct_rkey_t rkey,
                                        uct_completion_t *comp)
 {
     uct_doorbell_iface_t *iface = uct_doorbell_ep_iface(tl_ep);
-    uct_doorbell_ep_t *ep       = ucs_derived_of(tl_ep, uct_doorbell_ep_t);
-    doorbell_status_t status;
+    uct_doorbell_ep_t    *ep    = ucs_derived_of(tl_ep, uct_doorbell_ep_t);
+    doorbell_status_t     status;
 
     UCT_DOORBELL_ENTER(iface);
-    status = doorbell_qp_get_bcopy(ep->qp, unpack_cb, arg, length,
-                                   remote_addr, (uint32_t)rkey, comp);
+    status = doorbell_qp_get_bcopy(ep->qp, unpack_cb, arg, length, remote_addr,
+                                   (uint32_t)rkey, comp);
     UCT_DOORBELL_LEAVE(iface);
     return uct_doorbell_status(status);
 }
@@ -168,9 +169,9 @@ ucs_status_t uct_doorbell_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
                                        uct_rkey_t rkey, uct_completion_t *comp)
 {
     uct_doorbell_iface_t *iface = uct_doorbell_ep_iface(tl_ep);
-    uct_doorbell_ep_t *ep       = ucs_derived_of(tl_ep, uct_doorbell_ep_t);
-    struct iovec vec[UCT_DOORBELL_MAX_IOV];
-    doorbell_status_t status;
+    uct_doorbell_ep_t    *ep    = ucs_derived_of(tl_ep, uct_doorbell_ep_t);
+    struct iovec          vec[UCT_DOORBELL_MAX_IOV];
+    doorbell_status_t     status;
 
     UCT_CHECK_IOV_SIZE(iovcnt, UCT_DOORBELL_MAX_IOV, "get_zcopy");
     UCT_DOORBELL_ENTER(iface);
@@ -186,7 +187,7 @@ ucs_status_t uct_doorbell_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
 {
     uct_doorbell_iface_t *iface = ucs_derived_of(tl_ep->iface,
                                                  uct_doorbell_iface_t);
-    uct_doorbell_ep_t *ep       = ucs_derived_of(tl_ep, uct_doorbell_ep_t);
+    uct_doorbell_ep_t    *ep    = ucs_derived_of(tl_ep, uct_doorbell_ep_t);
 
     UCT_DOORBELL_ENTER(iface);
     if (ucs_arbiter_group_is_empty(&ep->arb_group) &&
@@ -206,15 +207,14 @@ ucs_status_t uct_doorbell_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
 
 /* Called from iface progress. A group stays scheduled while it has requests:
  * when the queue pair cannot send yet, it is retried on the next progress. */
-ucs_arbiter_cb_result_t
-uct_doorbell_ep_process_pending(ucs_arbiter_t *arbiter,
-                                ucs_arbiter_group_t *group,
-                                ucs_arbiter_elem_t *elem, void *arg)
+ucs_arbiter_cb_result_t uct_doorbell_ep_process_pending(
+    ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
+    ucs_arbiter_elem_t *elem, void *arg)
 {
     uct_pending_req_t *req = ucs_container_of(elem, uct_pending_req_t, priv);
     uct_doorbell_ep_t *ep  = ucs_container_of(group, uct_doorbell_ep_t,
                                               arb_group);
-    ucs_status_t status;
+    ucs_status_t       status;
 
     if (!doorbell_qp_can_send(ep->qp)) {
         return UCS_ARBITER_CB_RESULT_RESCHED_GROUP;
@@ -234,29 +234,27 @@ uct_doorbell_ep_process_pending(ucs_arbiter_t *arbiter,
 /* Called from event_arm, one pass over the endpoints with pending requests:
  * sets *arg if one of them could send now. The others wait for their queue
  * pair to free slots, which only an arrival (the event fd) or a timer does. */
-ucs_arbiter_cb_result_t
-uct_doorbell_ep_pending_ready(ucs_arbiter_t *arbiter,
-                              ucs_arbiter_group_t *group,
-                              ucs_arbiter_elem_t *elem, void *arg)
+ucs_arbiter_cb_result_t uct_doorbell_ep_pending_ready(
+    ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
+    ucs_arbiter_elem_t *elem, void *arg)
 {
     uct_doorbell_ep_t *ep = ucs_container_of(group, uct_doorbell_ep_t,
                                              arb_group);
 
     if (doorbell_qp_can_send(ep->qp)) {
-        *(int*)arg = 1;
+        *(int *)arg = 1;
         return UCS_ARBITER_CB_RESULT_STOP;
     }
 
     return UCS_ARBITER_CB_RESULT_RESCHED_GROUP;
 }
 
-static ucs_arbiter_cb_result_t
-uct_doorbell_ep_purge_cb(ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
-                         ucs_arbiter_elem_t *elem, void *arg)
+static ucs_arbiter_cb_result_t uct_doorbell_ep_purge_cb(
+    ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
+    ucs_arbiter_elem_t *elem, void *arg)
 {
-    uct_pending_req_t *req     = ucs_container_of(elem, uct_pending_req_t,
-                                                  priv);
-    uct_purge_cb_args_t *args  = arg;
+    uct_pending_req_t   *req  = ucs_container_of(elem, uct_pending_req_t, priv);
+    uct_purge_cb_args_t *args = arg;
 
     if (args->cb != NULL) {
         args->cb(req, args->arg);
@@ -266,13 +264,13 @@ uct_doorbell_ep_purge_cb(ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
     return UCS_ARBITER_CB_RESULT_REMOVE_ELEM;
 }
 
-void uct_doorbell_ep_pending_purge(uct_ep_h tl_ep,
+void uct_doorbell_ep_pending_purge(uct_ep_h                     tl_ep,
                                    uct_pending_purge_callback_t cb, void *arg)
 {
     uct_doorbell_iface_t *iface = ucs_derived_of(tl_ep->iface,
                                                  uct_doorbell_iface_t);
-    uct_doorbell_ep_t *ep       = ucs_derived_of(tl_ep, uct_doorbell_ep_t);
-    uct_purge_cb_args_t args    = {cb, arg};
+    uct_doorbell_ep_t    *ep    = ucs_derived_of(tl_ep, uct_doorbell_ep_t);
+    uct_purge_cb_args_t   args  = {cb, arg};
 
     UCT_DOORBELL_ENTER(iface);
     ucs_arbiter_group_purge(&iface->arbiter, &ep->arb_group,
@@ -289,8 +287,8 @@ ucs_status_t uct_doorbell_ep_flush(uct_ep_h tl_ep, unsigned flags,
                                    uct_completion_t *comp)
 {
     uct_doorbell_iface_t *iface = uct_doorbell_ep_iface(tl_ep);
-    uct_doorbell_ep_t *ep       = ucs_derived_of(tl_ep, uct_doorbell_ep_t);
-    ucs_status_t status;
+    uct_doorbell_ep_t    *ep    = ucs_derived_of(tl_ep, uct_doorbell_ep_t);
+    ucs_status_t          status;
 
     UCT_DOORBELL_ENTER(iface);
     if (ucs_unlikely(flags & UCT_FLUSH_FLAG_CANCEL)) {
@@ -312,8 +310,8 @@ ucs_status_t uct_doorbell_ep_flush(uct_ep_h tl_ep, unsigned flags,
 ucs_status_t uct_doorbell_ep_fence(uct_ep_h tl_ep, unsigned flags)
 {
     uct_doorbell_iface_t *iface = uct_doorbell_ep_iface(tl_ep);
-    uct_doorbell_ep_t *ep       = ucs_derived_of(tl_ep, uct_doorbell_ep_t);
-    doorbell_status_t status;
+    uct_doorbell_ep_t    *ep    = ucs_derived_of(tl_ep, uct_doorbell_ep_t);
+    doorbell_status_t     status;
 
     UCT_TL_EP_STAT_FENCE(&ep->super);
     UCT_DOORBELL_ENTER(iface);
@@ -326,7 +324,7 @@ static UCS_CLASS_INIT_FUNC(uct_doorbell_ep_t, const uct_ep_params_t *params)
 {
     uct_doorbell_iface_t *iface = ucs_derived_of(params->iface,
                                                  uct_doorbell_iface_t);
-    doorbell_status_t status;
+    doorbell_status_t     status;
 
     UCT_EP_PARAMS_CHECK_DEV_IFACE_ADDRS(params);
     UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super);

@@ -5,7 +5,7 @@
  */
 
 #ifdef HAVE_CONFIG_H
-#  include "config.h"
+#include "config.h"
 #endif
 
 #include "doorbell.h"
@@ -18,9 +18,9 @@
 
 /* Forward declarations */
 static uct_iface_ops_t uct_doorbell_iface_ops;
-static unsigned
-uct_doorbell_iface_deliver_deferred(uct_doorbell_iface_t *iface);
+static unsigned uct_doorbell_iface_deliver_deferred(uct_doorbell_iface_t *iface);
 
+/* clang-format off */
 static const char *uct_doorbell_cc_names[] = {
     [UCT_DOORBELL_CC_IBRC]   = "ibrc",
     [UCT_DOORBELL_CC_DCQCN]  = "dcqcn",
@@ -29,7 +29,9 @@ static const char *uct_doorbell_cc_names[] = {
     [UCT_DOORBELL_CC_AUTO]   = "auto",
     [UCT_DOORBELL_CC_LAST]   = NULL
 };
+/* clang-format on */
 
+/* clang-format off */
 static ucs_config_field_t uct_doorbell_iface_config_table[] = {
     {"", "", NULL,
      ucs_offsetof(uct_doorbell_iface_config_t, super),
@@ -145,7 +147,9 @@ static ucs_config_field_t uct_doorbell_iface_config_table[] = {
 
     {NULL}
 };
+/* clang-format on */
 
+/* clang-format off */
 static uct_iface_internal_ops_t uct_doorbell_iface_internal_ops = {
     .iface_estimate_perf = uct_base_iface_estimate_perf,
     .iface_vfs_refresh   = (uct_iface_vfs_refresh_func_t)ucs_empty_function,
@@ -154,37 +158,32 @@ static uct_iface_internal_ops_t uct_doorbell_iface_internal_ops = {
     .ep_invalidate       = (uct_ep_invalidate_func_t)
                            ucs_empty_function_return_unsupported
 };
+/* clang-format on */
 
 
-static ucs_status_t uct_doorbell_iface_query(uct_iface_h tl_iface,
+static ucs_status_t uct_doorbell_iface_query(uct_iface_h       tl_iface,
                                              uct_iface_attr_t *attr)
 {
-    uct_doorbell_iface_t *iface           = ucs_derived_of(tl_iface,
+    uct_doorbell_iface_t          *iface  = ucs_derived_of(tl_iface,
                                                            uct_doorbell_iface_t);
     const doorbell_iface_limits_t *limits = &iface->config.limits;
     size_t max_iov = ucs_min(limits->max_iov, UCT_DOORBELL_MAX_IOV);
 
     uct_base_iface_query(&iface->super, attr);
 
-    attr->device_addr_len  = doorbell_iface_device_address_length(iface->core);
-    attr->iface_addr_len   = doorbell_iface_address_length(iface->core);
-    attr->ep_addr_len      = 0;
-    attr->max_conn_priv    = 0;
-    attr->cap.flags        = UCT_IFACE_FLAG_CONNECT_TO_IFACE |
-                             UCT_IFACE_FLAG_AM_SHORT         |
-                             UCT_IFACE_FLAG_AM_BCOPY         |
-                             UCT_IFACE_FLAG_AM_ZCOPY         |
-                             UCT_IFACE_FLAG_PUT_SHORT        |
-                             UCT_IFACE_FLAG_PUT_BCOPY        |
-                             UCT_IFACE_FLAG_PUT_ZCOPY        |
-                             UCT_IFACE_FLAG_GET_BCOPY        |
-                             UCT_IFACE_FLAG_GET_ZCOPY        |
-                             UCT_IFACE_FLAG_PENDING          |
-                             UCT_IFACE_FLAG_CB_SYNC          |
-                             UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE;
-    attr->cap.event_flags  = UCT_IFACE_FLAG_EVENT_SEND_COMP |
-                             UCT_IFACE_FLAG_EVENT_RECV      |
-                             UCT_IFACE_FLAG_EVENT_FD;
+    attr->device_addr_len = doorbell_iface_device_address_length(iface->core);
+    attr->iface_addr_len  = doorbell_iface_address_length(iface->core);
+    attr->ep_addr_len     = 0;
+    attr->max_conn_priv   = 0;
+    attr->cap.flags       = UCT_IFACE_FLAG_CONNECT_TO_IFACE |
+                      UCT_IFACE_FLAG_AM_SHORT | UCT_IFACE_FLAG_AM_BCOPY |
+                      UCT_IFACE_FLAG_AM_ZCOPY | UCT_IFACE_FLAG_PUT_SHORT |
+                      UCT_IFACE_FLAG_PUT_BCOPY | UCT_IFACE_FLAG_PUT_ZCOPY |
+                      UCT_IFACE_FLAG_GET_BCOPY | UCT_IFACE_FLAG_GET_ZCOPY |
+                      UCT_IFACE_FLAG_PENDING | UCT_IFACE_FLAG_CB_SYNC |
+                      UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE;
+    attr->cap.event_flags = UCT_IFACE_FLAG_EVENT_SEND_COMP |
+                            UCT_IFACE_FLAG_EVENT_RECV | UCT_IFACE_FLAG_EVENT_FD;
 
     attr->cap.put.max_short       = limits->max_short;
     attr->cap.put.max_bcopy       = limits->max_bcopy;
@@ -202,21 +201,21 @@ static ucs_status_t uct_doorbell_iface_query(uct_iface_h tl_iface,
     attr->cap.get.align_mtu       = 1;
     attr->cap.get.max_iov         = max_iov;
 
-    attr->cap.am.max_short        = limits->max_short;
-    attr->cap.am.max_bcopy        = limits->max_am_bcopy;
-    attr->cap.am.min_zcopy        = 0;
-    attr->cap.am.max_zcopy        = limits->max_am_zcopy;
-    attr->cap.am.opt_zcopy_align  = 1;
-    attr->cap.am.align_mtu        = 1;
-    attr->cap.am.max_hdr          = ucs_min(UCT_DOORBELL_AM_MAX_HDR,
-                                            limits->max_am_zcopy);
+    attr->cap.am.max_short       = limits->max_short;
+    attr->cap.am.max_bcopy       = limits->max_am_bcopy;
+    attr->cap.am.min_zcopy       = 0;
+    attr->cap.am.max_zcopy       = limits->max_am_zcopy;
+    attr->cap.am.opt_zcopy_align = 1;
+    attr->cap.am.align_mtu       = 1;
+    attr->cap.am.max_hdr         = ucs_min(UCT_DOORBELL_AM_MAX_HDR,
+                                           limits->max_am_zcopy);
     /* iov[0] carries the header (see uct_doorbell_ep_am_zcopy) */
-    attr->cap.am.max_iov          = (max_iov > 1) ? (max_iov - 1) : 0;
+    attr->cap.am.max_iov = (max_iov > 1) ? (max_iov - 1) : 0;
 
     /* One sendmmsg/recvmmsg pair per message on the software device; the
      * device reports its wire latency and bandwidth. */
-    attr->latency             = ucs_linear_func_make(
-                                    iface->config.device.latency_ns * 1e-9, 0);
+    attr->latency = ucs_linear_func_make(iface->config.device.latency_ns * 1e-9,
+                                         0);
     attr->bandwidth.dedicated = 0;
     attr->bandwidth.shared    = iface->config.device.bandwidth;
     attr->overhead            = 1e-6;
@@ -224,9 +223,8 @@ static ucs_status_t uct_doorbell_iface_query(uct_iface_h tl_iface,
     return UCS_OK;
 }
 
-static ucs_status_t
-uct_doorbell_iface_get_device_address(uct_iface_h tl_iface,
-                                      uct_device_addr_t *addr)
+static ucs_status_t uct_doorbell_iface_get_device_address(
+    uct_iface_h tl_iface, uct_device_addr_t *addr)
 {
     uct_doorbell_iface_t *iface = ucs_derived_of(tl_iface,
                                                  uct_doorbell_iface_t);
@@ -235,7 +233,7 @@ uct_doorbell_iface_get_device_address(uct_iface_h tl_iface,
     return UCS_OK;
 }
 
-static ucs_status_t uct_doorbell_iface_get_address(uct_iface_h tl_iface,
+static ucs_status_t uct_doorbell_iface_get_address(uct_iface_h       tl_iface,
                                                    uct_iface_addr_t *addr)
 {
     uct_doorbell_iface_t *iface = ucs_derived_of(tl_iface,
@@ -245,9 +243,9 @@ static ucs_status_t uct_doorbell_iface_get_address(uct_iface_h tl_iface,
     return UCS_OK;
 }
 
-static int uct_doorbell_iface_is_reachable(const uct_iface_h tl_iface,
+static int uct_doorbell_iface_is_reachable(const uct_iface_h        tl_iface,
                                            const uct_device_addr_t *dev_addr,
-                                           const uct_iface_addr_t *iface_addr)
+                                           const uct_iface_addr_t  *iface_addr)
 {
     uct_doorbell_iface_t *iface = ucs_derived_of(tl_iface,
                                                  uct_doorbell_iface_t);
@@ -263,7 +261,7 @@ static unsigned uct_doorbell_iface_progress(uct_iface_h tl_iface)
 {
     uct_doorbell_iface_t *iface = ucs_derived_of(tl_iface,
                                                  uct_doorbell_iface_t);
-    unsigned count = 0;
+    unsigned              count = 0;
 
     UCT_DOORBELL_ENTER(iface);
     ++iface->progress_count;
@@ -296,14 +294,13 @@ static void uct_doorbell_iface_timer(int id, ucs_event_set_types_t events,
     iface->in_background = 0;
 }
 
-static doorbell_status_t uct_doorbell_iface_core_flush(void *core,
-                                                       void *cookie)
+static doorbell_status_t uct_doorbell_iface_core_flush(void *core, void *cookie)
 {
     return doorbell_iface_flush(core, cookie);
 }
 
-static ucs_status_t uct_doorbell_iface_flush(uct_iface_h tl_iface,
-                                             unsigned flags,
+static ucs_status_t uct_doorbell_iface_flush(uct_iface_h       tl_iface,
+                                             unsigned          flags,
                                              uct_completion_t *comp)
 {
     uct_doorbell_iface_t *iface = ucs_derived_of(tl_iface,
@@ -342,15 +339,15 @@ void uct_doorbell_flush_init(uct_doorbell_flush_t *flush)
 }
 
 static ucs_status_t uct_doorbell_iface_fence(uct_iface_h tl_iface,
-                                             unsigned flags)
+                                             unsigned    flags)
 {
-    uct_doorbell_iface_t *iface = ucs_derived_of(tl_iface,
-                                                 uct_doorbell_iface_t);
-    ucs_status_t status         = UCS_OK;
-    uct_doorbell_ep_t *ep;
+    uct_doorbell_iface_t *iface  = ucs_derived_of(tl_iface,
+                                                  uct_doorbell_iface_t);
+    ucs_status_t          status = UCS_OK;
+    uct_doorbell_ep_t    *ep;
 
     UCT_DOORBELL_ENTER(iface);
-    ucs_list_for_each(ep, &iface->ep_list, list) {
+    ucs_list_for_each (ep, &iface->ep_list, list) {
         status = uct_doorbell_status(doorbell_qp_fence(ep->qp));
         if (status != UCS_OK) {
             break;
@@ -361,11 +358,11 @@ static ucs_status_t uct_doorbell_iface_fence(uct_iface_h tl_iface,
 }
 
 static ucs_status_t uct_doorbell_iface_event_fd_get(uct_iface_h tl_iface,
-                                                    int *fd_p)
+                                                    int        *fd_p)
 {
     uct_doorbell_iface_t *iface = ucs_derived_of(tl_iface,
                                                  uct_doorbell_iface_t);
-    int fd                      = doorbell_iface_event_fd(iface->core);
+    int                   fd    = doorbell_iface_event_fd(iface->core);
 
     if (fd < 0) {
         return UCS_ERR_UNSUPPORTED;
@@ -376,12 +373,12 @@ static ucs_status_t uct_doorbell_iface_event_fd_get(uct_iface_h tl_iface,
 }
 
 static ucs_status_t uct_doorbell_iface_event_arm(uct_iface_h tl_iface,
-                                                 unsigned events)
+                                                 unsigned    events)
 {
     uct_doorbell_iface_t *iface = ucs_derived_of(tl_iface,
                                                  uct_doorbell_iface_t);
-    doorbell_status_t status;
-    int pending_ready           = 0;
+    doorbell_status_t     status;
+    int                   pending_ready = 0;
 
     UCT_DOORBELL_ENTER(iface);
     /* A pending request keeps the worker awake only if its endpoint could
@@ -397,17 +394,17 @@ static ucs_status_t uct_doorbell_iface_event_arm(uct_iface_h tl_iface,
     UCT_DOORBELL_LEAVE(iface);
 
     return (status == DOORBELL_ERR_NO_RESOURCE) ? UCS_ERR_BUSY :
-           uct_doorbell_status(status);
+                                                  uct_doorbell_status(status);
 }
 
-static uct_doorbell_deferred_t *
-uct_doorbell_iface_defer(uct_doorbell_iface_t *iface,
-                         uct_doorbell_deferred_type_t type)
+static uct_doorbell_deferred_t *uct_doorbell_iface_defer(
+    uct_doorbell_iface_t *iface, uct_doorbell_deferred_type_t type)
 {
     uct_doorbell_deferred_t *d = ucs_malloc(sizeof(*d), "doorbell deferred");
 
     if (d == NULL) {
-        ucs_error("doorbell %s: no memory to defer a callback", iface->dev_name);
+        ucs_error("doorbell %s: no memory to defer a callback",
+                  iface->dev_name);
         return NULL;
     }
 
@@ -418,12 +415,11 @@ uct_doorbell_iface_defer(uct_doorbell_iface_t *iface,
 
 /* Foreground progress: the callbacks background progress deferred, in the
  * order the core made them. */
-static unsigned
-uct_doorbell_iface_deliver_deferred(uct_doorbell_iface_t *iface)
+static unsigned uct_doorbell_iface_deliver_deferred(uct_doorbell_iface_t *iface)
 {
     uct_doorbell_deferred_t *d;
-    unsigned count = 0;
-    ucs_status_t status;
+    unsigned                 count = 0;
+    ucs_status_t             status;
 
     while (!ucs_queue_is_empty(&iface->deferred)) {
         d = ucs_queue_pull_elem_non_empty(&iface->deferred,
@@ -431,9 +427,9 @@ uct_doorbell_iface_deliver_deferred(uct_doorbell_iface_t *iface)
         switch (d->type) {
         case UCT_DOORBELL_DEFERRED_AM:
             if (iface->config.am_flags & UCT_CB_PARAM_FLAG_DESC) {
-                uct_recv_desc(UCS_PTR_BYTE_OFFSET(d->data,
-                                                  -iface->config.rx_headroom)) =
-                        &iface->release_desc;
+                uct_recv_desc(
+                    UCS_PTR_BYTE_OFFSET(d->data, -iface->config.rx_headroom)) =
+                    &iface->release_desc;
             }
             status = uct_iface_invoke_am(&iface->super, d->am_id, d->data,
                                          d->length, iface->config.am_flags);
@@ -442,7 +438,7 @@ uct_doorbell_iface_deliver_deferred(uct_doorbell_iface_t *iface)
             }
             break;
         case UCT_DOORBELL_DEFERRED_COMPLETION:
-            uct_invoke_completion((uct_completion_t*)d->cookie,
+            uct_invoke_completion((uct_completion_t *)d->cookie,
                                   uct_doorbell_status(d->status));
             break;
         case UCT_DOORBELL_DEFERRED_ERROR:
@@ -459,14 +455,13 @@ uct_doorbell_iface_deliver_deferred(uct_doorbell_iface_t *iface)
 /* Active message from the core. The AM id comes from the wire: never trust
  * it. When UCP's headroom fits in front of the data, the buffer is lent to
  * UCP (UCT_CB_PARAM_FLAG_DESC) and comes back through release_desc. */
-static doorbell_status_t uct_doorbell_iface_am_handler(void *arg,
-                                                       uint8_t am_id,
-                                                       void *data,
+static doorbell_status_t uct_doorbell_iface_am_handler(void *arg, uint8_t am_id,
+                                                       void  *data,
                                                        size_t length)
 {
-    uct_doorbell_iface_t *iface = arg;
+    uct_doorbell_iface_t    *iface = arg;
     uct_doorbell_deferred_t *d;
-    ucs_status_t status;
+    ucs_status_t             status;
 
     if (ucs_unlikely(am_id >= UCT_AM_ID_MAX)) {
         ucs_debug("doorbell %s: dropping active message with invalid id %u",
@@ -487,7 +482,7 @@ static doorbell_status_t uct_doorbell_iface_am_handler(void *arg,
 
     if (iface->config.am_flags & UCT_CB_PARAM_FLAG_DESC) {
         uct_recv_desc(UCS_PTR_BYTE_OFFSET(data, -iface->config.rx_headroom)) =
-                &iface->release_desc;
+            &iface->release_desc;
     }
 
     status = uct_iface_invoke_am(&iface->super, am_id, data, length,
@@ -510,7 +505,7 @@ static void uct_doorbell_iface_release_desc(uct_recv_desc_t *self, void *desc)
 static void uct_doorbell_iface_completion(void *arg, void *cookie,
                                           doorbell_status_t status)
 {
-    uct_doorbell_iface_t *iface = arg;
+    uct_doorbell_iface_t    *iface = arg;
     uct_doorbell_deferred_t *d;
 
     if (ucs_unlikely(iface->in_background)) {
@@ -523,18 +518,18 @@ static void uct_doorbell_iface_completion(void *arg, void *cookie,
         /* no memory: completing now beats losing the completion */
     }
 
-    uct_invoke_completion((uct_completion_t*)cookie,
+    uct_invoke_completion((uct_completion_t *)cookie,
                           uct_doorbell_status(status));
 }
 
 void uct_doorbell_iface_qp_error(void *arg, doorbell_qp_t *qp,
                                  doorbell_status_t status, const char *message)
 {
-    uct_doorbell_iface_t *iface = arg;
-    ucs_status_t uct_status     = uct_doorbell_status(status);
+    uct_doorbell_iface_t    *iface      = arg;
+    ucs_status_t             uct_status = uct_doorbell_status(status);
     uct_doorbell_deferred_t *d;
-    ucs_status_t handler_status;
-    uct_doorbell_ep_t *ep;
+    ucs_status_t             handler_status;
+    uct_doorbell_ep_t       *ep;
 
     if (ucs_unlikely(iface->in_background)) {
         d = uct_doorbell_iface_defer(iface, UCT_DOORBELL_DEFERRED_ERROR);
@@ -546,7 +541,7 @@ void uct_doorbell_iface_qp_error(void *arg, doorbell_qp_t *qp,
         }
     }
 
-    ucs_list_for_each(ep, &iface->ep_list, list) {
+    ucs_list_for_each (ep, &iface->ep_list, list) {
         if (ep->qp == qp) {
             handler_status = uct_iface_handle_ep_err(&iface->super.super,
                                                      &ep->super.super,
@@ -554,23 +549,22 @@ void uct_doorbell_iface_qp_error(void *arg, doorbell_qp_t *qp,
             ucs_log(uct_base_iface_failure_log_level(&iface->super,
                                                      handler_status,
                                                      uct_status),
-                    "doorbell %s: ep %p: %s (%s)", iface->dev_name, ep,
-                    message, ucs_status_string(uct_status));
+                    "doorbell %s: ep %p: %s (%s)", iface->dev_name, ep, message,
+                    ucs_status_string(uct_status));
             return;
         }
     }
 
-    ucs_debug("doorbell %s: error on a destroyed endpoint: %s",
-              iface->dev_name, message);
+    ucs_debug("doorbell %s: error on a destroyed endpoint: %s", iface->dev_name,
+              message);
 }
 
-static ucs_status_t
-uct_doorbell_iface_find_device(const char *dev_name,
-                               doorbell_device_info_t *info)
+static ucs_status_t uct_doorbell_iface_find_device(const char *dev_name,
+                                                   doorbell_device_info_t *info)
 {
     doorbell_device_info_t *devices;
-    ucs_status_t status;
-    int i, count;
+    ucs_status_t            status;
+    int                     i, count;
 
     count   = doorbell_query_devices(NULL, 0);
     devices = ucs_calloc(ucs_max(count, 1), sizeof(*devices),
@@ -593,15 +587,15 @@ uct_doorbell_iface_find_device(const char *dev_name,
     ucs_free(devices);
     if (status != UCS_OK) {
         ucs_error("doorbell: device %s not found (no such network interface"
-                  " with an IPv4 address)", dev_name);
+                  " with an IPv4 address)",
+                  dev_name);
     }
     return status;
 }
 
-static ucs_status_t
-uct_doorbell_iface_params_from_config(const uct_doorbell_iface_config_t *config,
-                                      const char *dev_name,
-                                      doorbell_iface_params_t *p)
+static ucs_status_t uct_doorbell_iface_params_from_config(
+    const uct_doorbell_iface_config_t *config, const char *dev_name,
+    doorbell_iface_params_t *p)
 {
     char *end;
 
@@ -612,47 +606,50 @@ uct_doorbell_iface_params_from_config(const uct_doorbell_iface_config_t *config,
     if (config->mtu != UCS_MEMUNITS_AUTO) {
         p->mtu = config->mtu;
     }
-    p->seg_size      = config->seg_size;
-    p->tx_queue_len  = config->tx_queue_len;
-    p->rx_queue_len  = config->rx_queue_len;
-    p->am_credits    = config->am_credits;
-    p->rto_min_ns    = (uint64_t)(config->rto_min * 1e9);
-    p->rto_max_ns    = (uint64_t)(config->rto_max * 1e9);
-    p->retry_count   = config->retry_count;
-    p->cc = uct_doorbell_cc_names[config->cc];
+    p->seg_size     = config->seg_size;
+    p->tx_queue_len = config->tx_queue_len;
+    p->rx_queue_len = config->rx_queue_len;
+    p->am_credits   = config->am_credits;
+    p->rto_min_ns   = (uint64_t)(config->rto_min * 1e9);
+    p->rto_max_ns   = (uint64_t)(config->rto_max * 1e9);
+    p->retry_count  = config->retry_count;
+    p->cc           = uct_doorbell_cc_names[config->cc];
 
     if (!strcasecmp(config->ibrc_gain, "auto")) {
         p->ibrc_gain = 0;
     } else {
         p->ibrc_gain = strtod(config->ibrc_gain, &end);
         if ((*end != '\0') || !(p->ibrc_gain > 0)) {
-            ucs_error("doorbell %s: invalid UCX_DOORBELL_IBRC_GAIN '%s' (expected"
-                      " \"auto\" or a positive number)", dev_name,
-                      config->ibrc_gain);
+            ucs_error(
+                "doorbell %s: invalid UCX_DOORBELL_IBRC_GAIN '%s' (expected"
+                " \"auto\" or a positive number)",
+                dev_name, config->ibrc_gain);
             return UCS_ERR_INVALID_PARAM;
         }
     }
 
     p->cc_target_delay_ns = (uint64_t)(config->cc_target_delay * 1e9);
-    p->cc_min_rate = UCS_CONFIG_BW_IS_AUTO(config->cc_min_rate) ?
-                     0 : config->cc_min_rate;
-    p->cc_max_rate = UCS_CONFIG_BW_IS_AUTO(config->cc_max_rate) ?
-                     0 : config->cc_max_rate;
+    p->cc_min_rate        = UCS_CONFIG_BW_IS_AUTO(config->cc_min_rate) ?
+                                0 :
+                                config->cc_min_rate;
+    p->cc_max_rate        = UCS_CONFIG_BW_IS_AUTO(config->cc_max_rate) ?
+                                0 :
+                                config->cc_max_rate;
     return UCS_OK;
 }
 
 static UCS_CLASS_INIT_FUNC(uct_doorbell_iface_t, uct_md_h tl_md,
-                           uct_worker_h worker,
+                           uct_worker_h              worker,
                            const uct_iface_params_t *params,
                            const uct_iface_config_t *tl_config)
 {
-    uct_doorbell_iface_config_t *config = ucs_derived_of(
-                                        tl_config, uct_doorbell_iface_config_t);
-    uct_doorbell_md_t *md = ucs_derived_of(tl_md, uct_doorbell_md_t);
+    uct_doorbell_iface_config_t *config =
+        ucs_derived_of(tl_config, uct_doorbell_iface_config_t);
+    uct_doorbell_md_t      *md = ucs_derived_of(tl_md, uct_doorbell_md_t);
     doorbell_iface_params_t core_params;
-    doorbell_status_t core_status;
-    ucs_status_t status;
-    const char *dev_name;
+    doorbell_status_t       core_status;
+    ucs_status_t            status;
+    const char             *dev_name;
 
     UCT_CHECK_PARAM(params->field_mask & UCT_IFACE_PARAM_FIELD_OPEN_MODE,
                     "UCT_IFACE_PARAM_FIELD_OPEN_MODE is not defined");
@@ -663,8 +660,9 @@ static UCS_CLASS_INIT_FUNC(uct_doorbell_iface_t, uct_md_h tl_md,
 
     UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_doorbell_iface_ops,
                               &uct_doorbell_iface_internal_ops, tl_md, worker,
-                              params, tl_config UCS_STATS_ARG(NULL)
-                              UCS_STATS_ARG(UCT_DOORBELL_NAME));
+                              params,
+                              tl_config UCS_STATS_ARG(NULL)
+                                  UCS_STATS_ARG(UCT_DOORBELL_NAME));
 
     dev_name = params->mode.device.dev_name;
     ucs_strncpy_zero(self->dev_name, dev_name, sizeof(self->dev_name));
@@ -700,9 +698,10 @@ static UCS_CLASS_INIT_FUNC(uct_doorbell_iface_t, uct_md_h tl_md,
     self->config.rx_headroom = UCT_IFACE_PARAM_VALUE(params, rx_headroom,
                                                      RX_HEADROOM, 0);
     self->config.am_flags    = ((self->config.rx_headroom +
-                                 sizeof(uct_recv_desc_t*)) <=
-                                DOORBELL_AM_HEADROOM) ?
-                               UCT_CB_PARAM_FLAG_DESC : 0;
+                              sizeof(uct_recv_desc_t *)) <=
+                             DOORBELL_AM_HEADROOM) ?
+                                   UCT_CB_PARAM_FLAG_DESC :
+                                   0;
     self->release_desc.cb    = uct_doorbell_iface_release_desc;
     uct_doorbell_flush_init(&self->flush);
 
@@ -731,15 +730,16 @@ static UCS_CLASS_INIT_FUNC(uct_doorbell_iface_t, uct_md_h tl_md,
                                      self->async, &self->timer_id);
         if (status != UCS_OK) {
             ucs_error("doorbell %s: failed to add the background progress"
-                      " timer: %s", dev_name, ucs_status_string(status));
+                      " timer: %s",
+                      dev_name, ucs_status_string(status));
             goto err_close;
         }
     }
 
     ucs_debug("doorbell %s: iface %p opened (max_short %zu max_bcopy %zu"
-              " max_zcopy %zu, AM descriptors %s)", dev_name, self,
-              self->config.limits.max_short, self->config.limits.max_bcopy,
-              self->config.limits.max_zcopy,
+              " max_zcopy %zu, AM descriptors %s)",
+              dev_name, self, self->config.limits.max_short,
+              self->config.limits.max_bcopy, self->config.limits.max_zcopy,
               self->config.am_flags ? "lent" : "copied");
     return UCS_OK;
 
@@ -780,28 +780,27 @@ static UCS_CLASS_CLEANUP_FUNC(uct_doorbell_iface_t)
 UCS_CLASS_DEFINE(uct_doorbell_iface_t, uct_base_iface_t);
 
 /* No hardware tag matching: UCP never calls these without the capability. */
-static ssize_t
-uct_doorbell_ep_tag_eager_bcopy(uct_ep_h tl_ep, uct_tag_t tag, uint64_t imm,
-                                uct_pack_callback_t pack_cb, void *arg,
-                                unsigned flags)
+static ssize_t uct_doorbell_ep_tag_eager_bcopy(uct_ep_h tl_ep, uct_tag_t tag,
+                                               uint64_t            imm,
+                                               uct_pack_callback_t pack_cb,
+                                               void *arg, unsigned flags)
 {
     return UCS_ERR_UNSUPPORTED;
 }
 
-static ucs_status_ptr_t
-uct_doorbell_ep_tag_rndv_zcopy(uct_ep_h tl_ep, uct_tag_t tag,
-                               const void *header, unsigned header_length,
-                               const uct_iov_t *iov, size_t iovcnt,
-                               unsigned flags, uct_completion_t *comp)
+static ucs_status_ptr_t uct_doorbell_ep_tag_rndv_zcopy(
+    uct_ep_h tl_ep, uct_tag_t tag, const void *header, unsigned header_length,
+    const uct_iov_t *iov, size_t iovcnt, unsigned flags, uct_completion_t *comp)
 {
     return UCS_STATUS_PTR(UCS_ERR_UNSUPPORTED);
 }
 
 static UCS_CLASS_DEFINE_NEW_FUNC(uct_doorbell_iface_t, uct_iface_t, uct_md_h,
-                                 uct_worker_h, const uct_iface_params_t*,
-                                 const uct_iface_config_t*);
+                                 uct_worker_h, const uct_iface_params_t *,
+                                 const uct_iface_config_t *);
 static UCS_CLASS_DEFINE_DELETE_FUNC(uct_doorbell_iface_t, uct_iface_t);
 
+/* clang-format off */
 static uct_iface_ops_t uct_doorbell_iface_ops = {
     .ep_put_short             = uct_doorbell_ep_put_short,
     .ep_put_bcopy             = uct_doorbell_ep_put_bcopy,
@@ -875,14 +874,15 @@ static uct_iface_ops_t uct_doorbell_iface_ops = {
     .iface_get_address        = uct_doorbell_iface_get_address,
     .iface_is_reachable       = uct_doorbell_iface_is_reachable
 };
+/* clang-format on */
 
-ucs_status_t uct_doorbell_query_tl_devices(uct_md_h md,
+ucs_status_t uct_doorbell_query_tl_devices(uct_md_h                   md,
                                            uct_tl_device_resource_t **devices_p,
                                            unsigned *num_devices_p)
 {
-    doorbell_device_info_t *infos;
+    doorbell_device_info_t   *infos;
     uct_tl_device_resource_t *devices;
-    int i, count;
+    int                       i, count;
 
     count = doorbell_query_devices(NULL, 0);
     if (count <= 0) {
@@ -922,4 +922,4 @@ UCT_TL_DEFINE_ENTRY(&uct_doorbell_component, doorbell,
 
 /* Debian's UCX loads only its compiled-in modules: this library is preloaded
  * and registers itself from a constructor. */
-UCT_SINGLE_TL_INIT(&uct_doorbell_component, doorbell, ctor,,)
+UCT_SINGLE_TL_INIT(&uct_doorbell_component, doorbell, ctor, , )

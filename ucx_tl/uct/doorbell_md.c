@@ -4,7 +4,7 @@
  */
 
 #ifdef HAVE_CONFIG_H
-#  include "config.h"
+#include "config.h"
 #endif
 
 #include "doorbell.h"
@@ -12,6 +12,7 @@
 #include <ucs/sys/string.h>
 
 
+/* clang-format off */
 static ucs_config_field_t uct_doorbell_md_config_table[] = {
     {"", "", NULL,
      ucs_offsetof(uct_doorbell_md_config_t, super),
@@ -19,6 +20,7 @@ static ucs_config_field_t uct_doorbell_md_config_table[] = {
 
     {NULL}
 };
+/* clang-format on */
 
 
 static ucs_status_t uct_doorbell_md_query(uct_md_h md, uct_md_attr_t *attr)
@@ -32,7 +34,7 @@ static ucs_status_t uct_doorbell_md_query(uct_md_h md, uct_md_attr_t *attr)
     attr->cap.detect_mem_types = 0;
     attr->rkey_packed_size     = sizeof(uct_doorbell_packed_rkey_t);
     /* A software region: a table insert, no page pinning */
-    attr->reg_cost             = ucs_linear_func_make(200e-9, 0);
+    attr->reg_cost = ucs_linear_func_make(200e-9, 0);
     memset(&attr->local_cpus, 0xff, sizeof(attr->local_cpus));
     return UCS_OK;
 }
@@ -41,9 +43,9 @@ static ucs_status_t uct_doorbell_md_mem_reg(uct_md_h tl_md, void *address,
                                             size_t length, unsigned flags,
                                             uct_mem_h *memh_p)
 {
-    uct_doorbell_md_t *md = ucs_derived_of(tl_md, uct_doorbell_md_t);
+    uct_doorbell_md_t   *md = ucs_derived_of(tl_md, uct_doorbell_md_t);
     uct_doorbell_memh_t *memh;
-    doorbell_status_t status;
+    doorbell_status_t    status;
 
     memh = ucs_malloc(sizeof(*memh), "doorbell_memh");
     if (memh == NULL) {
@@ -53,7 +55,7 @@ static ucs_status_t uct_doorbell_md_mem_reg(uct_md_h tl_md, void *address,
 
     status = doorbell_mr_register(md->pd, address, length,
                                   DOORBELL_ACCESS_REMOTE_READ |
-                                  DOORBELL_ACCESS_REMOTE_WRITE,
+                                      DOORBELL_ACCESS_REMOTE_WRITE,
                                   &memh->mr, &memh->rkey);
     if (status != DOORBELL_OK) {
         ucs_error("doorbell: registering %p length %zu failed: %s", address,
@@ -66,13 +68,12 @@ static ucs_status_t uct_doorbell_md_mem_reg(uct_md_h tl_md, void *address,
     return UCS_OK;
 }
 
-static ucs_status_t
-uct_doorbell_md_mem_dereg(uct_md_h tl_md,
-                          const uct_md_mem_dereg_params_t *params)
+static ucs_status_t uct_doorbell_md_mem_dereg(
+    uct_md_h tl_md, const uct_md_mem_dereg_params_t *params)
 {
-    uct_doorbell_md_t *md = ucs_derived_of(tl_md, uct_doorbell_md_t);
+    uct_doorbell_md_t   *md = ucs_derived_of(tl_md, uct_doorbell_md_t);
     uct_doorbell_memh_t *memh;
-    doorbell_status_t status;
+    doorbell_status_t    status;
 
     UCT_MD_MEM_DEREG_CHECK_PARAMS(params, 0);
 
@@ -87,13 +88,12 @@ uct_doorbell_md_mem_dereg(uct_md_h tl_md,
     return UCS_OK;
 }
 
-static ucs_status_t
-uct_doorbell_md_mkey_pack(uct_md_h md, uct_mem_h tl_memh,
-                          const uct_md_mkey_pack_params_t *params,
-                          void *rkey_buffer)
+static ucs_status_t uct_doorbell_md_mkey_pack(
+    uct_md_h md, uct_mem_h tl_memh, const uct_md_mkey_pack_params_t *params,
+    void *rkey_buffer)
 {
-    const uct_doorbell_memh_t *memh     = tl_memh;
-    uct_doorbell_packed_rkey_t *packed  = rkey_buffer;
+    const uct_doorbell_memh_t  *memh   = tl_memh;
+    uct_doorbell_packed_rkey_t *packed = rkey_buffer;
 
     packed->rkey = memh->rkey;
     return UCS_OK;
@@ -107,6 +107,7 @@ static void uct_doorbell_md_close(uct_md_h tl_md)
     ucs_free(md);
 }
 
+/* clang-format off */
 static uct_md_ops_t uct_doorbell_md_ops = {
     .close                  = uct_doorbell_md_close,
     .query                  = uct_doorbell_md_query,
@@ -126,13 +127,15 @@ static uct_md_ops_t uct_doorbell_md_ops = {
     .detect_memory_type     = (uct_md_detect_memory_type_func_t)
                               ucs_empty_function_return_unsupported
 };
+/* clang-format on */
 
-static ucs_status_t
-uct_doorbell_md_open(uct_component_t *component, const char *md_name,
-                     const uct_md_config_t *config, uct_md_h *md_p)
+static ucs_status_t uct_doorbell_md_open(uct_component_t       *component,
+                                         const char            *md_name,
+                                         const uct_md_config_t *config,
+                                         uct_md_h              *md_p)
 {
     uct_doorbell_md_t *md;
-    doorbell_status_t status;
+    doorbell_status_t  status;
 
     md = ucs_calloc(1, sizeof(*md), "uct_doorbell_md_t");
     if (md == NULL) {
@@ -154,9 +157,10 @@ uct_doorbell_md_open(uct_component_t *component, const char *md_name,
     return UCS_OK;
 }
 
-static ucs_status_t
-uct_doorbell_rkey_unpack(uct_component_t *component, const void *rkey_buffer,
-                         uct_rkey_t *rkey_p, void **handle_p)
+static ucs_status_t uct_doorbell_rkey_unpack(uct_component_t *component,
+                                             const void      *rkey_buffer,
+                                             uct_rkey_t      *rkey_p,
+                                             void           **handle_p)
 {
     const uct_doorbell_packed_rkey_t *packed = rkey_buffer;
 
@@ -165,6 +169,7 @@ uct_doorbell_rkey_unpack(uct_component_t *component, const void *rkey_buffer,
     return UCS_OK;
 }
 
+/* clang-format off */
 uct_component_t uct_doorbell_component = {
     .query_md_resources = uct_md_query_single_md_resource,
     .md_open            = uct_doorbell_md_open,
@@ -188,3 +193,4 @@ uct_component_t uct_doorbell_component = {
     .flags              = 0,
     .md_vfs_init        = (uct_component_md_vfs_init_func_t)ucs_empty_function
 };
+/* clang-format on */

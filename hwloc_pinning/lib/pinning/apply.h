@@ -15,9 +15,9 @@ using WriteFn = std::function<int(const std::string &path, const std::string &te
 int write_whole_file(const std::string &path, const std::string &text);
 
 struct ApplyResult {
-  std::vector<std::string> done;    ///< "IRQ 99 (mlx5_comp0@...) -> 7" lines, written or planned
-  std::vector<std::string> errors;  ///< one message per failed IRQ
-  bool ok() const { return errors.empty(); }
+    std::vector<std::string> done;   ///< "IRQ 99 (mlx5_comp0@...) -> 7" lines, written or planned
+    std::vector<std::string> errors; ///< one message per failed IRQ
+    bool                     ok() const { return errors.empty(); }
 };
 
 // The message for a failed write: EIO (kernel-managed interrupt), EINVAL (no
@@ -31,4 +31,4 @@ std::string describe_irq_write_error(int err, int irq, const std::string &name,
 ApplyResult apply_irqs(const Plan &plan, const std::string &root, bool dry_run,
                        const WriteFn &write = write_whole_file);
 
-}  // namespace doorbell::pin
+} // namespace doorbell::pin

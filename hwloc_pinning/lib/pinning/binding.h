@@ -12,9 +12,9 @@
 namespace doorbell::pin {
 
 struct MemBinding {
-  bool bound = false;      ///< a BIND policy restricted to some nodes
-  std::vector<int> nodes;  ///< OS indexes
-  std::string policy;      ///< "bind", "default", "interleave", ...
+    bool             bound = false; ///< a BIND policy restricted to some nodes
+    std::vector<int> nodes;         ///< OS indexes
+    std::string      policy;        ///< "bind", "default", "interleave", ...
 };
 
 // Binds the whole process to `pus` (OS indexes). Error names the PUs and cause.
@@ -25,6 +25,6 @@ Status bind_cpus(const std::vector<int> &pus);
 Status bind_memory(int numa);
 
 Result<std::vector<int>> current_cpus();
-Result<MemBinding> current_memory();
+Result<MemBinding>       current_memory();
 
-}  // namespace doorbell::pin
+} // namespace doorbell::pin

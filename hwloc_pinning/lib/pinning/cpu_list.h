@@ -10,7 +10,7 @@
 
 namespace doorbell::pin {
 
-static constexpr int kMaxCpu = 1 << 16;  ///< larger indexes are rejected as garbage
+static constexpr int kMaxCpu = 1 << 16; ///< larger indexes are rejected as garbage
 
 // Parses a CPU list; surrounding whitespace and a trailing newline are
 // accepted. Returns the CPUs sorted and without duplicates.
@@ -19,4 +19,4 @@ Result<std::vector<int>> parse_cpu_list(std::string_view text);
 // Formats sorted or unsorted CPUs as a compact list ("" for none).
 std::string format_cpu_list(std::vector<int> cpus);
 
-}  // namespace doorbell::pin
+} // namespace doorbell::pin

@@ -16,17 +16,17 @@
 namespace doorbell::pin {
 
 struct IrqLine {
-  int irq = -1;
-  std::vector<uint64_t> counts;      ///< interrupts per CPU column
-  std::string chip;                  ///< "IR-PCI-MSIX-0000:01:00.0", "Hyper-V PCIe MSI"
-  std::string hwirq;                 ///< "" on old kernels
-  std::string flow;                  ///< "edge", "fasteoi", ...; "" when not recognised
-  std::vector<std::string> actions;  ///< action names; empty for an unnamed IRQ
+    int                      irq = -1;
+    std::vector<uint64_t>    counts;  ///< interrupts per CPU column
+    std::string              chip;    ///< "IR-PCI-MSIX-0000:01:00.0", "Hyper-V PCIe MSI"
+    std::string              hwirq;   ///< "" on old kernels
+    std::string              flow;    ///< "edge", "fasteoi", ...; "" when not recognised
+    std::vector<std::string> actions; ///< action names; empty for an unnamed IRQ
 };
 
 struct InterruptsTable {
-  std::vector<int> cpus;  ///< CPU ids from the header; empty when the header is missing
-  std::vector<IrqLine> irqs;
+    std::vector<int>     cpus; ///< CPU ids from the header; empty when the header is missing
+    std::vector<IrqLine> irqs;
 };
 
 // Parses the text of /proc/interrupts (or a grep of it without header).
@@ -34,4 +34,4 @@ struct InterruptsTable {
 // malformed numbered row is an error naming its line.
 Result<InterruptsTable> parse_interrupts(std::string_view text);
 
-}  // namespace doorbell::pin
+} // namespace doorbell::pin

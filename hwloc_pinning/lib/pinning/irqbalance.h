@@ -8,8 +8,8 @@
 namespace doorbell::pin {
 
 struct IrqbalanceState {
-  std::vector<int> pids;  ///< processes whose /proc/<pid>/comm is "irqbalance"
-  bool running() const { return !pids.empty(); }
+    std::vector<int> pids; ///< processes whose /proc/<pid>/comm is "irqbalance"
+    bool             running() const { return !pids.empty(); }
 };
 
 // Scans <root>/proc/<pid>/comm.
@@ -21,4 +21,4 @@ IrqbalanceState detect_irqbalance(const std::string &root);
 std::string irqbalance_advice(const IrqbalanceState &state, const std::vector<int> &irq_cpus,
                               const std::vector<int> &irqs);
 
-}  // namespace doorbell::pin
+} // namespace doorbell::pin

@@ -16,9 +16,9 @@
 namespace doorbell::pin {
 
 struct LocalRank {
-  int rank = 0;
-  int size = -1;       ///< -1 when the launcher does not say
-  std::string source;  ///< the variable the rank came from
+    int         rank = 0;
+    int         size = -1; ///< -1 when the launcher does not say
+    std::string source;    ///< the variable the rank came from
 };
 
 using GetenvFn = std::function<const char *(const char *)>;
@@ -30,4 +30,4 @@ Result<std::optional<LocalRank>> local_rank_from_env(const GetenvFn &get);
 // "2(x3),1" (SLURM_STEP_TASKS_PER_NODE) -> tasks on node `node`, or -1.
 int slurm_tasks_on_node(const std::string &spec, int node);
 
-}  // namespace doorbell::pin
+} // namespace doorbell::pin

@@ -17,26 +17,29 @@
 
 namespace doorbell::pin {
 
-enum class IrqKind { completion, async };
+enum class IrqKind {
+    completion,
+    async
+};
 
 struct NicIrq {
-  int irq = -1;
-  std::string name;  ///< action name, "" when /proc/interrupts does not list it
-  IrqKind kind = IrqKind::completion;
-  int vector = -1;  ///< completion queue index (mlx5_comp<N>), -1 when unknown
+    int         irq = -1;
+    std::string name; ///< action name, "" when /proc/interrupts does not list it
+    IrqKind     kind   = IrqKind::completion;
+    int         vector = -1; ///< completion queue index (mlx5_comp<N>), -1 when unknown
 };
 
 struct MsiIrq {
-  int irq = -1;
-  std::string mode;  ///< "msi" / "msix"
+    int         irq = -1;
+    std::string mode; ///< "msi" / "msix"
 };
 
 struct NicIrqs {
-  std::string bdf;                 ///< the address the interrupts were matched on
-  std::vector<NicIrq> irqs;        ///< completion first (by vector), then async
-  std::string msi_layout;          ///< "file", "directory" or "absent"
-  std::vector<std::string> notes;  ///< how they were found, what was guessed
-  int completion_count() const;
+    std::string              bdf;        ///< the address the interrupts were matched on
+    std::vector<NicIrq>      irqs;       ///< completion first (by vector), then async
+    std::string              msi_layout; ///< "file", "directory" or "absent"
+    std::vector<std::string> notes;      ///< how they were found, what was guessed
+    int                      completion_count() const;
 };
 
 // Lower-case, four-digit-domain form of a PCI address ("0000:01:00.0");
@@ -63,4 +66,4 @@ std::string resolve_bdf(const std::string &root, const Nic &nic);
 // All interrupts of `nic` under `root`.
 Result<NicIrqs> find_nic_irqs(const std::string &root, const Nic &nic);
 
-}  // namespace doorbell::pin
+} // namespace doorbell::pin

@@ -8,8 +8,8 @@
 namespace doorbell::pin {
 
 struct NicPort {
-  int port = 1;     ///< 1-based, as ibv and UCX number ports
-  std::string why;  ///< how it was chosen, for the exec line
+    int         port = 1; ///< 1-based, as ibv and UCX number ports
+    std::string why;      ///< how it was chosen, for the exec line
 };
 
 // The lowest-numbered port whose /sys/class/infiniband/<nic>/ports/<n>/state
@@ -17,4 +17,4 @@ struct NicPort {
 // no sysfs), port 1.
 NicPort ucx_port_for(const std::string &root, const std::string &nic);
 
-}  // namespace doorbell::pin
+} // namespace doorbell::pin

@@ -25,53 +25,53 @@
 namespace doorbell::pin {
 
 struct PlanOptions {
-  int ranks = -1;      ///< local ranks to place; -1: one per core left after interrupts
-  int irq_cores = 0;   ///< interrupt cores per NIC; 0: chosen from vectors and cores
+    int ranks     = -1; ///< local ranks to place; -1: one per core left after interrupts
+    int irq_cores = 0;  ///< interrupt cores per NIC; 0: chosen from vectors and cores
 };
 
 struct NicInput {
-  Nic nic;
-  NicIrqs irqs;  ///< may be empty (a recorded topology without procfs)
+    Nic     nic;
+    NicIrqs irqs; ///< may be empty (a recorded topology without procfs)
 };
 
 struct IrqAssignment {
-  int irq = -1;
-  std::string name;
-  IrqKind kind = IrqKind::completion;
-  int core = -1;          ///< position in Machine::cores
-  std::vector<int> cpus;  ///< smp_affinity_list: every PU of that core
+    int              irq = -1;
+    std::string      name;
+    IrqKind          kind = IrqKind::completion;
+    int              core = -1; ///< position in Machine::cores
+    std::vector<int> cpus;      ///< smp_affinity_list: every PU of that core
 };
 
 struct NicPlan {
-  std::string nic;
-  std::string bdf;
-  int numa = -1;               ///< NUMA node the interrupt cores were taken from
-  std::vector<int> irq_cores;  ///< positions in Machine::cores
-  std::vector<IrqAssignment> irqs;
+    std::string                nic;
+    std::string                bdf;
+    int                        numa = -1; ///< NUMA node the interrupt cores were taken from
+    std::vector<int>           irq_cores; ///< positions in Machine::cores
+    std::vector<IrqAssignment> irqs;
 };
 
 struct RankPlan {
-  int local_rank = 0;
-  std::string nic;       ///< "" when the machine has no NIC
-  int core = -1;         ///< position in Machine::cores
-  std::vector<int> pus;  ///< every PU of the core
-  int numa = -1;         ///< memory binding
-  bool shares_irq_core = false;
-  int sharing = 1;       ///< ranks on this core (1 unless oversubscribed)
+    int              local_rank = 0;
+    std::string      nic;                  ///< "" when the machine has no NIC
+    int              core = -1;            ///< position in Machine::cores
+    std::vector<int> pus;                  ///< every PU of the core
+    int              numa            = -1; ///< memory binding
+    bool             shares_irq_core = false;
+    int              sharing         = 1; ///< ranks on this core (1 unless oversubscribed)
 };
 
 struct Plan {
-  std::vector<NicPlan> nics;
-  std::vector<RankPlan> ranks;
-  bool separated = true;  ///< no core holds both interrupts and a rank
-  std::vector<std::string> notes;
+    std::vector<NicPlan>     nics;
+    std::vector<RankPlan>    ranks;
+    bool                     separated = true; ///< no core holds both interrupts and a rank
+    std::vector<std::string> notes;
 
-  std::vector<int> irq_cpus() const;  ///< every PU of every interrupt core
-  std::vector<int> irq_numbers() const;
-  const RankPlan *rank(int local_rank) const;
+    std::vector<int> irq_cpus() const; ///< every PU of every interrupt core
+    std::vector<int> irq_numbers() const;
+    const RankPlan  *rank(int local_rank) const;
 };
 
 // Builds the plan. `nics` are the NICs in use (none: ranks only).
 Plan make_plan(const Machine &m, const std::vector<NicInput> &nics, const PlanOptions &opt);
 
-}  // namespace doorbell::pin
+} // namespace doorbell::pin

@@ -23,4 +23,4 @@ std::string format_plan_table(const Machine &m, const Plan &p);
 // The plan as JSON (one object; CPU lists as arrays of OS indexes).
 std::string format_plan_json(const Machine &m, const Plan &p);
 
-}  // namespace doorbell::pin
+} // namespace doorbell::pin

@@ -10,31 +10,34 @@
 namespace doorbell::pin {
 
 struct Error {
-  std::string message;
+    std::string message;
 };
 
 template <class T>
 class Result {
- public:
-  Result(T value) : v_(std::move(value)) {}
-  Result(Error error) : v_(std::move(error)) {}
+public:
+    Result(T value) : v_(std::move(value)) {}
+    Result(Error error) : v_(std::move(error)) {}
 
-  bool ok() const { return v_.index() == 0; }
-  T &value() { return std::get<0>(v_); }
-  const T &value() const { return std::get<0>(v_); }
-  T *operator->() { return &value(); }
-  const T *operator->() const { return &value(); }
-  T &operator*() { return value(); }
-  const T &operator*() const { return value(); }
-  const std::string &error() const { return std::get<1>(v_).message; }
+    bool               ok() const { return v_.index() == 0; }
+    T                 &value() { return std::get<0>(v_); }
+    const T           &value() const { return std::get<0>(v_); }
+    T                 *operator->() { return &value(); }
+    const T           *operator->() const { return &value(); }
+    T                 &operator*() { return value(); }
+    const T           &operator*() const { return value(); }
+    const std::string &error() const { return std::get<1>(v_).message; }
 
- private:
-  std::variant<T, Error> v_;
+private:
+    std::variant<T, Error> v_;
 };
 
 struct Ok {};
 using Status = Result<Ok>;
 
-inline Status ok_status() { return Status(Ok{}); }
+inline Status ok_status()
+{
+    return Status(Ok{});
+}
 
-}  // namespace doorbell::pin
+} // namespace doorbell::pin

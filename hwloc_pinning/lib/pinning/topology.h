@@ -12,4 +12,4 @@ namespace doorbell::pin {
 // objects kept (HWLOC_TYPE_FILTER_KEEP_IMPORTANT) so NICs appear.
 Result<Machine> load_machine(const std::string &xml_path);
 
-}  // namespace doorbell::pin
+} // namespace doorbell::pin

@@ -24,7 +24,7 @@ namespace {
 
 /* A ring over plain host memory. */
 class HostRing {
-  public:
+public:
     explicit HostRing(uint32_t size, uint32_t flags = 0,
                       uint64_t timeout_ns = 10ull * 1000 * 1000 * 1000)
     {
@@ -33,13 +33,13 @@ class HostRing {
         ring_ = doorbell_gpu_ring_layout(shared_, &producer_, size, flags, timeout_ns);
     }
     ~HostRing() { std::free(shared_); }
-    HostRing(const HostRing&) = delete;
-    HostRing &operator=(const HostRing&) = delete;
+    HostRing(const HostRing &)            = delete;
+    HostRing &operator=(const HostRing &) = delete;
 
     const doorbell_gpu_ring_t &ring() const { return ring_; }
 
-  private:
-    void               *shared_;
+private:
+    void *shared_;
     alignas(64) doorbell_gpu_ring_producer_words_t producer_ = {};
     doorbell_gpu_ring_t ring_;
 };
@@ -48,9 +48,9 @@ class HostRing {
 doorbell_wqe_t tagged(uint32_t producer, uint32_t seq)
 {
     doorbell_wqe_t w = doorbell_gpu_make_put_signal(
-        reinterpret_cast<void*>(uintptr_t(0x1000 + seq)), 8,
-        (uint64_t(producer) << 32) | seq, 0xabcd0000u | producer,
-        ~((uint64_t(producer) << 32) | seq), producer, DOORBELL_SIGNAL_ADD, seq + 1);
+        reinterpret_cast<void *>(uintptr_t(0x1000 + seq)), 8, (uint64_t(producer) << 32) | seq,
+        0xabcd0000u | producer, ~((uint64_t(producer) << 32) | seq), producer, DOORBELL_SIGNAL_ADD,
+        seq + 1);
     return w;
 }
 
@@ -58,8 +58,8 @@ bool tag_intact(const doorbell_wqe_t &w, uint32_t *producer_p, uint32_t *seq_p)
 {
     uint32_t producer = uint32_t(w.remote_addr >> 32);
     uint32_t seq      = uint32_t(w.remote_addr);
-    *producer_p = producer;
-    *seq_p      = seq;
+    *producer_p       = producer;
+    *seq_p            = seq;
     return (w.opcode == DOORBELL_OP_PUT_SIGNAL) && (w.rkey == (0xabcd0000u | producer)) &&
            (w.signal_addr == ~w.remote_addr) && (w.signal_rkey == producer) &&
            (w.signal_value == uint64_t(seq) + 1) && (w.local_addr == 0x1000u + seq) &&
@@ -70,10 +70,10 @@ bool tag_intact(const doorbell_wqe_t &w, uint32_t *producer_p, uint32_t *seq_p)
 
 TEST(gpu_ring, consumer_never_reads_an_unpublished_slot)
 {
-    HostRing h(8);
-    const auto &r = h.ring();
+    HostRing       h(8);
+    const auto    &r = h.ring();
     doorbell_wqe_t out[8];
-    uint64_t a = 0, b = 0;
+    uint64_t       a = 0, b = 0;
 
     ASSERT_EQ(DOORBELL_OK, doorbell_gpu_ring_reserve(r, 1, &a));
     ASSERT_EQ(DOORBELL_OK, doorbell_gpu_ring_reserve(r, 1, &b));
@@ -96,10 +96,10 @@ TEST(gpu_ring, consumer_never_reads_an_unpublished_slot)
 
 TEST(gpu_ring, doorbell_mode_reads_only_below_the_doorbell)
 {
-    HostRing h(8);
+    HostRing       h(8);
     doorbell_wqe_t w[3] = {tagged(1, 0), tagged(1, 1), tagged(1, 2)};
     doorbell_wqe_t out[8];
-    uint64_t base = 0;
+    uint64_t       base = 0;
 
     ASSERT_EQ(DOORBELL_OK, doorbell_gpu_ring_reserve(h.ring(), 3, &base));
     for (uint32_t k = 0; k < 3; ++k) {
@@ -115,10 +115,10 @@ TEST(gpu_ring, doorbell_mode_reads_only_below_the_doorbell)
 
 TEST(gpu_ring, proxy_mode_needs_no_doorbell)
 {
-    HostRing h(8, DOORBELL_GPU_RING_PROXY);
+    HostRing       h(8, DOORBELL_GPU_RING_PROXY);
     doorbell_wqe_t w[2] = {tagged(2, 0), tagged(2, 1)};
     doorbell_wqe_t out[8];
-    uint64_t end = 0;
+    uint64_t       end = 0;
 
     ASSERT_EQ(DOORBELL_OK, doorbell_gpu_ring_post(h.ring(), w, 2, &end));
     EXPECT_EQ(2u, end);
@@ -128,10 +128,10 @@ TEST(gpu_ring, proxy_mode_needs_no_doorbell)
 
 TEST(gpu_ring, full_ring_waits_for_completion_and_times_out_as_an_error)
 {
-    HostRing h(4, 0, 2 * 1000 * 1000 /* 2 ms */);
-    const auto &r = h.ring();
+    HostRing       h(4, 0, 2 * 1000 * 1000 /* 2 ms */);
+    const auto    &r    = h.ring();
     doorbell_wqe_t w[4] = {tagged(3, 0), tagged(3, 1), tagged(3, 2), tagged(3, 3)};
-    uint64_t end = 0, base = 0;
+    uint64_t       end = 0, base = 0;
 
     ASSERT_EQ(DOORBELL_OK, doorbell_gpu_ring_post(r, w, 4, &end));
     /* two slots complete: the next two reservations fit, over the wrap */
@@ -154,10 +154,10 @@ TEST(gpu_ring, full_ring_waits_for_completion_and_times_out_as_an_error)
 
 TEST(gpu_ring, wait_sees_completion_error_and_timeout)
 {
-    HostRing h(8, 0, 1000 * 1000 /* 1 ms */);
-    const auto &r = h.ring();
-    doorbell_wqe_t w = tagged(4, 0);
-    uint64_t end = 0;
+    HostRing       h(8, 0, 1000 * 1000 /* 1 ms */);
+    const auto    &r   = h.ring();
+    doorbell_wqe_t w   = tagged(4, 0);
+    uint64_t       end = 0;
 
     ASSERT_EQ(DOORBELL_OK, doorbell_gpu_ring_post(r, &w, 1, &end));
     EXPECT_EQ(DOORBELL_ERR_TIMED_OUT, doorbell_gpu_ring_wait_completed(r, end));
@@ -191,24 +191,24 @@ TEST(gpu_ring, rejects_empty_and_oversized_reservations)
  */
 TEST(gpu_ring, many_producers_wrap_around_exactly_once_in_order)
 {
-    constexpr uint32_t kRing       = 16;
-    constexpr uint32_t kSingles    = 4;   ///< threads posting alone
-    constexpr uint32_t kGroups     = 2;   ///< warps of kGroupSize threads
-    constexpr uint32_t kGroupSize  = 4;
-    constexpr uint32_t kPerThread  = 400; ///< WQEs per producer thread
-    constexpr uint32_t kProducers  = kSingles + kGroups * kGroupSize;
-    constexpr uint64_t kTotal      = uint64_t(kProducers) * kPerThread;
+    constexpr uint32_t kRing      = 16;
+    constexpr uint32_t kSingles   = 4; ///< threads posting alone
+    constexpr uint32_t kGroups    = 2; ///< warps of kGroupSize threads
+    constexpr uint32_t kGroupSize = 4;
+    constexpr uint32_t kPerThread = 400; ///< WQEs per producer thread
+    constexpr uint32_t kProducers = kSingles + kGroups * kGroupSize;
+    constexpr uint64_t kTotal     = uint64_t(kProducers) * kPerThread;
 
-    HostRing h(kRing);
+    HostRing                  h(kRing);
     const doorbell_gpu_ring_t r = h.ring();
-    std::atomic<int> failures{0};
-    std::vector<std::thread> threads;
+    std::atomic<int>          failures{0};
+    std::vector<std::thread>  threads;
 
     for (uint32_t t = 0; t < kSingles; ++t) {
         threads.emplace_back([&, t] {
             uint32_t seq = 0;
             while (seq < kPerThread) {
-                uint32_t n = std::min<uint32_t>(1 + (seq + t) % 4, kPerThread - seq);
+                uint32_t       n = std::min<uint32_t>(1 + (seq + t) % 4, kPerThread - seq);
                 doorbell_wqe_t w[4];
                 for (uint32_t k = 0; k < n; ++k) {
                     w[k] = tagged(t, seq + k);
@@ -236,14 +236,15 @@ TEST(gpu_ring, many_producers_wrap_around_exactly_once_in_order)
                  * group posts 4 with one reservation and one doorbell */
                 uint32_t seq = 0;
                 for (uint32_t round = 0; round < kPerThread; ++round) {
-                    uint32_t n = ((round + lane) % 2) ? 2 : 0;
+                    uint32_t       n = ((round + lane) % 2) ? 2 : 0;
                     doorbell_wqe_t w[2];
                     for (uint32_t k = 0; k < n; ++k) {
                         w[k] = tagged(producer, seq + k);
                     }
                     uint64_t end = 0, group_end = 0;
                     if ((doorbell_gpu_ring_group_post(grp, r, w, n, &end, &group_end) !=
-                         DOORBELL_OK) || (end > group_end)) {
+                         DOORBELL_OK) ||
+                        (end > group_end)) {
                         failures++;
                         return;
                     }
@@ -255,8 +256,8 @@ TEST(gpu_ring, many_producers_wrap_around_exactly_once_in_order)
 
     /* the consumer: take, check, complete */
     std::vector<uint32_t> next(kProducers, 0);
-    uint64_t head = 0;
-    doorbell_wqe_t out[kRing];
+    uint64_t              head = 0;
+    doorbell_wqe_t        out[kRing];
     while (head < kTotal && failures.load() == 0) {
         uint32_t n = doorbell_gpu_ring_consume(r, head, kRing, out);
         for (uint32_t k = 0; k < n; ++k) {
@@ -295,8 +296,8 @@ TEST(gpu_ring, concurrent_doorbells_leave_the_highest_rung)
     constexpr uint32_t kProducers = 4, kRounds = 2000;
 
     for (uint32_t round = 0; round < kRounds; ++round) {
-        HostRing h(8);
-        std::atomic<uint32_t> ready{0};
+        HostRing                 h(8);
+        std::atomic<uint32_t>    ready{0};
         std::vector<std::thread> threads;
         for (uint32_t t = 0; t < kProducers; ++t) {
             threads.emplace_back([&, t] {

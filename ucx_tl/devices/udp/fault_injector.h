@@ -15,20 +15,17 @@
 namespace doorbell::udp {
 
 struct FaultConfig {
-    double   tx_drop   = 0;  ///< probability a transmitted packet is lost
-    double   rx_drop   = 0;  ///< probability a received packet is ignored
-    double   duplicate = 0;  ///< probability a packet is sent twice
-    double   reorder   = 0;  ///< probability a packet swaps with the next
-    double   ce        = 0;  ///< probability a received packet counts as CE
+    double   tx_drop   = 0; ///< probability a transmitted packet is lost
+    double   rx_drop   = 0; ///< probability a received packet is ignored
+    double   duplicate = 0; ///< probability a packet is sent twice
+    double   reorder   = 0; ///< probability a packet swaps with the next
+    double   ce        = 0; ///< probability a received packet counts as CE
     uint64_t seed      = 1;
 };
 
 class FaultInjector {
 public:
-    explicit FaultInjector(const FaultConfig &config)
-        : config_(config), rng_(config.seed)
-    {
-    }
+    explicit FaultInjector(const FaultConfig &config) : config_(config), rng_(config.seed) {}
 
     bool tx_drop() { return roll(config_.tx_drop); }
     bool rx_drop() { return roll(config_.rx_drop); }
@@ -37,10 +34,7 @@ public:
     bool ce() { return roll(config_.ce); }
 
 private:
-    bool roll(double p)
-    {
-        return p > 0 && std::uniform_real_distribution<double>(0, 1)(rng_) < p;
-    }
+    bool roll(double p) { return p > 0 && std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
 
     FaultConfig     config_;
     std::mt19937_64 rng_;

@@ -27,8 +27,8 @@ public:
     virtual void on_send(uint64_t now_ns, uint32_t bytes) = 0;
     /// An ACK advanced: acked_bytes newly acknowledged, ce_bytes of them
     /// arrived CE-marked; rtt_ns is a fresh sample or 0 if the ACK had none.
-    virtual void on_ack(uint64_t now_ns, uint64_t acked_bytes,
-                        uint64_t ce_bytes, uint64_t rtt_ns) = 0;
+    virtual void on_ack(uint64_t now_ns, uint64_t acked_bytes, uint64_t ce_bytes,
+                        uint64_t rtt_ns) = 0;
     /// A loss was detected (NAK for a gap, or a retransmit timeout).
     virtual void on_loss(uint64_t now_ns) = 0;
     /// Current rate, bytes/s (for counters and tests).
@@ -39,27 +39,26 @@ public:
 
 /// What a gate is created for.
 struct PacingContext {
-    std::string device;      ///< device name ("lo")
-    std::string policy;      ///< doorbell_iface_params_t::cc
-    double      gain;        ///< doorbell_iface_params_t::ibrc_gain (0: derive)
-    double      line_rate;   ///< bytes/s estimate of the device
-    uint32_t    mtu;         ///< payload bytes per packet
+    std::string device;              ///< device name ("lo")
+    std::string policy;              ///< doorbell_iface_params_t::cc
+    double      gain;                ///< doorbell_iface_params_t::ibrc_gain (0: derive)
+    double      line_rate;           ///< bytes/s estimate of the device
+    uint32_t    mtu;                 ///< payload bytes per packet
     uint64_t    target_delay_ns = 0; ///< queueing-delay target; 0 = automatic
     /// the automatic target's floor, ns: delay the path adds without any
     /// queue (a kernel stack's scheduling noise)
-    uint64_t    target_floor_ns = 0;
-    double      min_rate  = 0;   ///< floor, bytes/s; 0 = policy default
-    double      max_rate  = 0;   ///< ceiling, bytes/s; 0 = line_rate
+    uint64_t target_floor_ns = 0;
+    double   min_rate        = 0; ///< floor, bytes/s; 0 = policy default
+    double   max_rate        = 0; ///< ceiling, bytes/s; 0 = line_rate
     /// IBRC around its law (pacing::Config): the CE estimate's weight, the
     /// cut per marked loop time, the empty-queue probe's additive floor
-    double      ce_gain    = 1;
-    double      ce_beta    = 0.5;
-    double      probe_step = 0;
+    double ce_gain    = 1;
+    double ce_beta    = 0.5;
+    double probe_step = 0;
 };
 
 /// Creates the gate of a new QP, or nullptr for "unlimited".
-using PacingFactory =
-    std::function<std::unique_ptr<PacingGate>(const PacingContext &)>;
+using PacingFactory = std::function<std::unique_ptr<PacingGate>(const PacingContext &)>;
 
 /// Registers the factory for a policy name ("ibrc", "dcqcn", ...); ifaces
 /// opened afterwards whose params->cc names it give each QP a gate. Policy

@@ -10,19 +10,16 @@ ParseStatus check_header(const WireHeader &h, size_t payload_len)
         return ParseStatus::kForeign;
     }
     if (h.length != payload_len) {
-        return h.length > payload_len ? ParseStatus::kTruncated
-                                      : ParseStatus::kMalformed;
+        return h.length > payload_len ? ParseStatus::kTruncated : ParseStatus::kMalformed;
     }
-    if ((h.flags & ~kFlagMask) != 0 || h.opcode == 0 ||
-        h.opcode >= uint8_t(Opcode::kLast)) {
+    if ((h.flags & ~kFlagMask) != 0 || h.opcode == 0 || h.opcode >= uint8_t(Opcode::kLast)) {
         return ParseStatus::kMalformed;
     }
     /* offsets are 32-bit, sums are computed in 64-bit: no wrap */
     uint64_t seg_end = uint64_t(h.msg_offset) + h.length;
     switch (Opcode(h.opcode)) {
     case Opcode::kWrite:
-        if (seg_end > h.msg_length ||
-            h.remote_addr + h.msg_length < h.remote_addr) {
+        if (seg_end > h.msg_length || h.remote_addr + h.msg_length < h.remote_addr) {
             return ParseStatus::kMalformed;
         }
         break;
@@ -45,8 +42,7 @@ ParseStatus check_header(const WireHeader &h, size_t payload_len)
         /* one 64-bit word, SET or ADD (alignment is the responder's
          * access check: a misaligned target is an access error) */
         if (h.length != 8 || h.msg_length != 8 || h.msg_offset != 0 ||
-            h.am_id > DOORBELL_SIGNAL_ADD ||
-            h.remote_addr + 8 < h.remote_addr) {
+            h.am_id > DOORBELL_SIGNAL_ADD || h.remote_addr + 8 < h.remote_addr) {
             return ParseStatus::kMalformed;
         }
         break;
@@ -62,8 +58,7 @@ ParseStatus check_header(const WireHeader &h, size_t payload_len)
         }
         break;
     case Opcode::kNak:
-        if (h.length != 0 || h.am_id == 0 ||
-            h.am_id >= uint8_t(NakCode::kLast)) {
+        if (h.length != 0 || h.am_id == 0 || h.am_id >= uint8_t(NakCode::kLast)) {
             return ParseStatus::kMalformed;
         }
         break;
@@ -147,7 +142,7 @@ ParseResult parse_data(const uint8_t *bytes, size_t head_len, size_t len)
 ParseResult parse_header(const uint8_t *head, size_t head_len, size_t len)
 {
     ParseResult r{};
-    uint32_t magic;
+    uint32_t    magic;
     if (head != nullptr && head_len >= sizeof(magic) && len >= sizeof(magic)) {
         std::memcpy(&magic, head, sizeof(magic));
         if (magic == kDataMagic) {
@@ -202,10 +197,14 @@ uint32_t encode_data_header(const WireHeader &h, uint8_t *out)
 const char *parse_status_string(ParseStatus status)
 {
     switch (status) {
-    case ParseStatus::kOk:        return "ok";
-    case ParseStatus::kTruncated: return "truncated";
-    case ParseStatus::kForeign:   return "foreign";
-    case ParseStatus::kMalformed: return "malformed";
+    case ParseStatus::kOk:
+        return "ok";
+    case ParseStatus::kTruncated:
+        return "truncated";
+    case ParseStatus::kForeign:
+        return "foreign";
+    case ParseStatus::kMalformed:
+        return "malformed";
     }
     return "?";
 }

@@ -15,14 +15,14 @@ namespace doorbell::udp {
 
 enum class ParseStatus : uint8_t {
     kOk,
-    kTruncated,    ///< shorter than the header, or than header.length says
-    kForeign,      ///< wrong magic or version
-    kMalformed     ///< unknown opcode/flags, inconsistent lengths or offsets
+    kTruncated, ///< shorter than the header, or than header.length says
+    kForeign,   ///< wrong magic or version
+    kMalformed  ///< unknown opcode/flags, inconsistent lengths or offsets
 };
 
 struct ParseResult {
-    ParseStatus    status;
-    WireHeader     header;       ///< valid only when status == kOk (a
+    ParseStatus status;
+    WireHeader  header;          ///< valid only when status == kOk (a
                                  ///< DataHeader comes expanded)
     const uint8_t *payload;      ///< header.length bytes
     uint32_t       header_bytes; ///< on the wire: 64, or a DataHeader's

@@ -54,7 +54,7 @@ uint32_t interface_mtu(const char *name)
 long read_sys_long(const std::string &path, long fallback)
 {
     std::ifstream in(path);
-    long v;
+    long          v;
     return (in >> v) ? v : fallback;
 }
 
@@ -62,7 +62,7 @@ long read_sys_long(const std::string &path, long fallback)
 std::vector<NetDevice> list_net_devices()
 {
     std::vector<NetDevice> devs;
-    ifaddrs *ifa_list;
+    ifaddrs               *ifa_list;
     if (getifaddrs(&ifa_list) != 0) {
         return devs;
     }
@@ -71,9 +71,8 @@ std::vector<NetDevice> list_net_devices()
             !(ifa->ifa_flags & IFF_UP)) {
             continue;
         }
-        bool seen = std::any_of(devs.begin(), devs.end(), [&](auto &d) {
-            return d.name == ifa->ifa_name;
-        });
+        bool seen = std::any_of(devs.begin(), devs.end(),
+                                [&](auto &d) { return d.name == ifa->ifa_name; });
         if (seen || strlen(ifa->ifa_name) >= 64) {
             continue;
         }
@@ -93,10 +92,8 @@ std::vector<NetDevice> list_net_devices()
 /// capped so a datagram never exceeds kMaxDatagram.
 uint32_t payload_mtu_for(uint32_t if_mtu)
 {
-    uint32_t datagram = std::min<uint32_t>(if_mtu > 28 ? if_mtu - 28 : 0,
-                                           kMaxDatagram);
-    return datagram > sizeof(WireHeader) + 64 ? datagram - sizeof(WireHeader)
-                                              : 64;
+    uint32_t datagram = std::min<uint32_t>(if_mtu > 28 ? if_mtu - 28 : 0, kMaxDatagram);
+    return datagram > sizeof(WireHeader) + 64 ? datagram - sizeof(WireHeader) : 64;
 }
 
 double line_rate_of(const NetDevice &d)
@@ -142,9 +139,8 @@ std::string resolve_pacing_policy(const char *policy, bool loopback)
 PacingFactory find_pacing_policy(const std::string &policy)
 {
     std::lock_guard lock(g_pacing_mu);
-    auto it = pacing_registry().find(policy);
-    return it == pacing_registry().end() ? builtin_pacing_policy(policy)
-                                         : it->second;
+    auto            it = pacing_registry().find(policy);
+    return it == pacing_registry().end() ? builtin_pacing_policy(policy) : it->second;
 }
 
 int query_devices(doorbell_device_info_t *devices, int max)
@@ -152,36 +148,33 @@ int query_devices(doorbell_device_info_t *devices, int max)
     std::vector<NetDevice> devs = list_net_devices();
     for (int i = 0; i < int(devs.size()) && i < max; ++i) {
         doorbell_device_info_t &info = devices[i];
-        info = {};
+        info                         = {};
         snprintf(info.name, sizeof(info.name), "%s", devs[i].name.c_str());
         info.kind       = DOORBELL_DEVICE_UDP;
         info.mtu        = payload_mtu_for(devs[i].if_mtu);
         info.bandwidth  = line_rate_of(devs[i]);
         info.latency_ns = devs[i].loopback ? 4000 : 10000;
-        info.numa_node  = int(read_sys_long(
-            "/sys/class/net/" + devs[i].name + "/device/numa_node", -1));
+        info.numa_node  = int(
+            read_sys_long("/sys/class/net/" + devs[i].name + "/device/numa_node", -1));
     }
     return int(devs.size());
 }
 
-UdpQp::UdpQp(UdpIface &iface, uint32_t qpn_, const sockaddr_in &peer_)
-    : QpCore(iface, qpn_), peer(peer_), rto_ns(iface.params.rto_min_ns)
+UdpQp::UdpQp(UdpIface &iface, uint32_t qpn_, const sockaddr_in &peer_) :
+    QpCore(iface, qpn_), peer(peer_), rto_ns(iface.params.rto_min_ns)
 {
 }
 
-UdpIface::UdpIface(ProtectionDomain &pd_, const doorbell_iface_params_t &p,
-                   std::string name_)
-    : IfaceCore(DOORBELL_DEVICE_UDP, pd_, p, std::move(name_))
+UdpIface::UdpIface(ProtectionDomain &pd_, const doorbell_iface_params_t &p, std::string name_) :
+    IfaceCore(DOORBELL_DEVICE_UDP, pd_, p, std::move(name_))
 {
 }
 
-doorbell_status_t UdpIface::open(ProtectionDomain &pd,
-                                 const doorbell_iface_params_t &params,
+doorbell_status_t UdpIface::open(ProtectionDomain &pd, const doorbell_iface_params_t &params,
                                  UdpIface **iface_p)
 {
     if (params.device == nullptr) {
-        return set_error(DOORBELL_ERR_INVALID_PARAM,
-                         "iface_open: no device name given");
+        return set_error(DOORBELL_ERR_INVALID_PARAM, "iface_open: no device name given");
     }
     for (const NetDevice &d : list_net_devices()) {
         if (d.name != params.device) {
@@ -197,26 +190,23 @@ doorbell_status_t UdpIface::open(ProtectionDomain &pd,
         return DOORBELL_OK;
     }
     return set_error(DOORBELL_ERR_NO_DEVICE,
-                     "iface_open: %s is not an interface with an IPv4 address",
-                     params.device);
+                     "iface_open: %s is not an interface with an IPv4 address", params.device);
 }
 
-doorbell_status_t UdpIface::init(const sockaddr_in &addr, uint32_t if_mtu,
-                                 bool loopback)
+doorbell_status_t UdpIface::init(const sockaddr_in &addr, uint32_t if_mtu, bool loopback)
 {
     char ip[INET_ADDRSTRLEN];
     inet_ntop(AF_INET, &addr.sin_addr, ip, sizeof(ip));
 
     fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd_ < 0) {
-        return set_error(DOORBELL_ERR_IO, "%s: socket() failed: %s",
-                         name.c_str(), strerror(errno));
+        return set_error(DOORBELL_ERR_IO, "%s: socket() failed: %s", name.c_str(), strerror(errno));
     }
-    local_ = addr;
+    local_          = addr;
     local_.sin_port = 0;
     if (bind(fd_, reinterpret_cast<sockaddr *>(&local_), sizeof(local_)) != 0) {
-        return set_error(DOORBELL_ERR_IO, "%s: bind(%s) failed: %s",
-                         name.c_str(), ip, strerror(errno));
+        return set_error(DOORBELL_ERR_IO, "%s: bind(%s) failed: %s", name.c_str(), ip,
+                         strerror(errno));
     }
     socklen_t len = sizeof(local_);
     getsockname(fd_, reinterpret_cast<sockaddr *>(&local_), &len);
@@ -226,8 +216,8 @@ doorbell_status_t UdpIface::init(const sockaddr_in &addr, uint32_t if_mtu,
     int tos = 0x02, off = 0;
     if (setsockopt(fd_, IPPROTO_IP, IP_TOS, &tos, sizeof(tos)) != 0 ||
         setsockopt(fd_, IPPROTO_IP, IP_RECVTOS, &off, sizeof(off)) != 0) {
-        return set_error(DOORBELL_ERR_IO, "%s: setsockopt(IP_TOS) failed: %s",
-                         name.c_str(), strerror(errno));
+        return set_error(DOORBELL_ERR_IO, "%s: setsockopt(IP_TOS) failed: %s", name.c_str(),
+                         strerror(errno));
     }
     /* large socket buffers: the window below follows what the kernel grants
      * (FORCE works with CAP_NET_ADMIN, else rmem_max caps the request) */
@@ -244,8 +234,7 @@ doorbell_status_t UdpIface::init(const sockaddr_in &addr, uint32_t if_mtu,
 
     mtu_ = payload_mtu_for(if_mtu);
     if (params.mtu != 0) {
-        mtu_ = std::clamp<uint32_t>(params.mtu, 64,
-                                    kMaxDatagram - sizeof(WireHeader));
+        mtu_ = std::clamp<uint32_t>(params.mtu, 64, kMaxDatagram - sizeof(WireHeader));
     }
     /* the kernel reports twice the bytes it lets queue; a peer configured
      * alike absorbs a quarter of that per sender without drops */
@@ -254,8 +243,8 @@ doorbell_status_t UdpIface::init(const sockaddr_in &addr, uint32_t if_mtu,
     epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
     timer_fd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     if (epoll_fd_ < 0 || timer_fd_ < 0) {
-        return set_error(DOORBELL_ERR_IO, "%s: epoll/timerfd failed: %s",
-                         name.c_str(), strerror(errno));
+        return set_error(DOORBELL_ERR_IO, "%s: epoll/timerfd failed: %s", name.c_str(),
+                         strerror(errno));
     }
     /* the socket joins the set when armed (arm): while it is in, every
      * arriving datagram also runs the epoll callback under a lock */
@@ -272,13 +261,13 @@ doorbell_status_t UdpIface::init(const sockaddr_in &addr, uint32_t if_mtu,
     /* an ACK nobody asked for may wait an eighth of the first retransmit
      * timeout: well before the sender gives up on it */
     ack_delay_ = params.rto_min_ns / 8;
-    cc_ = resolve_pacing_policy(params.cc, loopback);
-    pacing_ = find_pacing_policy(cc_);
+    cc_        = resolve_pacing_policy(params.cc, loopback);
+    pacing_    = find_pacing_policy(cc_);
     if (pacing_) {
         if (!std::isfinite(params.ibrc_gain) || params.ibrc_gain < 0) {
             return set_error(DOORBELL_ERR_INVALID_PARAM,
-                             "%s: IBRC gain %g must be 0 (derived) or positive",
-                             name.c_str(), params.ibrc_gain);
+                             "%s: IBRC gain %g must be 0 (derived) or positive", name.c_str(),
+                             params.ibrc_gain);
         }
         if (!std::isfinite(params.cc_min_rate) || params.cc_min_rate < 0 ||
             !std::isfinite(params.cc_max_rate) || params.cc_max_rate < 0 ||
@@ -286,13 +275,11 @@ doorbell_status_t UdpIface::init(const sockaddr_in &addr, uint32_t if_mtu,
             return set_error(DOORBELL_ERR_INVALID_PARAM,
                              "%s: pacing rates min %g max %g B/s: need "
                              "0 <= min <= max (0: automatic)",
-                             name.c_str(), params.cc_min_rate,
-                             params.cc_max_rate);
+                             name.c_str(), params.cc_min_rate, params.cc_max_rate);
         }
         if (params.cc_target_delay_ns > 1000000000ull) {
             return set_error(DOORBELL_ERR_INVALID_PARAM,
-                             "%s: pacing target delay %llu ns exceeds 1 s",
-                             name.c_str(),
+                             "%s: pacing target delay %llu ns exceeds 1 s", name.c_str(),
                              (unsigned long long)params.cc_target_delay_ns);
         }
     }
@@ -314,9 +301,12 @@ UdpIface::~UdpIface()
     }
     owned_.clear();
     graveyard_.clear();
-    if (fd_ >= 0) close(fd_);
-    if (epoll_fd_ >= 0) close(epoll_fd_);
-    if (timer_fd_ >= 0) close(timer_fd_);
+    if (fd_ >= 0)
+        close(fd_);
+    if (epoll_fd_ >= 0)
+        close(epoll_fd_);
+    if (timer_fd_ >= 0)
+        close(timer_fd_);
 }
 
 uint8_t *UdpIface::take_buffer()
@@ -330,14 +320,16 @@ uint8_t *UdpIface::take_buffer()
     return buf;
 }
 
-void UdpIface::give_buffer(uint8_t *buf) { free_bufs_.push_back(buf); }
+void UdpIface::give_buffer(uint8_t *buf)
+{
+    free_bufs_.push_back(buf);
+}
 
-doorbell_status_t UdpIface::create_qp(const void *device_addr,
-                                      const void *iface_addr, UdpQp **qp_p)
+doorbell_status_t UdpIface::create_qp(const void *device_addr, const void *iface_addr, UdpQp **qp_p)
 {
     if (device_addr == nullptr || iface_addr == nullptr) {
-        return set_error(DOORBELL_ERR_INVALID_PARAM,
-                         "%s: qp_create without an address", name.c_str());
+        return set_error(DOORBELL_ERR_INVALID_PARAM, "%s: qp_create without an address",
+                         name.c_str());
     }
     sockaddr_in peer{};
     peer.sin_family = AF_INET;
@@ -346,8 +338,7 @@ doorbell_status_t UdpIface::create_qp(const void *device_addr,
     if (!is_reachable(device_addr, iface_addr)) {
         char ip[INET_ADDRSTRLEN];
         inet_ntop(AF_INET, &peer.sin_addr, ip, sizeof(ip));
-        return set_error(DOORBELL_ERR_UNREACHABLE,
-                         "%s: peer %s:%u is not reachable from %s",
+        return set_error(DOORBELL_ERR_UNREACHABLE, "%s: peer %s:%u is not reachable from %s",
                          name.c_str(), ip, ntohs(peer.sin_port), name.c_str());
     }
     uint32_t qpn;
@@ -371,7 +362,7 @@ doorbell_status_t UdpIface::create_qp(const void *device_addr,
         ctx.max_rate        = params.cc_max_rate;
         qp->gate            = pacing_(ctx);
     }
-    *qp_p = qp.get();
+    *qp_p           = qp.get();
     qp_by_num_[qpn] = qp.get();
     qps.push_back(qp.get());
     owned_.push_back(std::move(qp));
@@ -405,8 +396,7 @@ void UdpIface::destroy_qp(UdpQp &qp)
     qp.cancel_all();
     qp_by_num_.erase(qp.qpn);
     qps.erase(std::find(qps.begin(), qps.end(), &qp));
-    auto it = std::find_if(owned_.begin(), owned_.end(),
-                           [&](auto &p) { return p.get() == &qp; });
+    auto it = std::find_if(owned_.begin(), owned_.end(), [&](auto &p) { return p.get() == &qp; });
     /* destroyed from a callback inside progress: free after it returns */
     graveyard_.push_back(std::move(*it));
     owned_.erase(it);
@@ -464,8 +454,8 @@ doorbell_status_t UdpIface::arm()
         ev.events  = EPOLLIN;
         ev.data.fd = fd_;
         if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd_, &ev) != 0) {
-            return set_error(DOORBELL_ERR_IO, "%s: epoll_ctl(ADD) failed: %s",
-                             name.c_str(), strerror(errno));
+            return set_error(DOORBELL_ERR_IO, "%s: epoll_ctl(ADD) failed: %s", name.c_str(),
+                             strerror(errno));
         }
         fd_in_epoll_ = true; /* level-triggered: data already queued wakes */
     }
@@ -475,8 +465,8 @@ doorbell_status_t UdpIface::arm()
             deadline = r->ack_deadline;
         }
     }
-    const uint64_t now = now_ns();
-    auto wake_at = [&deadline](uint64_t at) {
+    const uint64_t now     = now_ns();
+    auto           wake_at = [&deadline](uint64_t at) {
         if (at != 0 && (deadline == 0 || at < deadline)) {
             deadline = at;
         }
@@ -494,8 +484,7 @@ doorbell_status_t UdpIface::arm()
                 wake_at(qp->hold_until_ns);
             } else {
                 const TxPacket &pkt = qp->unacked[qp->tx_psn - qp->una];
-                uint64_t at =
-                    qp->gate ? qp->gate->next_send_ns(now, path_bytes(pkt, 0)) : 0;
+                uint64_t        at = qp->gate ? qp->gate->next_send_ns(now, path_bytes(pkt, 0)) : 0;
                 if (at <= now) {
                     return DOORBELL_ERR_NO_RESOURCE;
                 }

@@ -32,15 +32,15 @@
 
 namespace doorbell::udp {
 
-static constexpr unsigned kTxBatch   = 64;   ///< packets per sendmmsg
-static constexpr unsigned kRxBatch   = 64;   ///< datagrams per recvmmsg
-static constexpr unsigned kRxRounds  = 8;    ///< recvmmsg calls per progress
-static constexpr size_t   kBufSize   = 65536; ///< receive / AM buffer bytes
-static constexpr size_t   kMaxShort  = 1024; ///< put_short / am_short bytes
-static constexpr size_t   kMaxZcopy  = size_t(1) << 30; ///< put/get bytes
-static constexpr size_t   kMaxResponders = 65536; ///< peer QPs per iface
-static constexpr uint32_t kAckEvery = 32; ///< packets per ACK without ACK_REQ
-static constexpr uint32_t kReadPieceSegments = 4; ///< paced read piece, chunks
+static constexpr unsigned kTxBatch           = 64;              ///< packets per sendmmsg
+static constexpr unsigned kRxBatch           = 64;              ///< datagrams per recvmmsg
+static constexpr unsigned kRxRounds          = 8;               ///< recvmmsg calls per progress
+static constexpr size_t   kBufSize           = 65536;           ///< receive / AM buffer bytes
+static constexpr size_t   kMaxShort          = 1024;            ///< put_short / am_short bytes
+static constexpr size_t   kMaxZcopy          = size_t(1) << 30; ///< put/get bytes
+static constexpr size_t   kMaxResponders     = 65536;           ///< peer QPs per iface
+static constexpr uint32_t kAckEvery          = 32;              ///< packets per ACK without ACK_REQ
+static constexpr uint32_t kReadPieceSegments = 4;               ///< paced read piece, chunks
 /// Floor of the pacer's automatic queueing-delay target, ns. The path of a
 /// software NIC runs through kernel stacks (and, on an emulated fabric,
 /// forwarding namespaces) whose scheduling adds tens to hundreds of us
@@ -63,13 +63,13 @@ static constexpr double kHostCeGain    = 1.0 / 16;
 static constexpr double kHostCeBeta    = 0.25;
 static constexpr double kHostProbeStep = 1.0 / 512;
 /// Shortest tail-loss probe timeout, ns (a probe is one header-only packet).
-static constexpr uint64_t kTlpMinNs = 1000000;
+static constexpr uint64_t kTlpMinNs       = 1000000;
 static constexpr unsigned kEpollIdlePolls = 64; ///< progress calls without
                                                 ///< arm before the socket
                                                 ///< leaves the wake-up set
-static constexpr uint32_t kPlaceMin = 8192; ///< MTU from which read data is
-                                            ///< received in place (a peek
-                                            ///< per datagram beats a copy)
+static constexpr uint32_t kPlaceMin = 8192;     ///< MTU from which read data is
+                                                ///< received in place (a peek
+                                                ///< per datagram beats a copy)
 /// CE reading (IP_RECVTOS) starts with the first datagram of at least
 /// kCeBulkBytes (a segment of bulk data) or the first receive that finds
 /// kCeQueuedDatagrams waiting (a stream of small ones): the traffic that
@@ -77,8 +77,8 @@ static constexpr uint32_t kPlaceMin = 8192; ///< MTU from which read data is
 /// messages, or an ACK beside a reply, arrive in twos and threes.
 static constexpr size_t   kCeBulkBytes       = 1024;
 static constexpr unsigned kCeQueuedDatagrams = 8;
-static constexpr size_t   kLinearTx = 1024; ///< payload bytes a lone packet
-                                            ///< is copied behind its header
+static constexpr size_t   kLinearTx          = 1024; ///< payload bytes a lone packet
+                                                     ///< is copied behind its header
 static_assert(kBufSize >= kMaxDatagram + 512, "datagram fits a buffer");
 
 /// One packet a requester sent (or will send) and the peer has not ACKed.
@@ -86,9 +86,9 @@ struct TxPacket {
     uint32_t psn;
     Opcode   opcode;
     uint8_t  flags;
-    uint64_t wqe;      ///< ring index of its WQE
-    uint32_t offset;   ///< message offset (READ_REQ: offset of the piece)
-    uint32_t length;   ///< payload bytes (READ_REQ: bytes requested)
+    uint64_t wqe;                               ///< ring index of its WQE
+    uint32_t offset;                            ///< message offset (READ_REQ: offset of the piece)
+    uint32_t length;                            ///< payload bytes (READ_REQ: bytes requested)
     uint32_t header_bytes = sizeof(WireHeader); ///< on the wire (a DataHeader's
                                                 ///< in a message of several)
 };
@@ -96,10 +96,10 @@ struct TxPacket {
 /// Completion tracking of one WQE the device has started.
 struct WqeTrack {
     uint64_t wqe;
-    uint32_t last_psn;         ///< PSN of its last packet so far
-    uint32_t reads_left  = 0;  ///< READ pieces whose data is incomplete
-    bool     packetized  = false;
-    bool     is_send     = false;
+    uint32_t last_psn;       ///< PSN of its last packet so far
+    uint32_t reads_left = 0; ///< READ pieces whose data is incomplete
+    bool     packetized = false;
+    bool     is_send    = false;
 };
 
 /// One READ_REQ piece whose response data is still arriving.
@@ -109,10 +109,10 @@ struct ReadPiece {
     uint64_t          remote_addr;
     uint32_t          rkey;
     uint32_t          length;
-    uint32_t          chunk;     ///< response payload bytes per datagram
+    uint32_t          chunk; ///< response payload bytes per datagram
     uint8_t          *dest;
-    std::vector<bool> got;       ///< per chunk
-    uint32_t          missing;   ///< chunks not yet received
+    std::vector<bool> got;     ///< per chunk
+    uint32_t          missing; ///< chunks not yet received
 };
 
 class UdpIface;
@@ -120,91 +120,89 @@ class UdpIface;
 struct UdpQp : public QpCore {
     UdpQp(UdpIface &iface, uint32_t qpn, const sockaddr_in &peer);
 
-    sockaddr_in              peer;
+    sockaddr_in peer;
     /* packetizer */
-    uint64_t                 cursor        = 0; ///< next WQE to cut
-    uint32_t                 cursor_offset = 0; ///< bytes of it already cut
+    uint64_t cursor        = 0; ///< next WQE to cut
+    uint32_t cursor_offset = 0; ///< bytes of it already cut
     /* reliability */
-    uint32_t                 next_psn      = 0; ///< PSN of the next new packet
-    uint32_t                 una           = 0; ///< oldest unacknowledged PSN
-    uint32_t                 tx_psn        = 0; ///< next PSN to (re)send
-    uint32_t                 max_sent      = 0; ///< PSNs below were sent once
-    std::deque<TxPacket>     unacked;           ///< PSNs [una, next_psn)
-    std::deque<WqeTrack>     tracks;            ///< WQEs [done, cursor]
-    std::deque<ReadPiece>    reads;             ///< in PSN order
-    uint64_t                 inflight_bytes = 0;
-    uint64_t                 read_bytes     = 0;
-    uint64_t                 rto_ns;
-    uint64_t                 deadline_ns    = 0; ///< 0: timer not armed
-    uint64_t                 hold_until_ns  = 0; ///< receiver busy: wait
-    uint32_t                 retries        = 0;
-    uint64_t                 srtt_ns        = 0;
+    uint32_t              next_psn = 0; ///< PSN of the next new packet
+    uint32_t              una      = 0; ///< oldest unacknowledged PSN
+    uint32_t              tx_psn   = 0; ///< next PSN to (re)send
+    uint32_t              max_sent = 0; ///< PSNs below were sent once
+    std::deque<TxPacket>  unacked;      ///< PSNs [una, next_psn)
+    std::deque<WqeTrack>  tracks;       ///< WQEs [done, cursor]
+    std::deque<ReadPiece> reads;        ///< in PSN order
+    uint64_t              inflight_bytes = 0;
+    uint64_t              read_bytes     = 0;
+    uint64_t              rto_ns;
+    uint64_t              deadline_ns   = 0; ///< 0: timer not armed
+    uint64_t              hold_until_ns = 0; ///< receiver busy: wait
+    uint32_t              retries       = 0;
+    uint64_t              srtt_ns       = 0;
     /* timeout recovery: the timer resent only the oldest packet; the
      * backed-off timeout holds until everything sent before it is ACKed */
-    bool                     recovering     = false;
-    uint32_t                 recover_psn    = 0; ///< max_sent at the timeout
-    uint64_t                 recover_ts     = 0; ///< ts_send of that resend
-    bool                     probe_due      = false; ///< ask the peer to ACK
-    uint32_t                 probed_psn     = 0;     ///< next_psn when last asked
+    bool                        recovering  = false;
+    uint32_t                    recover_psn = 0;     ///< max_sent at the timeout
+    uint64_t                    recover_ts  = 0;     ///< ts_send of that resend
+    bool                        probe_due   = false; ///< ask the peer to ACK
+    uint32_t                    probed_psn  = 0;     ///< next_psn when last asked
     std::unique_ptr<PacingGate> gate;
     /* per-QP counters, printed at destroy with the iface's stats */
-    uint64_t                 paced_waits    = 0;
-    uint64_t                 timeouts       = 0;
-    uint64_t                 busy_naks      = 0;
-    uint64_t                 tail_probes    = 0;
-    uint64_t                 tlp_at_ns      = 0; ///< tail-loss probe due; 0: none
-    bool                     last_ack_req   = false; ///< the last packet asked for an ACK
-    bool                     paced          = false; ///< the pacer has limited it
-    double                   min_rate       = 0; ///< lowest pacer rate seen, B/s
+    uint64_t paced_waits  = 0;
+    uint64_t timeouts     = 0;
+    uint64_t busy_naks    = 0;
+    uint64_t tail_probes  = 0;
+    uint64_t tlp_at_ns    = 0;     ///< tail-loss probe due; 0: none
+    bool     last_ack_req = false; ///< the last packet asked for an ACK
+    bool     paced        = false; ///< the pacer has limited it
+    double   min_rate     = 0;     ///< lowest pacer rate seen, B/s
 };
 
 /// Per peer QP state of the responder.
 struct Responder {
     sockaddr_in peer;
     uint32_t    qpn;
-    uint32_t    expected   = 0;      ///< next PSN accepted
-    bool        nak_sent   = false;  ///< a NAK for the current gap went out
-    bool        failed     = false;  ///< an access error: ignore the rest
-    NakCode     fail_code  = NakCode::kAccess; ///< the verdict, repeated
-    bool        ack_due    = false;
-    bool        ack_deferred = false;  ///< an ACK waits for ack_deadline
+    uint32_t    expected     = 0;                ///< next PSN accepted
+    bool        nak_sent     = false;            ///< a NAK for the current gap went out
+    bool        failed       = false;            ///< an access error: ignore the rest
+    NakCode     fail_code    = NakCode::kAccess; ///< the verdict, repeated
+    bool        ack_due      = false;
+    bool        ack_deferred = false; ///< an ACK waits for ack_deadline
     uint64_t    ack_deadline = 0;
-    uint32_t    unacked_pkts = 0;      ///< accepted since the last ACK
-    uint64_t    last_seen  = 0;        ///< ns, for eviction when full
-    uint64_t    ts_echo    = 0;        ///< ts_send of the last packet
-    uint64_t    ts_echo_rx = 0;        ///< ns when that packet was processed
-    uint32_t    ce_bytes   = 0;      ///< CE-marked bytes since the last ACK
-    bool        last_ce    = false;  ///< CE state of the last packet accepted
-    uint8_t    *am_buf     = nullptr; ///< AM being reassembled
-    uint32_t    am_length  = 0;      ///< bytes of it so far
+    uint32_t    unacked_pkts = 0;       ///< accepted since the last ACK
+    uint64_t    last_seen    = 0;       ///< ns, for eviction when full
+    uint64_t    ts_echo      = 0;       ///< ts_send of the last packet
+    uint64_t    ts_echo_rx   = 0;       ///< ns when that packet was processed
+    uint32_t    ce_bytes     = 0;       ///< CE-marked bytes since the last ACK
+    bool        last_ce      = false;   ///< CE state of the last packet accepted
+    uint8_t    *am_buf       = nullptr; ///< AM being reassembled
+    uint32_t    am_length    = 0;       ///< bytes of it so far
 };
 
 class UdpIface : public IfaceCore {
 public:
-    using Qp = UdpQp;
+    using Qp                                      = UdpQp;
     static constexpr doorbell_device_kind_t kKind = DOORBELL_DEVICE_UDP;
 
     /// Opens the device named in params (a netdev with an IPv4 address).
-    static doorbell_status_t open(ProtectionDomain &pd,
-                                  const doorbell_iface_params_t &params,
+    static doorbell_status_t open(ProtectionDomain &pd, const doorbell_iface_params_t &params,
                                   UdpIface **iface_p);
     ~UdpIface();
 
     /* control path (udp_device.cc) */
-    doorbell_status_t create_qp(const void *device_addr,
-                                const void *iface_addr, UdpQp **qp_p);
-    void destroy_qp(UdpQp &qp);
-    size_t device_address_length() const { return 4; }
-    size_t address_length() const { return 2; }
-    void get_device_address(void *addr) const;
-    void get_address(void *addr) const;
-    bool is_reachable(const void *device_addr, const void *iface_addr) const;
-    void query_limits(doorbell_iface_limits_t &limits) const;
-    int event_fd() const { return epoll_fd_; }
+    doorbell_status_t create_qp(const void *device_addr, const void *iface_addr, UdpQp **qp_p);
+    void              destroy_qp(UdpQp &qp);
+    size_t            device_address_length() const { return 4; }
+    size_t            address_length() const { return 2; }
+    void              get_device_address(void *addr) const;
+    void              get_address(void *addr) const;
+    bool              is_reachable(const void *device_addr, const void *iface_addr) const;
+    void              query_limits(doorbell_iface_limits_t &limits) const;
+    int               event_fd() const { return epoll_fd_; }
     doorbell_status_t arm();
-    void set_faults(const FaultConfig *config);
-    uint16_t port() const { return ntohs(local_.sin_port); }
-    uint32_t payload_mtu() const { return mtu_; }
+    void              set_faults(const FaultConfig *config);
+    uint16_t          port() const { return ntohs(local_.sin_port); }
+    uint32_t          payload_mtu() const { return mtu_; }
     /// Payload of a data segment of op (READ_RESP: the chunk a READ_REQ asks
     /// for): the datagram of a full-header packet less op's data header.
     uint32_t segment_payload(Opcode op) const
@@ -221,22 +219,20 @@ public:
     /* data path (udp_device_datapath.cc) */
     /// The doorbell: WQEs up to the ring's tail become the device's; one
     /// sendmmsg carries what can go now.
-    void ring(UdpQp &qp);
+    void     ring(UdpQp &qp);
     unsigned progress();
-    void release_am(void *data);
+    void     release_am(void *data);
 
 private:
-    UdpIface(ProtectionDomain &pd, const doorbell_iface_params_t &params,
-             std::string name);
+    UdpIface(ProtectionDomain &pd, const doorbell_iface_params_t &params, std::string name);
     doorbell_status_t init(const sockaddr_in &addr, uint32_t if_mtu, bool loopback);
 
     /* transmit */
     void transmit(UdpQp &qp);
     bool cut_packet(UdpQp &qp);
     void send_packet(UdpQp &qp, const TxPacket &pkt);
-    void stage(const WireHeader &hdr, const void *a, size_t alen,
-               const void *b, size_t blen, const sockaddr_in &to,
-               uint32_t header_bytes = sizeof(WireHeader));
+    void stage(const WireHeader &hdr, const void *a, size_t alen, const void *b, size_t blen,
+               const sockaddr_in &to, uint32_t header_bytes = sizeof(WireHeader));
     void flush_tx();
     struct TxSlot;
     void send_linear(const TxSlot &s);
@@ -246,42 +242,38 @@ private:
 
     /* receive */
     unsigned receive(size_t &bytes);
-    void rearm_rx(unsigned count);
-    int place_read_response();
-    int receive_batch(unsigned want);
-    void handle_datagram(uint8_t *buf, size_t len, const sockaddr_in &from,
-                         bool ce, size_t slot);
-    void handle_response(const WireHeader &h, const uint8_t *payload,
-                         const sockaddr_in &from, bool ce);
+    void     rearm_rx(unsigned count);
+    int      place_read_response();
+    int      receive_batch(unsigned want);
+    void handle_datagram(uint8_t *buf, size_t len, const sockaddr_in &from, bool ce, size_t slot);
+    void handle_response(const WireHeader &h, const uint8_t *payload, const sockaddr_in &from,
+                         bool ce);
     void handle_ack(UdpQp &qp, const WireHeader &h);
     void handle_nak(UdpQp &qp, const WireHeader &h);
-    void handle_read_resp(UdpQp &qp, const WireHeader &h,
-                          const uint8_t *payload, bool ce);
-    uint64_t kernel_rx_time(const cmsghdr *c, int64_t rt_to_mono) const;
-    uint64_t path_rtt(uint64_t ts_echo, uint32_t hold_ns) const;
-    uint32_t path_bytes(const TxPacket &pkt, uint32_t offset) const;
-    uint32_t read_piece_max(const UdpQp &qp) const;
-    void mark_paced(UdpQp &qp);
-    void enable_rx_timestamps();
-    void enable_ce();
-    uint64_t read_window(const UdpQp &qp) const;
-    void handle_request(const WireHeader &h, uint8_t *buf,
-                        const uint8_t *payload, const sockaddr_in &from,
-                        bool ce, size_t slot);
-    bool handle_send(Responder &r, const WireHeader &h, uint8_t *buf,
-                     const uint8_t *payload, size_t slot);
-    void send_read_response(const WireHeader &h, const sockaddr_in &to);
-    void send_control(const Responder &r, Opcode op, NakCode code,
-                      uint32_t psn);
-    bool evict_oldest_responder();
-    uint8_t *take_buffer();
-    void give_buffer(uint8_t *buf);
-    void ack_psn(UdpQp &qp, uint32_t psn, uint64_t now);
-    void send_ack(Responder &r);
-    void send_probe(UdpQp &qp, uint32_t psn);
-    uint64_t tlp_timeout(const UdpQp &qp) const;
-    unsigned rerequest_reads(UdpQp &qp);
-    void flush_deferred_acks(bool all);
+    void handle_read_resp(UdpQp &qp, const WireHeader &h, const uint8_t *payload, bool ce);
+    uint64_t    kernel_rx_time(const cmsghdr *c, int64_t rt_to_mono) const;
+    uint64_t    path_rtt(uint64_t ts_echo, uint32_t hold_ns) const;
+    uint32_t    path_bytes(const TxPacket &pkt, uint32_t offset) const;
+    uint32_t    read_piece_max(const UdpQp &qp) const;
+    void        mark_paced(UdpQp &qp);
+    void        enable_rx_timestamps();
+    void        enable_ce();
+    uint64_t    read_window(const UdpQp &qp) const;
+    void        handle_request(const WireHeader &h, uint8_t *buf, const uint8_t *payload,
+                               const sockaddr_in &from, bool ce, size_t slot);
+    bool        handle_send(Responder &r, const WireHeader &h, uint8_t *buf, const uint8_t *payload,
+                            size_t slot);
+    void        send_read_response(const WireHeader &h, const sockaddr_in &to);
+    void        send_control(const Responder &r, Opcode op, NakCode code, uint32_t psn);
+    bool        evict_oldest_responder();
+    uint8_t    *take_buffer();
+    void        give_buffer(uint8_t *buf);
+    void        ack_psn(UdpQp &qp, uint32_t psn, uint64_t now);
+    void        send_ack(Responder &r);
+    void        send_probe(UdpQp &qp, uint32_t psn);
+    uint64_t    tlp_timeout(const UdpQp &qp) const;
+    unsigned    rerequest_reads(UdpQp &qp);
+    void        flush_deferred_acks(bool all);
     static void note_rate(UdpQp &qp)
     {
         double r = qp.gate->rate();
@@ -291,20 +283,20 @@ private:
     }
     void dump_qp(const UdpQp &qp) const;
 
-    int         fd_       = -1;
-    int         epoll_fd_ = -1;
-    int         timer_fd_ = -1;
-    bool        fd_in_epoll_ = false;    ///< the socket is in epoll_fd_
-    unsigned    polls_since_arm_ = 0;
-    sockaddr_in local_{};
-    uint32_t    mtu_      = 0;   ///< payload bytes per packet
-    uint64_t    window_   = 0;   ///< unacknowledged bytes per QP
-    uint64_t    now_      = 0;   ///< clock of the current progress call
-    uint64_t    rx_ts_    = 0;   ///< kernel arrival of the datagram in hand
-    bool        rx_timestamps_ = false; ///< SO_TIMESTAMPNS is on
-    bool        rx_ce_ = false;  ///< IP_RECVTOS is on (CE marks are read)
-    uint32_t    next_qpn_ = 0;
-    unsigned    depth_    = 0;   ///< nesting of progress (deferred frees)
+    int                                   fd_              = -1;
+    int                                   epoll_fd_        = -1;
+    int                                   timer_fd_        = -1;
+    bool                                  fd_in_epoll_     = false; ///< the socket is in epoll_fd_
+    unsigned                              polls_since_arm_ = 0;
+    sockaddr_in                           local_{};
+    uint32_t                              mtu_    = 0; ///< payload bytes per packet
+    uint64_t                              window_ = 0; ///< unacknowledged bytes per QP
+    uint64_t                              now_    = 0; ///< clock of the current progress call
+    uint64_t                              rx_ts_  = 0; ///< kernel arrival of the datagram in hand
+    bool                                  rx_timestamps_ = false; ///< SO_TIMESTAMPNS is on
+    bool                                  rx_ce_ = false; ///< IP_RECVTOS is on (CE marks are read)
+    uint32_t                              next_qpn_ = 0;
+    unsigned                              depth_    = 0; ///< nesting of progress (deferred frees)
     std::unordered_map<uint32_t, UdpQp *> qp_by_num_;
     std::vector<std::unique_ptr<UdpQp>>   owned_;
     std::vector<std::unique_ptr<UdpQp>>   graveyard_;
@@ -313,37 +305,36 @@ private:
         uint32_t ip;
         uint16_t port;
         uint32_t qpn;
-        bool operator==(const ResponderKey &) const = default;
+        bool     operator==(const ResponderKey &) const = default;
     };
     struct ResponderHash {
         size_t operator()(const ResponderKey &k) const
         {
-            return std::hash<uint64_t>()((uint64_t(k.ip) << 16 | k.port) ^
-                                         (uint64_t(k.qpn) << 29));
+            return std::hash<uint64_t>()((uint64_t(k.ip) << 16 | k.port) ^ (uint64_t(k.qpn) << 29));
         }
     };
     std::unordered_map<ResponderKey, Responder, ResponderHash> responders_;
-    std::vector<Responder *> ack_list_;
-    std::vector<Responder *> deferred_acks_;
-    uint64_t                 ack_delay_ = 0; ///< ns an ACK may wait
+    std::vector<Responder *>                                   ack_list_;
+    std::vector<Responder *>                                   deferred_acks_;
+    uint64_t ack_delay_ = 0; ///< ns an ACK may wait
 
     /* receive buffers: kRxBatch in the recvmmsg ring, the rest free or held
      * by the AM handler */
-    std::vector<uint8_t *>                 rx_slots_;
-    std::vector<uint8_t *>                 free_bufs_;
-    std::vector<std::unique_ptr<uint8_t[]>> all_bufs_;
-    std::unordered_map<uint8_t *, bool>    held_;   ///< AM buffers lent out
-    std::array<mmsghdr, kRxBatch>          rx_msgs_{};
-    std::array<iovec, kRxBatch>            rx_iov_{};
-    std::array<sockaddr_in, kRxBatch>      rx_addr_{};
+    std::vector<uint8_t *>                        rx_slots_;
+    std::vector<uint8_t *>                        free_bufs_;
+    std::vector<std::unique_ptr<uint8_t[]>>       all_bufs_;
+    std::unordered_map<uint8_t *, bool>           held_; ///< AM buffers lent out
+    std::array<mmsghdr, kRxBatch>                 rx_msgs_{};
+    std::array<iovec, kRxBatch>                   rx_iov_{};
+    std::array<sockaddr_in, kRxBatch>             rx_addr_{};
     std::array<std::array<uint8_t, 64>, kRxBatch> rx_cmsg_{};
-    unsigned rx_want_ = 1; ///< datagrams the next recvmmsg asks for
+    unsigned rx_want_    = 1; ///< datagrams the next recvmmsg asks for
     unsigned rx_singles_ = 0; ///< receives in a row that got the one asked for
     /* READ data received in place (place_read_response) */
-    bool                  rx_place_  = false;   ///< a read waits for data
-    const uint8_t        *rx_placed_ = nullptr; ///< entry 0's payload went here
-    WireHeader            rx_placed_header_{};  ///< the header peeked for it
-    std::array<iovec, 2>  rx_place_iov_{};
+    bool                 rx_place_  = false;   ///< a read waits for data
+    const uint8_t       *rx_placed_ = nullptr; ///< entry 0's payload went here
+    WireHeader           rx_placed_header_{};  ///< the header peeked for it
+    std::array<iovec, 2> rx_place_iov_{};
 
     /* transmit staging: one sendmmsg */
     struct TxSlot {
@@ -363,7 +354,7 @@ private:
     std::unique_ptr<FaultInjector> faults_;
     PacingFactory                  pacing_;
     double                         line_rate_ = 0;
-    std::string                    cc_;  ///< the pacing policy in force
+    std::string                    cc_; ///< the pacing policy in force
 };
 
 /// Devices: the host's interfaces with an IPv4 address that are up.

@@ -60,8 +60,7 @@ std::string peer_string(const sockaddr_in &a, uint32_t qpn)
 {
     char ip[INET_ADDRSTRLEN], buf[96];
     inet_ntop(AF_INET, &a.sin_addr, ip, sizeof(ip));
-    snprintf(buf, sizeof(buf), "%s:%u (local qp 0x%x)", ip, ntohs(a.sin_port),
-             qpn);
+    snprintf(buf, sizeof(buf), "%s:%u (local qp 0x%x)", ip, ntohs(a.sin_port), qpn);
     return buf;
 }
 
@@ -125,8 +124,8 @@ bool UdpIface::cut_packet(UdpQp &qp)
             }
         }
         WqeTrack &track = qp.tracks.back();
-        uint32_t total  = message_length(w);
-        TxPacket pkt{};
+        uint32_t  total = message_length(w);
+        TxPacket  pkt{};
         pkt.psn    = qp.next_psn;
         pkt.wqe    = qp.cursor;
         pkt.offset = qp.cursor_offset;
@@ -147,15 +146,14 @@ bool UdpIface::cut_packet(UdpQp &qp)
                 pkt.offset = total;
                 pkt.length = sizeof(uint64_t);
                 if (!qp.unacked.empty() &&
-                    qp.inflight_bytes + pkt.length + sizeof(WireHeader) >
-                        window_) {
+                    qp.inflight_bytes + pkt.length + sizeof(WireHeader) > window_) {
                     return false;
                 }
                 qp.inflight_bytes += pkt.length + sizeof(WireHeader);
-                pkt.flags         = kFlagLast;
-                track.packetized  = true;
-                track.last_psn    = pkt.psn;
-                qp.cursor_offset  = 0;
+                pkt.flags        = kFlagLast;
+                track.packetized = true;
+                track.last_psn   = pkt.psn;
+                qp.cursor_offset = 0;
                 ++qp.cursor;
                 ++qp.next_psn;
                 qp.unacked.push_back(pkt);
@@ -164,8 +162,7 @@ bool UdpIface::cut_packet(UdpQp &qp)
             [[fallthrough]];
         case DOORBELL_OP_PUT:
         case DOORBELL_OP_SEND: {
-            pkt.opcode = w.opcode == DOORBELL_OP_SEND ? Opcode::kSend
-                                                      : Opcode::kWrite;
+            pkt.opcode = w.opcode == DOORBELL_OP_SEND ? Opcode::kSend : Opcode::kWrite;
             /* a message of several packets travels in data segments: their
              * shorter header leaves the payload more of the datagram */
             uint32_t seg = mtu_;
@@ -188,10 +185,9 @@ bool UdpIface::cut_packet(UdpQp &qp)
              * back to back, so a piece is what a switch buffer must absorb
              * at once; the pacer spaces the pieces (read_piece_max). */
             uint32_t piece_max = read_piece_max(qp);
-            pkt.opcode = Opcode::kReadReq;
-            pkt.length = std::min(piece_max, total - qp.cursor_offset);
-            if (qp.read_bytes > 0 &&
-                qp.read_bytes + pkt.length > read_window(qp)) {
+            pkt.opcode         = Opcode::kReadReq;
+            pkt.length         = std::min(piece_max, total - qp.cursor_offset);
+            if (qp.read_bytes > 0 && qp.read_bytes + pkt.length > read_window(qp)) {
                 return false;
             }
             if (pkt.length > 0) {
@@ -202,7 +198,7 @@ bool UdpIface::cut_packet(UdpQp &qp)
                 piece.rkey        = w.rkey;
                 piece.length      = pkt.length;
                 piece.chunk       = segment_payload(Opcode::kReadResp);
-                piece.dest = reinterpret_cast<uint8_t *>(uintptr_t(w.local_addr)) +
+                piece.dest        = reinterpret_cast<uint8_t *>(uintptr_t(w.local_addr)) +
                              qp.cursor_offset;
                 piece.missing = (pkt.length + piece.chunk - 1) / piece.chunk;
                 piece.got.assign(piece.missing, false);
@@ -238,14 +234,14 @@ bool UdpIface::cut_packet(UdpQp &qp)
 
 void UdpIface::send_packet(UdpQp &qp, const TxPacket &pkt)
 {
-    const doorbell_wqe_t &w = qp.ring.wqe(pkt.wqe);
-    bool resend = psn_diff(pkt.psn, qp.max_sent) < 0;
-    WireHeader h = make_header(pkt.opcode);
-    h.flags      = pkt.flags;
-    h.src_qp     = qp.qpn;
-    h.psn        = pkt.psn;
-    h.ts_send    = now_;
-    const void *payload = nullptr;
+    const doorbell_wqe_t &w      = qp.ring.wqe(pkt.wqe);
+    bool                  resend = psn_diff(pkt.psn, qp.max_sent) < 0;
+    WireHeader            h      = make_header(pkt.opcode);
+    h.flags                      = pkt.flags;
+    h.src_qp                     = qp.qpn;
+    h.psn                        = pkt.psn;
+    h.ts_send                    = now_;
+    const void *payload          = nullptr;
     switch (pkt.opcode) {
     case Opcode::kWrite:
     case Opcode::kSend:
@@ -290,8 +286,7 @@ void UdpIface::send_packet(UdpQp &qp, const TxPacket &pkt)
      * or a read that has no data to answer with */
     if (resend || qp.inflight_bytes * 2 > window_ ||
         ((pkt.flags & kFlagLast) && (w.flags & DOORBELL_WQE_SIGNALED)) ||
-        (pkt.opcode == Opcode::kSend &&
-         qp.am_inflight * 2 >= params.am_credits) ||
+        (pkt.opcode == Opcode::kSend && qp.am_inflight * 2 >= params.am_credits) ||
         (pkt.opcode == Opcode::kReadReq && pkt.length == 0)) {
         h.flags |= kFlagAckReq;
     }
@@ -376,9 +371,8 @@ uint64_t UdpIface::tlp_timeout(const UdpQp &qp) const
 
 /// Queues a packet for the next sendmmsg; a header_bytes other than the
 /// full header's sends hdr as a DataHeader.
-void UdpIface::stage(const WireHeader &hdr, const void *a, size_t alen,
-                     const void *b, size_t blen, const sockaddr_in &to,
-                     uint32_t header_bytes)
+void UdpIface::stage(const WireHeader &hdr, const void *a, size_t alen, const void *b, size_t blen,
+                     const sockaddr_in &to, uint32_t header_bytes)
 {
     if (tx_count_ == kTxBatch) {
         flush_tx();
@@ -389,27 +383,26 @@ void UdpIface::stage(const WireHeader &hdr, const void *a, size_t alen,
     } else {
         header_bytes = encode_data_header(hdr, reinterpret_cast<uint8_t *>(&s.hdr));
     }
-    s.to      = to;
-    s.iov[0]  = {&s.hdr, header_bytes};
-    s.iov[1]  = {const_cast<void *>(a), alen};
-    s.iov[2]  = {const_cast<void *>(b), blen};
-    s.iovcnt  = blen != 0 ? 3 : alen != 0 ? 2 : 1;
-    s.bytes   = header_bytes + alen + blen;
+    s.to     = to;
+    s.iov[0] = {&s.hdr, header_bytes};
+    s.iov[1] = {const_cast<void *>(a), alen};
+    s.iov[2] = {const_cast<void *>(b), blen};
+    s.iovcnt = blen != 0 ? 3 : alen != 0 ? 2 : 1;
+    s.bytes  = header_bytes + alen + blen;
 }
 
 /// Sends one small staged packet with sendto from a linear copy.
 void UdpIface::send_linear(const TxSlot &s)
 {
-    uint8_t *p = tx_linear_.data();
-    size_t len = 0;
+    uint8_t *p   = tx_linear_.data();
+    size_t   len = 0;
     for (unsigned i = 0; i < s.iovcnt; ++i) {
         std::memcpy(p + len, s.iov[i].iov_base, s.iov[i].iov_len);
         len += s.iov[i].iov_len;
     }
     ssize_t rc;
     do {
-        rc = sendto(fd_, p, len, 0, reinterpret_cast<const sockaddr *>(&s.to),
-                    sizeof(s.to));
+        rc = sendto(fd_, p, len, 0, reinterpret_cast<const sockaddr *>(&s.to), sizeof(s.to));
     } while (rc < 0 && errno == EINTR);
     if (rc >= 0) { /* else lost; retransmission recovers it */
         counters.tx_bytes += uint64_t(rc);
@@ -427,14 +420,14 @@ void UdpIface::flush_tx()
         tx_count_ = 0;
         return;
     }
-    unsigned n = 0;
-    auto add   = [&](unsigned i) {
-        mmsghdr &m           = tx_msgs_[n++];
-        m                    = {};
-        m.msg_hdr.msg_name   = &tx_[i].to;
+    unsigned n   = 0;
+    auto     add = [&](unsigned i) {
+        mmsghdr &m            = tx_msgs_[n++];
+        m                     = {};
+        m.msg_hdr.msg_name    = &tx_[i].to;
         m.msg_hdr.msg_namelen = sizeof(sockaddr_in);
-        m.msg_hdr.msg_iov    = tx_[i].iov;
-        m.msg_hdr.msg_iovlen = tx_[i].iovcnt;
+        m.msg_hdr.msg_iov     = tx_[i].iov;
+        m.msg_hdr.msg_iovlen  = tx_[i].iovcnt;
     };
     for (unsigned i = 0; i < tx_count_; ++i) {
         if (faults_) {
@@ -476,8 +469,7 @@ void UdpIface::retire(UdpQp &qp)
 {
     while (!qp.tracks.empty()) {
         const WqeTrack &t = qp.tracks.front();
-        if (!t.packetized || t.reads_left != 0 ||
-            psn_diff(t.last_psn, qp.una) >= 0) {
+        if (!t.packetized || t.reads_left != 0 || psn_diff(t.last_psn, qp.una) >= 0) {
             break;
         }
         if (t.is_send && qp.am_inflight > 0) {
@@ -525,9 +517,8 @@ void UdpIface::check_timer(UdpQp &qp)
     if (qp.retries >= params.retry_count) {
         qp.deadline_ns = 0;
         qp.fail(DOORBELL_ERR_TIMED_OUT,
-                name + ": peer " + peer_string(qp.peer, qp.qpn) +
-                    " did not answer " + std::to_string(params.retry_count) +
-                    " retransmissions");
+                name + ": peer " + peer_string(qp.peer, qp.qpn) + " did not answer " +
+                    std::to_string(params.retry_count) + " retransmissions");
         return;
     }
     ++qp.retries;
@@ -602,9 +593,8 @@ void UdpIface::enable_rx_timestamps()
     if (rx_timestamps_) {
         return;
     }
-    int on = 1;
-    rx_timestamps_ =
-        setsockopt(fd_, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof(on)) == 0;
+    int on         = 1;
+    rx_timestamps_ = setsockopt(fd_, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof(on)) == 0;
 }
 
 /// CE marks are read from here on. A mark says a queue on the path passed
@@ -655,7 +645,7 @@ uint32_t UdpIface::path_bytes(const TxPacket &pkt, uint32_t offset) const
     if (pkt.opcode != Opcode::kReadReq) {
         return pkt.length + pkt.header_bytes;
     }
-    uint32_t len = pkt.length - std::min(offset, pkt.length);
+    uint32_t len   = pkt.length - std::min(offset, pkt.length);
     uint32_t chunk = segment_payload(Opcode::kReadResp);
     return uint32_t(sizeof(WireHeader)) + len +
            (len + chunk - 1) / chunk * data_header_bytes(Opcode::kReadResp);
@@ -670,9 +660,8 @@ uint64_t UdpIface::read_window(const UdpQp &qp) const
     if (!qp.gate || qp.srtt_ns == 0) {
         return window_;
     }
-    double bdp = qp.gate->rate() * double(std::max(qp.srtt_ns, kTlpMinNs)) * 1e-9;
-    uint64_t cap = std::max<uint64_t>(uint64_t(2 * bdp),
-                                      2ull * read_piece_max(qp));
+    double   bdp = qp.gate->rate() * double(std::max(qp.srtt_ns, kTlpMinNs)) * 1e-9;
+    uint64_t cap = std::max<uint64_t>(uint64_t(2 * bdp), 2ull * read_piece_max(qp));
     return std::min(window_, cap);
 }
 
@@ -682,8 +671,8 @@ uint32_t UdpIface::read_piece_max(const UdpQp &qp) const
 {
     uint64_t max = std::max<uint64_t>(window_ / 2, mtu_);
     if (qp.gate) {
-        max = std::min<uint64_t>(max, uint64_t(kReadPieceSegments) *
-                                          segment_payload(Opcode::kReadResp));
+        max = std::min<uint64_t>(max,
+                                 uint64_t(kReadPieceSegments) * segment_payload(Opcode::kReadResp));
     }
     return uint32_t(max);
 }
@@ -698,7 +687,7 @@ unsigned UdpIface::progress()
         fd_in_epoll_ = false;
     }
     ++depth_;
-    now_ = now_ns();
+    now_         = now_ns();
     bool reading = false;
     for (size_t i = 0; i < qps.size(); ++i) {
         auto *qp = static_cast<UdpQp *>(qps[i]);
@@ -710,7 +699,7 @@ unsigned UdpIface::progress()
         reading |= !qp->reads.empty();
     }
     flush_tx();
-    rx_place_ = reading && mtu_ >= kPlaceMin && !faults_;
+    rx_place_      = reading && mtu_ >= kPlaceMin && !faults_;
     size_t   bytes = 0;
     unsigned count = receive(bytes);
     if (count > 1 || bytes >= kLinearTx) {
@@ -745,15 +734,15 @@ unsigned UdpIface::progress()
 /// datagrams and adds their bytes to bytes.
 unsigned UdpIface::receive(size_t &bytes)
 {
-    unsigned total = 0;
-    int64_t  rt_to_mono = 0; /* CLOCK_REALTIME - CLOCK_MONOTONIC, ns */
+    unsigned total       = 0;
+    int64_t  rt_to_mono  = 0; /* CLOCK_REALTIME - CLOCK_MONOTONIC, ns */
     bool     have_offset = false;
     for (unsigned round = 0; round < kRxRounds; ++round) {
         /* After a quiet poll ask for one datagram: a lone message (a ping)
          * then costs no second, failing receive attempt in the kernel. A
          * call that filled its request asks for a full batch next time. */
-        unsigned want = rx_want_;
-        int placed    = rx_place_ ? place_read_response() : 0;
+        unsigned want   = rx_want_;
+        int      placed = rx_place_ ? place_read_response() : 0;
         if (placed < 0) {
             break; /* the peek found the socket empty */
         }
@@ -776,16 +765,14 @@ unsigned UdpIface::receive(size_t &bytes)
             break;
         }
         for (int i = 0; i < n; ++i) {
-            msghdr &m = rx_msgs_[i].msg_hdr;
-            bool ce   = false;
-            rx_ts_    = now_;
-            for (cmsghdr *c = CMSG_FIRSTHDR(&m); c != nullptr;
-                 c          = CMSG_NXTHDR(&m, c)) {
+            msghdr &m  = rx_msgs_[i].msg_hdr;
+            bool    ce = false;
+            rx_ts_     = now_;
+            for (cmsghdr *c = CMSG_FIRSTHDR(&m); c != nullptr; c = CMSG_NXTHDR(&m, c)) {
                 if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS &&
                     c->cmsg_len >= CMSG_LEN(1)) {
                     ce = (*CMSG_DATA(c) & 0x3) == 0x3;
-                } else if (c->cmsg_level == SOL_SOCKET &&
-                           c->cmsg_type == SCM_TIMESTAMPNS &&
+                } else if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS &&
                            c->cmsg_len >= CMSG_LEN(sizeof(timespec))) {
                     if (!have_offset) {
                         rt_to_mono  = realtime_minus_monotonic_ns();
@@ -800,13 +787,12 @@ unsigned UdpIface::receive(size_t &bytes)
                 ++counters.rx_dropped;
                 continue;
             }
-            if (!rx_ce_ && (unsigned(n) >= kCeQueuedDatagrams ||
-                            rx_msgs_[i].msg_len >= kCeBulkBytes)) {
+            if (!rx_ce_ &&
+                (unsigned(n) >= kCeQueuedDatagrams || rx_msgs_[i].msg_len >= kCeBulkBytes)) {
                 enable_ce();
             }
             bytes += rx_msgs_[i].msg_len;
-            handle_datagram(rx_slots_[i], rx_msgs_[i].msg_len, rx_addr_[i], ce,
-                            size_t(i));
+            handle_datagram(rx_slots_[i], rx_msgs_[i].msg_len, rx_addr_[i], ce, size_t(i));
         }
         rearm_rx(unsigned(n));
         for (Responder *r : ack_list_) {
@@ -829,10 +815,10 @@ unsigned UdpIface::receive(size_t &bytes)
 /// the datagram takes the normal path, -1 when the socket is empty.
 int UdpIface::place_read_response()
 {
-    uint8_t head[sizeof(WireHeader)];
+    uint8_t     head[sizeof(WireHeader)];
     sockaddr_in from{};
-    iovec iov{head, sizeof(head)};
-    msghdr m{};
+    iovec       iov{head, sizeof(head)};
+    msghdr      m{};
     m.msg_name    = &from;
     m.msg_namelen = sizeof(from);
     m.msg_iov     = &iov;
@@ -844,15 +830,13 @@ int UdpIface::place_read_response()
     if (size_t(len) > kBufSize) {
         return 0;
     }
-    ParseResult pr = parse_header(head, std::min(sizeof(head), size_t(len)),
-                                  size_t(len));
-    const WireHeader &h = pr.header;
+    ParseResult       pr = parse_header(head, std::min(sizeof(head), size_t(len)), size_t(len));
+    const WireHeader &h  = pr.header;
     if (pr.status != ParseStatus::kOk || Opcode(h.opcode) != Opcode::kReadResp) {
         return 0;
     }
     auto it = qp_by_num_.find(h.dst_qp);
-    if (it == qp_by_num_.end() || !same_peer(it->second->peer, from) ||
-        it->second->in_error()) {
+    if (it == qp_by_num_.end() || !same_peer(it->second->peer, from) || it->second->in_error()) {
         return 0;
     }
     for (const ReadPiece &piece : it->second->reads) {
@@ -895,8 +879,8 @@ int UdpIface::receive_batch(unsigned want)
         if (len < 0) {
             return -1;
         }
-        m.msg_controllen = 0;
-        m.msg_flags      = size_t(len) > kBufSize ? MSG_TRUNC : 0;
+        m.msg_controllen    = 0;
+        m.msg_flags         = size_t(len) > kBufSize ? MSG_TRUNC : 0;
         rx_msgs_[0].msg_len = unsigned(std::min<size_t>(size_t(len), kBufSize));
         return 1;
     }
@@ -927,13 +911,12 @@ void UdpIface::rearm_rx(unsigned count)
     rx_placed_ = nullptr; /* consumed, or its datagram was not delivered */
 }
 
-void UdpIface::handle_datagram(uint8_t *buf, size_t len,
-                               const sockaddr_in &from, bool ce, size_t slot)
+void UdpIface::handle_datagram(uint8_t *buf, size_t len, const sockaddr_in &from, bool ce,
+                               size_t slot)
 {
     /* entry 0 may have been received in place: its payload is in a read's
      * destination already (and its header must be the one peeked at) */
-    const uint8_t *placed = slot == 0 ? std::exchange(rx_placed_, nullptr)
-                                      : nullptr;
+    const uint8_t *placed = slot == 0 ? std::exchange(rx_placed_, nullptr) : nullptr;
     ++counters.rx_packets;
     counters.rx_bytes += len;
     if (faults_ && faults_->rx_drop()) {
@@ -967,12 +950,11 @@ void UdpIface::handle_datagram(uint8_t *buf, size_t len,
     }
 }
 
-void UdpIface::handle_response(const WireHeader &h, const uint8_t *payload,
-                               const sockaddr_in &from, bool ce)
+void UdpIface::handle_response(const WireHeader &h, const uint8_t *payload, const sockaddr_in &from,
+                               bool ce)
 {
     auto it = qp_by_num_.find(h.dst_qp);
-    if (it == qp_by_num_.end() || !same_peer(it->second->peer, from) ||
-        it->second->in_error()) {
+    if (it == qp_by_num_.end() || !same_peer(it->second->peer, from) || it->second->in_error()) {
         ++counters.rx_dropped; /* stale: QP gone, or not our peer */
         return;
     }
@@ -997,8 +979,7 @@ void UdpIface::ack_psn(UdpQp &qp, uint32_t psn, uint64_t now)
     }
     while (qp.una != psn) {
         const TxPacket &p = qp.unacked.front();
-        qp.inflight_bytes -= (p.opcode == Opcode::kReadReq ? 0 : p.length) +
-                             sizeof(WireHeader);
+        qp.inflight_bytes -= (p.opcode == Opcode::kReadReq ? 0 : p.length) + sizeof(WireHeader);
         qp.unacked.pop_front();
         ++qp.una;
     }
@@ -1015,13 +996,10 @@ void UdpIface::ack_psn(UdpQp &qp, uint32_t psn, uint64_t now)
         qp.recovering = false;
     }
     if (!qp.recovering) {
-        qp.rto_ns = std::clamp(4 * qp.srtt_ns, params.rto_min_ns,
-                               params.rto_max_ns);
+        qp.rto_ns = std::clamp(4 * qp.srtt_ns, params.rto_min_ns, params.rto_max_ns);
     }
-    qp.deadline_ns = (qp.unacked.empty() && qp.reads.empty()) ? 0
-                                                               : now + qp.rto_ns;
-    qp.tlp_at_ns   = (qp.unacked.empty() && qp.reads.empty())
-                         ? 0 : now + tlp_timeout(qp);
+    qp.deadline_ns = (qp.unacked.empty() && qp.reads.empty()) ? 0 : now + qp.rto_ns;
+    qp.tlp_at_ns   = (qp.unacked.empty() && qp.reads.empty()) ? 0 : now + tlp_timeout(qp);
     retire(qp);
 }
 
@@ -1036,12 +1014,12 @@ void UdpIface::handle_ack(UdpQp &qp, const WireHeader &h)
                                                                 * their data */
     }
     ack_psn(qp, h.psn, now_);
-    if (qp.recovering && h.ts_echo >= qp.recover_ts &&
-        psn_diff(qp.tx_psn, qp.una) > 0 && !qp.unacked.empty()) {
+    if (qp.recovering && h.ts_echo >= qp.recover_ts && psn_diff(qp.tx_psn, qp.una) > 0 &&
+        !qp.unacked.empty()) {
         /* the answer to the timeout's resend (the peer has seen it, and
          * everything sent before it): what it still lacks was lost */
-        qp.tx_psn      = qp.una;
-        qp.recover_ts  = UINT64_MAX; /* once per timeout */
+        qp.tx_psn     = qp.una;
+        qp.recover_ts = UINT64_MAX; /* once per timeout */
     }
     /* The retransmit timer must cover the peer's ACK delay (srtt from the
      * whole round trip); the pacer needs the network's delay, so the time
@@ -1049,7 +1027,7 @@ void UdpIface::handle_ack(UdpQp &qp, const WireHeader &h)
     uint64_t rtt = 0;
     if (h.ts_echo != 0 && h.ts_echo <= now_) {
         uint64_t elapsed = now_ - h.ts_echo;
-        qp.srtt_ns = qp.srtt_ns ? (7 * qp.srtt_ns + elapsed) / 8 : elapsed;
+        qp.srtt_ns       = qp.srtt_ns ? (7 * qp.srtt_ns + elapsed) / 8 : elapsed;
         ++counters.rtt_samples;
         rtt = path_rtt(h.ts_echo, h.msg_offset);
     }
@@ -1100,14 +1078,12 @@ void UdpIface::handle_nak(UdpQp &qp, const WireHeader &h)
         break;
     default:
         qp.fail(DOORBELL_ERR_REMOTE,
-                name + ": peer " + peer_string(qp.peer, qp.qpn) +
-                    " rejected a malformed request");
+                name + ": peer " + peer_string(qp.peer, qp.qpn) + " rejected a malformed request");
         break;
     }
 }
 
-void UdpIface::handle_read_resp(UdpQp &qp, const WireHeader &h,
-                                const uint8_t *payload, bool ce)
+void UdpIface::handle_read_resp(UdpQp &qp, const WireHeader &h, const uint8_t *payload, bool ce)
 {
     /* the responder executes in PSN order: data for a request means
      * everything up to it was accepted */
@@ -1119,7 +1095,7 @@ void UdpIface::handle_read_resp(UdpQp &qp, const WireHeader &h,
         return;
     }
     ReadPiece &piece = *it;
-    uint32_t idx     = h.msg_offset / piece.chunk;
+    uint32_t   idx   = h.msg_offset / piece.chunk;
     if (h.msg_length != piece.length || h.msg_offset % piece.chunk != 0 ||
         h.length != std::min(piece.chunk, piece.length - h.msg_offset)) {
         ++counters.rx_dropped;
@@ -1136,9 +1112,9 @@ void UdpIface::handle_read_resp(UdpQp &qp, const WireHeader &h,
     if ((h.flags & kFlagFirst) && h.ts_echo != 0 && h.ts_echo <= now_) {
         /* a read-only QP gets few ACKs: its timers learn from the data */
         uint64_t elapsed = now_ - h.ts_echo;
-        qp.srtt_ns = qp.srtt_ns ? (7 * qp.srtt_ns + elapsed) / 8 : elapsed;
+        qp.srtt_ns       = qp.srtt_ns ? (7 * qp.srtt_ns + elapsed) / 8 : elapsed;
     }
-    qp.tlp_at_ns   = now_ + tlp_timeout(qp);
+    qp.tlp_at_ns = now_ + tlp_timeout(qp);
     if (qp.gate) {
         /* the requester paces its reads: the data's marks and delay are
          * its feedback (the first response of a request carries the RTT) */
@@ -1166,8 +1142,7 @@ void UdpIface::handle_read_resp(UdpQp &qp, const WireHeader &h,
 
 /* ------------------------------------------------------------ responder */
 
-void UdpIface::send_control(const Responder &r, Opcode op, NakCode code,
-                            uint32_t psn)
+void UdpIface::send_control(const Responder &r, Opcode op, NakCode code, uint32_t psn)
 {
     WireHeader h = make_header(op);
     h.am_id      = uint8_t(code);
@@ -1194,8 +1169,7 @@ bool UdpIface::evict_oldest_responder()
         if (r.ack_due || r.ack_deferred || r.am_buf != nullptr) {
             continue; /* referenced from the ACK lists, or mid-message */
         }
-        if (oldest == responders_.end() ||
-            r.last_seen < oldest->second.last_seen) {
+        if (oldest == responders_.end() || r.last_seen < oldest->second.last_seen) {
             oldest = it;
         }
     }
@@ -1233,8 +1207,7 @@ void UdpIface::flush_deferred_acks(bool all)
 
 void UdpIface::send_read_response(const WireHeader &req, const sockaddr_in &to)
 {
-    const uint8_t *src = reinterpret_cast<const uint8_t *>(
-        uintptr_t(req.remote_addr));
+    const uint8_t *src = reinterpret_cast<const uint8_t *>(uintptr_t(req.remote_addr));
     for (uint32_t off = req.msg_offset; off < req.msg_length; off += req.aux) {
         WireHeader h = make_header(Opcode::kReadResp);
         h.dst_qp     = req.src_qp;
@@ -1245,17 +1218,15 @@ void UdpIface::send_read_response(const WireHeader &req, const sockaddr_in &to)
         h.ts_send    = now_;
         h.flags      = off == req.msg_offset ? kFlagFirst : 0;
         h.ts_echo    = req.ts_send;
-        stage(h, src + off, h.length, nullptr, 0, to,
-              data_header_bytes(Opcode::kReadResp));
+        stage(h, src + off, h.length, nullptr, 0, to, data_header_bytes(Opcode::kReadResp));
     }
 }
 
-void UdpIface::handle_request(const WireHeader &h, uint8_t *buf,
-                              const uint8_t *payload,
+void UdpIface::handle_request(const WireHeader &h, uint8_t *buf, const uint8_t *payload,
                               const sockaddr_in &from, bool ce, size_t slot)
 {
     ResponderKey key{from.sin_addr.s_addr, from.sin_port, h.src_qp};
-    auto it = responders_.find(key);
+    auto         it = responders_.find(key);
     if (it == responders_.end()) {
         if (h.psn != 0) {
             /* the peer's first packets were lost (or the QP is long
@@ -1322,8 +1293,7 @@ void UdpIface::handle_request(const WireHeader &h, uint8_t *buf,
     if (d < 0) {
         ++counters.rx_duplicates;
         if (Opcode(h.opcode) == Opcode::kReadReq && (h.flags & kFlagRetry) &&
-            pd.allows(h.rkey, h.remote_addr, h.msg_length,
-                      DOORBELL_ACCESS_REMOTE_READ)) {
+            pd.allows(h.rkey, h.remote_addr, h.msg_length, DOORBELL_ACCESS_REMOTE_READ)) {
             send_read_response(h, from); /* the responses were lost */
         }
         ack_due();
@@ -1345,11 +1315,11 @@ void UdpIface::handle_request(const WireHeader &h, uint8_t *buf,
 
     switch (Opcode(h.opcode)) {
     case Opcode::kWrite: {
-        doorbell_status_t status = pd.access(
-            h.rkey, h.remote_addr, h.msg_length, DOORBELL_ACCESS_REMOTE_WRITE,
-            [&](uint8_t *base) {
-                std::memcpy(base + h.msg_offset, payload, h.length);
-            });
+        doorbell_status_t status = pd.access(h.rkey, h.remote_addr, h.msg_length,
+                                             DOORBELL_ACCESS_REMOTE_WRITE, [&](uint8_t *base) {
+                                                 std::memcpy(base + h.msg_offset, payload,
+                                                             h.length);
+                                             });
         if (status != DOORBELL_OK) {
             reject(NakCode::kAccess);
             return;
@@ -1363,18 +1333,17 @@ void UdpIface::handle_request(const WireHeader &h, uint8_t *buf,
         std::memcpy(&operand, payload, sizeof(operand));
         doorbell_status_t status = DOORBELL_ERR_REMOTE_ACCESS;
         if (h.remote_addr % alignof(uint64_t) == 0) {
-            status = pd.access(
-                h.rkey, h.remote_addr, sizeof(uint64_t),
-                DOORBELL_ACCESS_REMOTE_WRITE, [&](uint8_t *base) {
-                    auto *word = reinterpret_cast<uint64_t *>(base);
-                    /* release: a reader that sees the signal sees the data
+            status = pd.access(h.rkey, h.remote_addr, sizeof(uint64_t),
+                               DOORBELL_ACCESS_REMOTE_WRITE, [&](uint8_t *base) {
+                                   auto *word = reinterpret_cast<uint64_t *>(base);
+                                   /* release: a reader that sees the signal sees the data
                      * written before it */
-                    if (h.am_id == DOORBELL_SIGNAL_ADD) {
-                        __atomic_fetch_add(word, operand, __ATOMIC_RELEASE);
-                    } else {
-                        __atomic_store_n(word, operand, __ATOMIC_RELEASE);
-                    }
-                });
+                                   if (h.am_id == DOORBELL_SIGNAL_ADD) {
+                                       __atomic_fetch_add(word, operand, __ATOMIC_RELEASE);
+                                   } else {
+                                       __atomic_store_n(word, operand, __ATOMIC_RELEASE);
+                                   }
+                               });
         }
         if (status != DOORBELL_OK) {
             reject(NakCode::kAccess);
@@ -1383,8 +1352,7 @@ void UdpIface::handle_request(const WireHeader &h, uint8_t *buf,
         break;
     }
     case Opcode::kReadReq:
-        if (!pd.allows(h.rkey, h.remote_addr, h.msg_length,
-                       DOORBELL_ACCESS_REMOTE_READ)) {
+        if (!pd.allows(h.rkey, h.remote_addr, h.msg_length, DOORBELL_ACCESS_REMOTE_READ)) {
             reject(NakCode::kAccess);
             return;
         }
@@ -1416,17 +1384,15 @@ void UdpIface::handle_request(const WireHeader &h, uint8_t *buf,
 
 /// Takes one SEND segment in order. Returns false if it was not accepted
 /// (receiver busy: NAK sent, the peer keeps the AM; or a protocol error).
-bool UdpIface::handle_send(Responder &r, const WireHeader &h, uint8_t *buf,
-                           const uint8_t *payload, size_t slot)
+bool UdpIface::handle_send(Responder &r, const WireHeader &h, uint8_t *buf, const uint8_t *payload,
+                           size_t slot)
 {
-    bool first    = h.msg_offset == 0;
+    bool first = h.msg_offset == 0;
     /* in place: the message is one packet with the full header, the 64
      * bytes before its data that the callee gets as headroom */
-    bool in_place = first && h.length == h.msg_length &&
-                    payload == buf + sizeof(WireHeader);
-    uint8_t *base = nullptr;
-    if (h.msg_length > kBufSize - sizeof(WireHeader) ||
-        (first && r.am_buf != nullptr) ||
+    bool     in_place = first && h.length == h.msg_length && payload == buf + sizeof(WireHeader);
+    uint8_t *base     = nullptr;
+    if (h.msg_length > kBufSize - sizeof(WireHeader) || (first && r.am_buf != nullptr) ||
         (!first && (r.am_buf == nullptr || h.msg_offset != r.am_length))) {
         send_control(r, Opcode::kNak, NakCode::kInvalid, h.psn);
         r.failed    = true;
@@ -1447,8 +1413,7 @@ bool UdpIface::handle_send(Responder &r, const WireHeader &h, uint8_t *buf,
         }
     }
     if (!in_place) {
-        std::memcpy(r.am_buf + sizeof(WireHeader) + h.msg_offset, payload,
-                    h.length);
+        std::memcpy(r.am_buf + sizeof(WireHeader) + h.msg_offset, payload, h.length);
         r.am_length += h.length;
         if (r.am_length < h.msg_length) {
             return true;

@@ -22,9 +22,9 @@
 
 namespace doorbell::udp {
 
-static constexpr uint32_t kMagic     = 0x4c424244; ///< "DBBL" on the wire
-static constexpr uint32_t kDataMagic = 0x64424244; ///< "DBBd": a DataHeader
-static constexpr uint8_t  kVersion   = 2;
+static constexpr uint32_t kMagic       = 0x4c424244; ///< "DBBL" on the wire
+static constexpr uint32_t kDataMagic   = 0x64424244; ///< "DBBd": a DataHeader
+static constexpr uint8_t  kVersion     = 2;
 static constexpr uint32_t kMaxDatagram = 65000; ///< bytes, header included
 
 enum class Opcode : uint8_t {
@@ -36,19 +36,19 @@ enum class Opcode : uint8_t {
     kNak      = 6, ///< psn = next expected PSN; am_id = NakCode
     kAckReq   = 7, ///< probe: ACK now; psn = the sender's next PSN (a gap
                    ///< below it is NAKed at once: tail-loss detection)
-    kSignal   = 8, ///< 8-byte signal update at remote_addr (PUT_SIGNAL, after
+    kSignal = 8,   ///< 8-byte signal update at remote_addr (PUT_SIGNAL, after
                    ///< its WRITE segments); am_id = doorbell_signal_op,
                    ///< payload = the operand
     kLast
 };
 
 enum HeaderFlags : uint8_t {
-    kFlagFirst = 1u << 0, ///< first segment of a message (READ_RESP: first
-                          ///< answer to a request: an RTT sample)
-    kFlagLast  = 1u << 1, ///< last segment of a message
-    kFlagRetry = 1u << 2, ///< READ_REQ sent again: re-read even if already seen
+    kFlagFirst = 1u << 0,  ///< first segment of a message (READ_RESP: first
+                           ///< answer to a request: an RTT sample)
+    kFlagLast   = 1u << 1, ///< last segment of a message
+    kFlagRetry  = 1u << 2, ///< READ_REQ sent again: re-read even if already seen
     kFlagAckReq = 1u << 3, ///< someone waits on this packet: ACK at once
-    kFlagMask  = kFlagFirst | kFlagLast | kFlagRetry | kFlagAckReq
+    kFlagMask   = kFlagFirst | kFlagLast | kFlagRetry | kFlagAckReq
 };
 
 enum class NakCode : uint8_t {
@@ -60,27 +60,27 @@ enum class NakCode : uint8_t {
 };
 
 struct [[gnu::packed]] WireHeader {
-    uint32_t magic;        /* kMagic */
-    uint8_t  version;      /* kVersion */
-    uint8_t  opcode;       /* Opcode */
-    uint8_t  flags;        /* HeaderFlags */
-    uint8_t  am_id;        /* SEND: AM id; NAK: NakCode; SIGNAL: signal op */
-    uint32_t src_qp;       /* QP number of the requester */
-    uint32_t dst_qp;       /* responses: requester's QP; requests: 0 */
-    uint32_t psn;          /* see Opcode */
-    uint32_t length;       /* payload bytes after this header */
-    uint64_t remote_addr;  /* WRITE/READ_REQ: message's target address */
-    uint32_t rkey;         /* WRITE/READ_REQ: remote key */
-    uint32_t msg_length;   /* bytes of the whole message (read request) */
-    uint32_t msg_offset;   /* offset of this payload in the message
+    uint32_t magic;       /* kMagic */
+    uint8_t  version;     /* kVersion */
+    uint8_t  opcode;      /* Opcode */
+    uint8_t  flags;       /* HeaderFlags */
+    uint8_t  am_id;       /* SEND: AM id; NAK: NakCode; SIGNAL: signal op */
+    uint32_t src_qp;      /* QP number of the requester */
+    uint32_t dst_qp;      /* responses: requester's QP; requests: 0 */
+    uint32_t psn;         /* see Opcode */
+    uint32_t length;      /* payload bytes after this header */
+    uint64_t remote_addr; /* WRITE/READ_REQ: message's target address */
+    uint32_t rkey;        /* WRITE/READ_REQ: remote key */
+    uint32_t msg_length;  /* bytes of the whole message (read request) */
+    uint32_t msg_offset;  /* offset of this payload in the message
                             * (READ_REQ: first chunk wanted; ACK/NAK: ns the
                             * answer was kept after its packet was processed,
                             * so the sender can take a delayed ACK's hold out
                             * of its RTT sample) */
-    uint32_t aux;          /* ACK/NAK: CE-marked bytes; READ_REQ: chunk size;
+    uint32_t aux;         /* ACK/NAK: CE-marked bytes; READ_REQ: chunk size;
                             * READ_RESP: 0 (answered as it is processed) */
-    uint64_t ts_send;      /* sender's monotonic clock, ns */
-    uint64_t ts_echo;      /* ACK/NAK/READ_RESP: ts_send of the packet
+    uint64_t ts_send;     /* sender's monotonic clock, ns */
+    uint64_t ts_echo;     /* ACK/NAK/READ_RESP: ts_send of the packet
                             * answered */
 };
 
@@ -94,12 +94,12 @@ struct [[gnu::packed]] WireHeader {
  * full header: an active message is delivered in place, behind its 64 bytes.
  */
 struct [[gnu::packed]] DataHeader {
-    uint32_t magic;        /* kDataMagic */
-    uint8_t  version;      /* kVersion */
-    uint8_t  opcode;       /* kWrite, kSend or kReadResp */
-    uint8_t  flags;        /* HeaderFlags */
-    uint8_t  am_id;        /* SEND: AM id; otherwise 0 */
-    uint32_t qp;           /* WRITE, SEND: src_qp; READ_RESP: dst_qp */
+    uint32_t magic;   /* kDataMagic */
+    uint8_t  version; /* kVersion */
+    uint8_t  opcode;  /* kWrite, kSend or kReadResp */
+    uint8_t  flags;   /* HeaderFlags */
+    uint8_t  am_id;   /* SEND: AM id; otherwise 0 */
+    uint32_t qp;      /* WRITE, SEND: src_qp; READ_RESP: dst_qp */
     uint32_t psn;
     uint32_t msg_length;
     uint32_t msg_offset;
@@ -110,7 +110,7 @@ struct [[gnu::packed]] DataHeader {
 struct [[gnu::packed]] DataTarget {
     uint64_t remote_addr;
     uint32_t rkey;
-    uint32_t reserved;     /* 0 */
+    uint32_t reserved; /* 0 */
 };
 
 /// What follows a READ_RESP's DataHeader: the request's ts_send (an RTT
@@ -119,24 +119,24 @@ struct [[gnu::packed]] DataEcho {
     uint64_t ts_echo;
 };
 
-static_assert(sizeof(DataHeader) == 32 && sizeof(DataTarget) == 16 &&
-              sizeof(DataEcho) == 8);
+static_assert(sizeof(DataHeader) == 32 && sizeof(DataTarget) == 16 && sizeof(DataEcho) == 8);
 
 /// Bytes of the DataHeader (and what follows it) of an opcode's segments.
 constexpr uint32_t data_header_bytes(Opcode op)
 {
-    return op == Opcode::kWrite    ? uint32_t(sizeof(DataHeader) + sizeof(DataTarget))
-           : op == Opcode::kReadResp ? uint32_t(sizeof(DataHeader) + sizeof(DataEcho))
-                                     : uint32_t(sizeof(DataHeader));
+    return op == Opcode::kWrite    ? uint32_t(sizeof(DataHeader) + sizeof(DataTarget)) :
+           op == Opcode::kReadResp ? uint32_t(sizeof(DataHeader) + sizeof(DataEcho)) :
+                                     uint32_t(sizeof(DataHeader));
 }
 
 static_assert(sizeof(WireHeader) == 64, "one cache line");
-static_assert(sizeof(WireHeader) == DOORBELL_AM_HEADROOM,
-              "the header is the AM headroom");
-static_assert(std::endian::native == std::endian::little,
-              "the wire format is little-endian");
+static_assert(sizeof(WireHeader) == DOORBELL_AM_HEADROOM, "the header is the AM headroom");
+static_assert(std::endian::native == std::endian::little, "the wire format is little-endian");
 
 /// PSN serial-number comparison (wraps at 2^32).
-inline int32_t psn_diff(uint32_t a, uint32_t b) { return int32_t(a - b); }
+inline int32_t psn_diff(uint32_t a, uint32_t b)
+{
+    return int32_t(a - b);
+}
 
 } // namespace doorbell::udp

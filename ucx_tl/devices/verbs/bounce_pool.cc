@@ -29,7 +29,10 @@ void debug(const char *fmt, ...)
     va_end(ap);
 }
 
-BouncePool::~BouncePool() { reset(); }
+BouncePool::~BouncePool()
+{
+    reset();
+}
 
 void BouncePool::reset()
 {
@@ -45,32 +48,29 @@ void BouncePool::reset()
     is_free_.clear();
 }
 
-doorbell_status_t BouncePool::init(const std::string &name, size_t count,
-                                   size_t buf_size, RegisterFn reg,
-                                   DeregisterFn dereg)
+doorbell_status_t BouncePool::init(const std::string &name, size_t count, size_t buf_size,
+                                   RegisterFn reg, DeregisterFn dereg)
 {
     constexpr size_t kHuge = size_t(2) << 20;
-    buf_size_ = (buf_size + 63) & ~size_t(63);
-    size_t want = count * buf_size_;
-    length_     = (want + kHuge - 1) & ~(kHuge - 1);
-    void *p = mmap(nullptr, length_, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+    buf_size_              = (buf_size + 63) & ~size_t(63);
+    size_t want            = count * buf_size_;
+    length_                = (want + kHuge - 1) & ~(kHuge - 1);
+    void *p                = mmap(nullptr, length_, PROT_READ | PROT_WRITE,
+                                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
     if (p == MAP_FAILED) {
-        debug("%s: no huge pages for %zu bounce bytes (%s), using normal pages",
-              name.c_str(), length_, strerror(errno));
+        debug("%s: no huge pages for %zu bounce bytes (%s), using normal pages", name.c_str(),
+              length_, strerror(errno));
         length_ = (want + 4095) & ~size_t(4095);
-        p = mmap(nullptr, length_, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        p = mmap(nullptr, length_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (p == MAP_FAILED) {
             length_ = 0;
-            return set_error(DOORBELL_ERR_NO_MEMORY,
-                             "%s: mmap of %zu bounce bytes failed: %s",
+            return set_error(DOORBELL_ERR_NO_MEMORY, "%s: mmap of %zu bounce bytes failed: %s",
                              name.c_str(), want, strerror(errno));
         }
     } else {
         huge_ = true;
     }
-    base_ = static_cast<uint8_t *>(p);
+    base_                    = static_cast<uint8_t *>(p);
     doorbell_status_t status = reg(base_, length_, &lkey_, &handle_);
     if (status != DOORBELL_OK) {
         return status;

@@ -5,10 +5,11 @@
 
 namespace doorbell::verbs {
 
-RegCache::RegCache(RegisterFn reg, DeregisterFn dereg, size_t capacity,
-                   size_t page_size)
-    : reg_(std::move(reg)), dereg_(std::move(dereg)), capacity_(capacity),
-      page_mask_(~uintptr_t(page_size - 1))
+RegCache::RegCache(RegisterFn reg, DeregisterFn dereg, size_t capacity, size_t page_size) :
+    reg_(std::move(reg)),
+    dereg_(std::move(dereg)),
+    capacity_(capacity),
+    page_mask_(~uintptr_t(page_size - 1))
 {
 }
 
@@ -24,7 +25,7 @@ CachedRegion *RegCache::find(uintptr_t start, uintptr_t end)
 {
     /* regions are mostly disjoint: the covering one, if any, starts at or
      * just before start; a few overlapping held regions are scanned too */
-    auto it      = by_start_.upper_bound(start);
+    auto     it  = by_start_.upper_bound(start);
     unsigned max = 8;
     while (it != by_start_.begin() && max-- > 0) {
         --it;
@@ -35,8 +36,7 @@ CachedRegion *RegCache::find(uintptr_t start, uintptr_t end)
     return nullptr;
 }
 
-doorbell_status_t RegCache::acquire(const void *addr, size_t length,
-                                    CachedRegion **region_p)
+doorbell_status_t RegCache::acquire(const void *addr, size_t length, CachedRegion **region_p)
 {
     uintptr_t a     = reinterpret_cast<uintptr_t>(addr);
     uintptr_t start = a & page_mask_;
@@ -54,8 +54,7 @@ doorbell_status_t RegCache::acquire(const void *addr, size_t length,
     ++stats_.misses;
     /* merge the unheld regions that overlap or touch the new range */
     std::vector<CachedRegion *> fold;
-    for (auto it = by_start_.begin(); it != by_start_.end() && it->first <= end;
-         ++it) {
+    for (auto it = by_start_.begin(); it != by_start_.end() && it->first <= end; ++it) {
         CachedRegion *r = it->second;
         if (r->end >= start && r->refs == 0) {
             fold.push_back(r);
@@ -65,9 +64,9 @@ doorbell_status_t RegCache::acquire(const void *addr, size_t length,
         start = std::min(start, r->start);
         end   = std::max(end, r->end);
     }
-    auto *region  = new CachedRegion;
-    region->start = start;
-    region->end   = end;
+    auto *region             = new CachedRegion;
+    region->start            = start;
+    region->end              = end;
     doorbell_status_t status = reg_(*region);
     if (status != DOORBELL_OK) {
         delete region;
@@ -102,8 +101,8 @@ void RegCache::release(CachedRegion *r)
 
 void RegCache::invalidate(const void *addr, size_t length)
 {
-    uintptr_t start = reinterpret_cast<uintptr_t>(addr);
-    uintptr_t end   = start + length;
+    uintptr_t                   start = reinterpret_cast<uintptr_t>(addr);
+    uintptr_t                   end   = start + length;
     std::vector<CachedRegion *> hit;
     for (auto &[s, r] : by_start_) {
         if (s >= end) {

@@ -26,12 +26,12 @@
 namespace doorbell::verbs {
 
 struct CachedRegion {
-    uintptr_t start  = 0;      ///< page-aligned first byte
-    uintptr_t end    = 0;      ///< one past the last byte (page-aligned)
-    void     *handle = nullptr; ///< the registration (ibv_mr *)
-    uint32_t  lkey   = 0;
-    unsigned  refs   = 0;      ///< WQEs in flight that use it
-    bool      stale  = false;  ///< invalidated: deregister when unheld
+    uintptr_t                           start  = 0;       ///< page-aligned first byte
+    uintptr_t                           end    = 0;       ///< one past the last byte (page-aligned)
+    void                               *handle = nullptr; ///< the registration (ibv_mr *)
+    uint32_t                            lkey   = 0;
+    unsigned                            refs   = 0;     ///< WQEs in flight that use it
+    bool                                stale  = false; ///< invalidated: deregister when unheld
     std::list<CachedRegion *>::iterator lru;
 };
 
@@ -52,37 +52,35 @@ public:
 
     /// capacity: regions kept unheld before LRU eviction; 0 disables caching
     /// (every acquire registers, every release deregisters).
-    RegCache(RegisterFn reg, DeregisterFn dereg, size_t capacity,
-             size_t page_size = 4096);
-    RegCache(const RegCache &) = delete;
+    RegCache(RegisterFn reg, DeregisterFn dereg, size_t capacity, size_t page_size = 4096);
+    RegCache(const RegCache &)            = delete;
     RegCache &operator=(const RegCache &) = delete;
     ~RegCache();
 
     /// A held region covering [addr, addr+length); release it when the
     /// operation using it has completed.
-    doorbell_status_t acquire(const void *addr, size_t length,
-                              CachedRegion **region_p);
-    void release(CachedRegion *region);
+    doorbell_status_t acquire(const void *addr, size_t length, CachedRegion **region_p);
+    void              release(CachedRegion *region);
     /// The memory [addr, addr+length) is going away: no later acquire
     /// returns a region overlapping it.
     void invalidate(const void *addr, size_t length);
 
-    size_t size() const { return by_start_.size(); }
+    size_t               size() const { return by_start_.size(); }
     const RegCacheStats &stats() const { return stats_; }
 
 private:
     CachedRegion *find(uintptr_t start, uintptr_t end);
-    void drop(CachedRegion *r);   ///< out of the map; deregistered if unheld
-    void destroy(CachedRegion *r);
-    void evict();
+    void          drop(CachedRegion *r); ///< out of the map; deregistered if unheld
+    void          destroy(CachedRegion *r);
+    void          evict();
 
-    RegisterFn   reg_;
-    DeregisterFn dereg_;
-    size_t       capacity_;
-    uintptr_t    page_mask_;
+    RegisterFn                               reg_;
+    DeregisterFn                             dereg_;
+    size_t                                   capacity_;
+    uintptr_t                                page_mask_;
     std::multimap<uintptr_t, CachedRegion *> by_start_;
-    std::list<CachedRegion *> lru_; ///< unheld cached regions, oldest first
-    RegCacheStats stats_;
+    std::list<CachedRegion *>                lru_; ///< unheld cached regions, oldest first
+    RegCacheStats                            stats_;
 };
 
 } // namespace doorbell::verbs

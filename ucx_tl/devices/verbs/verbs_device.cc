@@ -27,31 +27,50 @@ namespace {
 double lane_gbps(uint32_t speed)
 {
     switch (speed) {
-    case 1: return 2.5;
-    case 2: return 5.0;
-    case 4: case 8: return 10.0;
-    case 16: return 14.0;
-    case 32: return 25.0;
-    case 64: return 50.0;
-    case 128: return 100.0;
-    case 256: return 200.0;
-    default: return 10.0;
+    case 1:
+        return 2.5;
+    case 2:
+        return 5.0;
+    case 4:
+    case 8:
+        return 10.0;
+    case 16:
+        return 14.0;
+    case 32:
+        return 25.0;
+    case 64:
+        return 50.0;
+    case 128:
+        return 100.0;
+    case 256:
+        return 200.0;
+    default:
+        return 10.0;
     }
 }
 
 unsigned lanes(uint8_t width)
 {
     switch (width) {
-    case 1: return 1;
-    case 2: return 4;
-    case 4: return 8;
-    case 8: return 12;
-    case 16: return 2;
-    default: return 1;
+    case 1:
+        return 1;
+    case 2:
+        return 4;
+    case 4:
+        return 8;
+    case 8:
+        return 12;
+    case 16:
+        return 2;
+    default:
+        return 1;
     }
 }
 
-uint32_t mtu_bytes(ibv_mtu mtu) { return 128u << unsigned(mtu); }
+uint32_t mtu_bytes(ibv_mtu mtu)
+{
+    return 128u << unsigned(mtu);
+}
 
 bool is_ipv4_mapped(const ibv_gid &g)
 {
@@ -66,9 +85,10 @@ bool gid_zero(const uint8_t *g)
 }
 
 /// Active ports of every device; calls fn(PortInfo) for each.
-template <class Fn> void for_each_port(const Provider &prov, Fn &&fn)
+template <class Fn>
+void for_each_port(const Provider &prov, Fn &&fn)
 {
-    int n = 0;
+    int          n    = 0;
     ibv_device **list = prov.get_device_list(&n);
     if (list == nullptr) {
         debug("ibv_get_device_list: %s", strerror(errno));
@@ -77,8 +97,7 @@ template <class Fn> void for_each_port(const Provider &prov, Fn &&fn)
     for (int i = 0; i < n; ++i) {
         ibv_context *ctx = prov.open_device(list[i]);
         if (ctx == nullptr) {
-            debug("%s: ibv_open_device failed: %s", list[i]->name,
-                  strerror(errno));
+            debug("%s: ibv_open_device failed: %s", list[i]->name, strerror(errno));
             continue;
         }
         ibv_device_attr_ex attr{};
@@ -105,8 +124,7 @@ template <class Fn> void for_each_port(const Provider &prov, Fn &&fn)
                 int max = std::min(info.attr.gid_tbl_len, 16);
                 for (int g = 1; g < max; ++g) {
                     ibv_gid gid;
-                    if (prov.query_gid(ctx, info.port, g, &gid) == 0 &&
-                        is_ipv4_mapped(gid)) {
+                    if (prov.query_gid(ctx, info.port, g, &gid) == 0 && is_ipv4_mapped(gid)) {
                         info.gid       = gid;
                         info.gid_index = g;
                         break;
@@ -126,7 +144,7 @@ bool parse_name(const char *name, std::string *hca, unsigned *port)
     if (colon == nullptr || colon == name || colon[1] == '\0') {
         return false;
     }
-    char *end;
+    char         *end;
     unsigned long p = strtoul(colon + 1, &end, 10);
     if (*end != '\0' || p == 0 || p > 255) {
         return false;
@@ -144,20 +162,16 @@ int query_devices(doorbell_device_info_t *devices, int max)
     for_each_port(provider(), [&](const PortInfo &p, ibv_device *dev) {
         if (count < max) {
             doorbell_device_info_t &info = devices[count];
-            info = {};
-            snprintf(info.name, sizeof(info.name), "%s:%u", p.hca.c_str(),
-                     p.port);
-            info.kind      = DOORBELL_DEVICE_VERBS;
-            info.mtu       = mtu_bytes(p.attr.active_mtu);
-            info.bandwidth = lane_gbps(p.attr.active_speed) *
-                             lanes(p.attr.active_width) * 1e9 / 8;
+            info                         = {};
+            snprintf(info.name, sizeof(info.name), "%s:%u", p.hca.c_str(), p.port);
+            info.kind       = DOORBELL_DEVICE_VERBS;
+            info.mtu        = mtu_bytes(p.attr.active_mtu);
+            info.bandwidth  = lane_gbps(p.attr.active_speed) * lanes(p.attr.active_width) * 1e9 / 8;
             info.latency_ns = p.roce ? 1500 : 1000;
             info.numa_node  = -1;
-            std::ifstream numa(std::string(dev->ibdev_path) +
-                               "/device/numa_node");
+            std::ifstream numa(std::string(dev->ibdev_path) + "/device/numa_node");
             numa >> info.numa_node;
-            snprintf(info.link_layer, sizeof(info.link_layer), "%s",
-                     p.roce ? "RoCE" : "IB");
+            snprintf(info.link_layer, sizeof(info.link_layer), "%s", p.roce ? "RoCE" : "IB");
             info.lid = p.attr.lid;
             std::memcpy(info.gid, p.gid.raw, 16);
         }
@@ -169,13 +183,13 @@ int query_devices(doorbell_device_info_t *devices, int max)
 bool is_verbs_name(const char *name)
 {
     std::string hca;
-    unsigned port;
+    unsigned    port;
     if (!parse_name(name, &hca, &port)) {
         return false;
     }
     const Provider &prov = provider();
-    int n = 0;
-    ibv_device **list = prov.get_device_list(&n);
+    int             n    = 0;
+    ibv_device    **list = prov.get_device_list(&n);
     if (list == nullptr) {
         return false;
     }
@@ -189,38 +203,36 @@ bool is_verbs_name(const char *name)
 
 /* ------------------------------------------------------------------ QP */
 
-VerbsQp::VerbsQp(VerbsIface &iface_, uint32_t qpn_, const PeerAddr &peer_,
-                 ibv_qp *qp_, uint32_t psn_)
-    : QpCore(iface_, qpn_), qp(qp_), peer(peer_), psn(psn_),
-      wr_first(iface_.params.tx_queue_len),
-      region(iface_.params.tx_queue_len, nullptr),
-      post_ns(iface_.params.tx_queue_len, 0)
+VerbsQp::VerbsQp(VerbsIface &iface_, uint32_t qpn_, const PeerAddr &peer_, ibv_qp *qp_,
+                 uint32_t psn_) :
+    QpCore(iface_, qpn_),
+    qp(qp_),
+    peer(peer_),
+    psn(psn_),
+    wr_first(iface_.params.tx_queue_len),
+    region(iface_.params.tx_queue_len, nullptr),
+    post_ns(iface_.params.tx_queue_len, 0)
 {
 }
 
 /* --------------------------------------------------------------- iface */
 
-VerbsIface::VerbsIface(ProtectionDomain &pd_, const doorbell_iface_params_t &p,
-                       std::string name_)
-    : IfaceCore(DOORBELL_DEVICE_VERBS, pd_, p, std::move(name_)),
-      prov_(provider())
+VerbsIface::VerbsIface(ProtectionDomain &pd_, const doorbell_iface_params_t &p, std::string name_) :
+    IfaceCore(DOORBELL_DEVICE_VERBS, pd_, p, std::move(name_)), prov_(provider())
 {
 }
 
-doorbell_status_t VerbsIface::open(ProtectionDomain &pd,
-                                   const doorbell_iface_params_t &params,
+doorbell_status_t VerbsIface::open(ProtectionDomain &pd, const doorbell_iface_params_t &params,
                                    VerbsIface **iface_p)
 {
     std::string hca;
-    unsigned port = 0;
-    if (params.device == nullptr ||
-        !parse_name(params.device, &hca, &port)) {
-        return set_error(DOORBELL_ERR_INVALID_PARAM,
-                         "iface_open: '%s' is not <hca>:<port>",
+    unsigned    port = 0;
+    if (params.device == nullptr || !parse_name(params.device, &hca, &port)) {
+        return set_error(DOORBELL_ERR_INVALID_PARAM, "iface_open: '%s' is not <hca>:<port>",
                          params.device ? params.device : "(null)");
     }
     PortInfo found;
-    bool ok = false;
+    bool     ok = false;
     for_each_port(provider(), [&](const PortInfo &p, ibv_device *) {
         if (p.hca == hca && p.port == port) {
             found = p;
@@ -228,13 +240,11 @@ doorbell_status_t VerbsIface::open(ProtectionDomain &pd,
         }
     });
     if (!ok) {
-        return set_error(DOORBELL_ERR_NO_DEVICE,
-                         "iface_open: %s is not an active verbs port",
+        return set_error(DOORBELL_ERR_NO_DEVICE, "iface_open: %s is not an active verbs port",
                          params.device);
     }
-    std::unique_ptr<VerbsIface> iface(
-        new VerbsIface(pd, params, std::string(params.device)));
-    doorbell_status_t status = iface->init(found);
+    std::unique_ptr<VerbsIface> iface(new VerbsIface(pd, params, std::string(params.device)));
+    doorbell_status_t           status = iface->init(found);
     if (status != DOORBELL_OK) {
         return status;
     }
@@ -245,32 +255,31 @@ doorbell_status_t VerbsIface::open(ProtectionDomain &pd,
 doorbell_status_t VerbsIface::create_cq(ibv_cq_ex **cq, int depth)
 {
     ibv_cq_init_attr_ex attr{};
-    attr.cqe       = uint32_t(depth);
-    attr.channel   = channel_;
-    attr.wc_flags  = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM |
-                    IBV_WC_EX_WITH_QP_NUM | IBV_WC_EX_WITH_SRC_QP;
+    attr.cqe      = uint32_t(depth);
+    attr.channel  = channel_;
+    attr.wc_flags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM |
+                    IBV_WC_EX_WITH_SRC_QP;
     if (hca_clock_khz_ != 0) {
         attr.wc_flags |= IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
     }
     *cq = prov_.create_cq_ex(ctx_, &attr);
     if (*cq == nullptr && hca_clock_khz_ != 0) {
-        debug("%s: no completion timestamps on this CQ (%s)", name.c_str(),
-              strerror(errno));
+        debug("%s: no completion timestamps on this CQ (%s)", name.c_str(), strerror(errno));
         hca_clock_khz_ = 0;
         attr.wc_flags &= ~uint64_t(IBV_WC_EX_WITH_COMPLETION_TIMESTAMP);
         *cq = prov_.create_cq_ex(ctx_, &attr);
     }
     if (*cq == nullptr) {
-        return set_error(DOORBELL_ERR_IO, "%s: ibv_create_cq_ex(%d) failed: %s",
-                         name.c_str(), depth, strerror(errno));
+        return set_error(DOORBELL_ERR_IO, "%s: ibv_create_cq_ex(%d) failed: %s", name.c_str(),
+                         depth, strerror(errno));
     }
     return DOORBELL_OK;
 }
 
 doorbell_status_t VerbsIface::init(const PortInfo &port)
 {
-    port_ = port;
-    int n = 0;
+    port_             = port;
+    int          n    = 0;
     ibv_device **list = prov_.get_device_list(&n);
     for (int i = 0; list != nullptr && i < n && ctx_ == nullptr; ++i) {
         if (port.hca == list[i]->name) {
@@ -281,44 +290,39 @@ doorbell_status_t VerbsIface::init(const PortInfo &port)
         prov_.free_device_list(list);
     }
     if (ctx_ == nullptr) {
-        return set_error(DOORBELL_ERR_NO_DEVICE, "%s: ibv_open_device failed: %s",
-                         name.c_str(), strerror(errno));
+        return set_error(DOORBELL_ERR_NO_DEVICE, "%s: ibv_open_device failed: %s", name.c_str(),
+                         strerror(errno));
     }
     if (prov_.query_device_ex(ctx_, nullptr, &dev_attr_) != 0) {
-        return set_error(DOORBELL_ERR_IO, "%s: ibv_query_device_ex failed",
-                         name.c_str());
+        return set_error(DOORBELL_ERR_IO, "%s: ibv_query_device_ex failed", name.c_str());
     }
     max_sge_ = uint32_t(std::max(1, std::min(dev_attr_.orig_attr.max_sge, 16)));
     atomics_ = dev_attr_.orig_attr.atomic_cap != IBV_ATOMIC_NONE;
     const ibv_packet_pacing_caps &pp = dev_attr_.packet_pacing_caps;
-    hw_pacing_ = pp.qp_rate_limit_max != 0 &&
-                 (pp.supported_qpts & (1u << IBV_QPT_RC)) != 0;
+    hw_pacing_ = pp.qp_rate_limit_max != 0 && (pp.supported_qpts & (1u << IBV_QPT_RC)) != 0;
     if (dev_attr_.completion_timestamp_mask != 0 && dev_attr_.hca_core_clock) {
         hca_clock_khz_ = dev_attr_.hca_core_clock;
     }
-    line_rate_ = lane_gbps(port.attr.active_speed) *
-                 lanes(port.attr.active_width) * 1e9 / 8;
+    line_rate_ = lane_gbps(port.attr.active_speed) * lanes(port.attr.active_width) * 1e9 / 8;
 
     ibpd_ = prov_.alloc_pd(ctx_);
     if (ibpd_ == nullptr) {
-        return set_error(DOORBELL_ERR_IO, "%s: ibv_alloc_pd failed: %s",
-                         name.c_str(), strerror(errno));
+        return set_error(DOORBELL_ERR_IO, "%s: ibv_alloc_pd failed: %s", name.c_str(),
+                         strerror(errno));
     }
     channel_ = prov_.create_comp_channel(ctx_);
     if (channel_ == nullptr) {
-        return set_error(DOORBELL_ERR_IO,
-                         "%s: ibv_create_comp_channel failed: %s",
-                         name.c_str(), strerror(errno));
+        return set_error(DOORBELL_ERR_IO, "%s: ibv_create_comp_channel failed: %s", name.c_str(),
+                         strerror(errno));
     }
     fcntl(channel_->fd, F_SETFL, fcntl(channel_->fd, F_GETFL) | O_NONBLOCK);
     calibrate_clock();
     /* a QP in error flushes every outstanding WR into the send CQ, signaled
      * or not: room for many QPs' rings, within what the HCA allows */
-    int max_cqe  = dev_attr_.orig_attr.max_cqe > 0 ? dev_attr_.orig_attr.max_cqe
-                                                   : 65536;
+    int max_cqe  = dev_attr_.orig_attr.max_cqe > 0 ? dev_attr_.orig_attr.max_cqe : 65536;
     int tx_depth = std::min(max_cqe, std::max(4096, int(params.tx_queue_len) * 16));
     /* receives are bounded by the bounce pool */
-    int rx_depth = std::min(max_cqe, int(params.rx_queue_len + kUdRecvs + 64));
+    int               rx_depth = std::min(max_cqe, int(params.rx_queue_len + kUdRecvs + 64));
     doorbell_status_t status;
     if ((status = create_cq(&send_cq_, tx_depth)) != DOORBELL_OK ||
         (status = create_cq(&recv_cq_, rx_depth)) != DOORBELL_OK ||
@@ -328,13 +332,11 @@ doorbell_status_t VerbsIface::init(const PortInfo &port)
 
     /* bounce buffers: AM receives and the handshake */
     status = pool_.init(
-        name, params.rx_queue_len + kUdRecvs + 64,
-        DOORBELL_AM_HEADROOM + params.seg_size,
+        name, params.rx_queue_len + kUdRecvs + 64, DOORBELL_AM_HEADROOM + params.seg_size,
         [&](void *base, size_t len, uint32_t *lkey, void **handle) {
             ibv_mr *mr = prov_.reg_mr(ibpd_, base, len, IBV_ACCESS_LOCAL_WRITE);
             if (mr == nullptr) {
-                return set_error(DOORBELL_ERR_IO,
-                                 "%s: ibv_reg_mr of %zu bounce bytes failed: %s",
+                return set_error(DOORBELL_ERR_IO, "%s: ibv_reg_mr of %zu bounce bytes failed: %s",
                                  name.c_str(), len, strerror(errno));
             }
             *lkey   = mr->lkey;
@@ -347,21 +349,18 @@ doorbell_status_t VerbsIface::init(const PortInfo &port)
     }
     rcache_ = std::make_unique<RegCache>(
         [this](CachedRegion &r) {
-            ibv_mr *mr = prov_.reg_mr(ibpd_, reinterpret_cast<void *>(r.start),
-                                      r.end - r.start, IBV_ACCESS_LOCAL_WRITE);
+            ibv_mr *mr = prov_.reg_mr(ibpd_, reinterpret_cast<void *>(r.start), r.end - r.start,
+                                      IBV_ACCESS_LOCAL_WRITE);
             if (mr == nullptr) {
-                return set_error(DOORBELL_ERR_IO,
-                                 "%s: ibv_reg_mr(%#lx, %zu) failed: %s",
-                                 name.c_str(), (unsigned long)r.start,
-                                 size_t(r.end - r.start), strerror(errno));
+                return set_error(DOORBELL_ERR_IO, "%s: ibv_reg_mr(%#lx, %zu) failed: %s",
+                                 name.c_str(), (unsigned long)r.start, size_t(r.end - r.start),
+                                 strerror(errno));
             }
             r.handle = mr;
             r.lkey   = mr->lkey;
             return DOORBELL_OK;
         },
-        [this](CachedRegion &r) {
-            prov_.dereg_mr(static_cast<ibv_mr *>(r.handle));
-        },
+        [this](CachedRegion &r) { prov_.dereg_mr(static_cast<ibv_mr *>(r.handle)); },
         kRegCacheRegions);
 
     /* the UD QP of the handshake */
@@ -373,19 +372,18 @@ doorbell_status_t VerbsIface::init(const PortInfo &port)
     ud.cap.max_recv_wr  = kUdRecvs;
     ud.cap.max_send_sge = 1;
     ud.cap.max_recv_sge = 1;
-    ud_qp_ = prov_.create_qp(ibpd_, &ud);
+    ud_qp_              = prov_.create_qp(ibpd_, &ud);
     if (ud_qp_ == nullptr) {
-        return set_error(DOORBELL_ERR_IO, "%s: ibv_create_qp(UD) failed: %s",
-                         name.c_str(), strerror(errno));
+        return set_error(DOORBELL_ERR_IO, "%s: ibv_create_qp(UD) failed: %s", name.c_str(),
+                         strerror(errno));
     }
     ibv_qp_attr a{};
     a.qp_state   = IBV_QPS_INIT;
     a.pkey_index = 0;
     a.port_num   = port_.port;
     a.qkey       = kQkey;
-    int rc = prov_.modify_qp(ud_qp_, &a,
-                             IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-                                 IBV_QP_QKEY);
+    int rc       = prov_.modify_qp(ud_qp_, &a,
+                                   IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY);
     if (rc == 0) {
         a          = {};
         a.qp_state = IBV_QPS_RTR;
@@ -398,14 +396,12 @@ doorbell_status_t VerbsIface::init(const PortInfo &port)
         rc         = prov_.modify_qp(ud_qp_, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
     }
     if (rc != 0) {
-        return set_error(DOORBELL_ERR_IO, "%s: UD QP to RTS failed: %s",
-                         name.c_str(), strerror(rc));
+        return set_error(DOORBELL_ERR_IO, "%s: UD QP to RTS failed: %s", name.c_str(),
+                         strerror(rc));
     }
     for (unsigned i = 0; i < kUdRecvs; ++i) {
-        if (!post_recv_buffer(ud_qp_, pool_.get(), 0,
-                              uint32_t(kGrhBytes + sizeof(Hello)))) {
-            return set_error(DOORBELL_ERR_IO, "%s: ibv_post_recv(UD) failed",
-                             name.c_str());
+        if (!post_recv_buffer(ud_qp_, pool_.get(), 0, uint32_t(kGrhBytes + sizeof(Hello)))) {
+            return set_error(DOORBELL_ERR_IO, "%s: ibv_post_recv(UD) failed", name.c_str());
         }
     }
     max_inline_ = 0;
@@ -430,9 +426,8 @@ doorbell_status_t VerbsIface::init(const PortInfo &port)
     next_qpn_      = random_u32();
     debug("%s: %s, gid index %d, lid 0x%x, max_inline %u, max_sge %u, "
           "hw pacing %s, timestamps %s, bounce pool on %s",
-          name.c_str(), port_.roce ? "RoCE" : "IB", port_.gid_index,
-          port_.attr.lid, max_inline_, max_sge_, hw_pacing_ ? "yes" : "no",
-          hca_clock_khz_ ? "yes" : "no",
+          name.c_str(), port_.roce ? "RoCE" : "IB", port_.gid_index, port_.attr.lid, max_inline_,
+          max_sge_, hw_pacing_ ? "yes" : "no", hca_clock_khz_ ? "yes" : "no",
           pool_.huge_pages() ? "huge pages" : "normal pages");
     return DOORBELL_OK;
 }
@@ -441,17 +436,19 @@ VerbsIface::~VerbsIface()
 {
     if (stats) {
         /* beside the core counters IfaceCore prints */
-        const PostStats &p = post_stats_;
+        const PostStats                        &p      = post_stats_;
         const std::pair<const char *, uint64_t> rows[] = {
-            {"post_calls", p.post_calls},     {"wrs", p.wrs},
-            {"sges", p.sges},                 {"inline_wrs", p.inline_wrs},
-            {"signaled_wrs", p.signaled_wrs}, {"merged_wqes", p.merged_wqes},
+            {"post_calls", p.post_calls},
+            {"wrs", p.wrs},
+            {"sges", p.sges},
+            {"inline_wrs", p.inline_wrs},
+            {"signaled_wrs", p.signaled_wrs},
+            {"merged_wqes", p.merged_wqes},
             {"hw_rate_updates", p.hw_rate_updates},
             {"paced_holds", p.paced_holds},
         };
         for (const auto &[counter, value] : rows) {
-            fprintf(stderr, "%s %s %llu\n", name.c_str(), counter,
-                    (unsigned long long)value);
+            fprintf(stderr, "%s %s %llu\n", name.c_str(), counter, (unsigned long long)value);
         }
         for (unsigned b = 0; b < kPostListBuckets; ++b) {
             fprintf(stderr, "%s post_list_%u %llu\n", name.c_str(), 1u << b,
@@ -459,9 +456,8 @@ VerbsIface::~VerbsIface()
         }
         if (rcache_) {
             const RegCacheStats &r = rcache_->stats();
-            fprintf(stderr, "%s rcache_hits %llu\n%s rcache_misses %llu\n",
-                    name.c_str(), (unsigned long long)r.hits, name.c_str(),
-                    (unsigned long long)r.misses);
+            fprintf(stderr, "%s rcache_hits %llu\n%s rcache_misses %llu\n", name.c_str(),
+                    (unsigned long long)r.hits, name.c_str(), (unsigned long long)r.misses);
         }
     }
     while (!owned_.empty()) {
@@ -512,12 +508,11 @@ doorbell_status_t VerbsIface::Keys::register_region(doorbell_mr &mr)
             access |= IBV_ACCESS_REMOTE_ATOMIC;
         }
     }
-    ibv_mr *m = iface_.prov_.reg_mr(iface_.ibpd_, mr.address,
-                                    std::max<size_t>(mr.length, 1), access);
+    ibv_mr *m = iface_.prov_.reg_mr(iface_.ibpd_, mr.address, std::max<size_t>(mr.length, 1),
+                                    access);
     if (m == nullptr) {
-        return set_error(DOORBELL_ERR_IO, "%s: ibv_reg_mr(%p, %zu) failed: %s",
-                         iface_.name.c_str(), static_cast<void *>(mr.address),
-                         mr.length, strerror(errno));
+        return set_error(DOORBELL_ERR_IO, "%s: ibv_reg_mr(%p, %zu) failed: %s", iface_.name.c_str(),
+                         static_cast<void *>(mr.address), mr.length, strerror(errno));
     }
     mr.rkey = m->rkey;
     mr.hw   = m;
@@ -556,15 +551,15 @@ void VerbsIface::apply_invalidations()
 doorbell_status_t VerbsIface::create_rc_qp(ibv_qp **qp_p, ibv_cq_ex *send_cq)
 {
     ibv_qp_init_attr a{};
-    a.send_cq             = ibv_cq_ex_to_cq(send_cq ? send_cq : send_cq_);
-    a.recv_cq             = ibv_cq_ex_to_cq(recv_cq_);
-    a.qp_type             = IBV_QPT_RC;
-    a.cap.max_send_wr     = params.tx_queue_len;
-    a.cap.max_recv_wr     = params.am_credits;
-    a.cap.max_send_sge    = max_sge_;
-    a.cap.max_recv_sge    = 1;
-    a.sq_sig_all          = 0;
-    ibv_qp *qp = nullptr;
+    a.send_cq          = ibv_cq_ex_to_cq(send_cq ? send_cq : send_cq_);
+    a.recv_cq          = ibv_cq_ex_to_cq(recv_cq_);
+    a.qp_type          = IBV_QPT_RC;
+    a.cap.max_send_wr  = params.tx_queue_len;
+    a.cap.max_recv_wr  = params.am_credits;
+    a.cap.max_send_sge = max_sge_;
+    a.cap.max_recv_sge = 1;
+    a.sq_sig_all       = 0;
+    ibv_qp *qp         = nullptr;
     /* HCAs refuse more inline than they have: ask for less until granted */
     for (uint32_t inl : {256u, 128u, 64u, 0u}) {
         if (max_inline_ != 0 && inl > max_inline_) {
@@ -576,8 +571,8 @@ doorbell_status_t VerbsIface::create_rc_qp(ibv_qp **qp_p, ibv_cq_ex *send_cq)
         }
     }
     if (qp == nullptr) {
-        return set_error(DOORBELL_ERR_IO, "%s: ibv_create_qp(RC) failed: %s",
-                         name.c_str(), strerror(errno));
+        return set_error(DOORBELL_ERR_IO, "%s: ibv_create_qp(RC) failed: %s", name.c_str(),
+                         strerror(errno));
     }
     /* create_qp wrote back what the HCA grants */
     if (max_inline_ == 0 || a.cap.max_inline_data < max_inline_) {
@@ -588,47 +583,39 @@ doorbell_status_t VerbsIface::create_rc_qp(ibv_qp **qp_p, ibv_cq_ex *send_cq)
     attr.pkey_index      = 0;
     attr.port_num        = port_.port;
     attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                           IBV_ACCESS_LOCAL_WRITE |
-                           (atomics_ ? IBV_ACCESS_REMOTE_ATOMIC : 0);
+                           IBV_ACCESS_LOCAL_WRITE | (atomics_ ? IBV_ACCESS_REMOTE_ATOMIC : 0);
     int rc = prov_.modify_qp(qp, &attr,
-                             IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-                                 IBV_QP_ACCESS_FLAGS);
+                             IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
     if (rc != 0) {
         prov_.destroy_qp(qp);
-        return set_error(DOORBELL_ERR_IO, "%s: RC QP to INIT failed: %s",
-                         name.c_str(), strerror(rc));
+        return set_error(DOORBELL_ERR_IO, "%s: RC QP to INIT failed: %s", name.c_str(),
+                         strerror(rc));
     }
     *qp_p = qp;
     return DOORBELL_OK;
 }
 
-doorbell_status_t VerbsIface::connect_rc(ibv_qp *qp, const PeerAddr &peer,
-                                         uint32_t remote_qpn,
-                                         uint32_t remote_psn,
-                                         uint32_t local_psn, uint32_t peer_mtu)
+doorbell_status_t VerbsIface::connect_rc(ibv_qp *qp, const PeerAddr &peer, uint32_t remote_qpn,
+                                         uint32_t remote_psn, uint32_t local_psn, uint32_t peer_mtu)
 {
     ibv_qp_attr a{};
     a.qp_state           = IBV_QPS_RTR;
-    a.path_mtu           = ibv_mtu(std::min<uint32_t>(port_.attr.active_mtu,
-                                                      peer_mtu));
+    a.path_mtu           = ibv_mtu(std::min<uint32_t>(port_.attr.active_mtu, peer_mtu));
     a.dest_qp_num        = remote_qpn;
     a.rq_psn             = remote_psn & 0xffffff;
-    a.max_dest_rd_atomic = uint8_t(std::max(1, std::min(
-                               dev_attr_.orig_attr.max_qp_rd_atom, 16)));
+    a.max_dest_rd_atomic = uint8_t(std::max(1, std::min(dev_attr_.orig_attr.max_qp_rd_atom, 16)));
     a.min_rnr_timer      = 12;
     a.ah_attr.port_num   = port_.port;
     a.ah_attr.dlid       = peer.lid;
     if (port_.roce || !gid_zero(peer.gid)) {
-        a.ah_attr.is_global      = 1;
+        a.ah_attr.is_global = 1;
         std::memcpy(a.ah_attr.grh.dgid.raw, peer.gid, 16);
         a.ah_attr.grh.sgid_index = uint8_t(port_.gid_index);
         a.ah_attr.grh.hop_limit  = 64;
     }
     int rc = prov_.modify_qp(qp, &a,
-                             IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-                                 IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                 IBV_QP_MAX_DEST_RD_ATOMIC |
-                                 IBV_QP_MIN_RNR_TIMER);
+                             IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                 IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
     if (rc == 0) {
         a               = {};
         a.qp_state      = IBV_QPS_RTS;
@@ -636,18 +623,15 @@ doorbell_status_t VerbsIface::connect_rc(ibv_qp *qp, const PeerAddr &peer,
         a.retry_cnt     = uint8_t(std::min<uint32_t>(params.retry_count, 7));
         a.rnr_retry     = 7; /* infinite: the receiver reposts buffers */
         a.sq_psn        = local_psn & 0xffffff;
-        a.max_rd_atomic = uint8_t(std::max(1, std::min(
-                              dev_attr_.orig_attr.max_qp_init_rd_atom, 16)));
+        a.max_rd_atomic = uint8_t(
+            std::max(1, std::min(dev_attr_.orig_attr.max_qp_init_rd_atom, 16)));
         rc = prov_.modify_qp(qp, &a,
-                             IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                 IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-                                 IBV_QP_MAX_QP_RD_ATOMIC);
+                             IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                                 IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
     }
     if (rc != 0) {
-        return set_error(DOORBELL_ERR_IO,
-                         "%s: RC QP 0x%x to RTR/RTS for peer %s failed: %s",
-                         name.c_str(), qp->qp_num, peer_string(peer).c_str(),
-                         strerror(rc));
+        return set_error(DOORBELL_ERR_IO, "%s: RC QP 0x%x to RTR/RTS for peer %s failed: %s",
+                         name.c_str(), qp->qp_num, peer_string(peer).c_str(), strerror(rc));
     }
     return DOORBELL_OK;
 }
@@ -656,8 +640,7 @@ std::string VerbsIface::peer_string(const PeerAddr &p) const
 {
     char gid[INET6_ADDRSTRLEN], buf[128];
     inet_ntop(AF_INET6, p.gid, gid, sizeof(gid));
-    snprintf(buf, sizeof(buf), "gid %s lid 0x%x ud qp 0x%x", gid, p.lid,
-             p.ud_qpn);
+    snprintf(buf, sizeof(buf), "gid %s lid 0x%x ud qp 0x%x", gid, p.lid, p.ud_qpn);
     return buf;
 }
 
@@ -675,10 +658,9 @@ void VerbsIface::get_address(void *addr) const
     std::memcpy(addr, &qpn, 4);
 }
 
-bool VerbsIface::is_reachable(const void *device_addr,
-                              const void *iface_addr) const
+bool VerbsIface::is_reachable(const void *device_addr, const void *iface_addr) const
 {
-    auto *b = static_cast<const uint8_t *>(device_addr);
+    auto    *b = static_cast<const uint8_t *>(device_addr);
     uint16_t lid;
     std::memcpy(&lid, b + 16, 2);
     if (iface_addr == nullptr) {
@@ -699,22 +681,24 @@ void VerbsIface::query_limits(doorbell_iface_limits_t &l) const
     l.max_am_zcopy  = params.seg_size;
 }
 
-int VerbsIface::event_fd() const { return channel_->fd; }
+int VerbsIface::event_fd() const
+{
+    return channel_->fd;
+}
 
 doorbell_status_t VerbsIface::arm()
 {
     for (QpCore *q : qps) {
         auto *qp = static_cast<VerbsQp *>(q);
         if (!qp->cq.empty() || qp->ring.unrung() != 0 ||
-            (qp->state == VerbsQp::State::kConnected &&
-             qp->cursor < qp->ring.rung() && !qp->in_error())) {
+            (qp->state == VerbsQp::State::kConnected && qp->cursor < qp->ring.rung() &&
+             !qp->in_error())) {
             return DOORBELL_ERR_NO_RESOURCE;
         }
     }
     for (ibv_cq_ex *cq : {send_cq_, recv_cq_, ud_cq_}) {
         if (ibv_req_notify_cq(ibv_cq_ex_to_cq(cq), 0) != 0) {
-            return set_error(DOORBELL_ERR_IO, "%s: ibv_req_notify_cq failed",
-                             name.c_str());
+            return set_error(DOORBELL_ERR_IO, "%s: ibv_req_notify_cq failed", name.c_str());
         }
     }
     return DOORBELL_OK;
@@ -748,7 +732,7 @@ ibv_ah *VerbsIface::address_handle(const PeerAddr &to)
     a.port_num = port_.port;
     a.dlid     = to.lid;
     if (port_.roce || !gid_zero(to.gid)) {
-        a.is_global      = 1;
+        a.is_global = 1;
         std::memcpy(a.grh.dgid.raw, to.gid, 16);
         a.grh.sgid_index = uint8_t(port_.gid_index);
         a.grh.hop_limit  = 64;
@@ -764,8 +748,7 @@ doorbell_status_t VerbsIface::ud_send(const PeerAddr &to, const Hello &hello)
 {
     ibv_ah *ah = address_handle(to);
     if (ah == nullptr) {
-        return set_error(DOORBELL_ERR_UNREACHABLE,
-                         "%s: ibv_create_ah for peer %s failed: %s",
+        return set_error(DOORBELL_ERR_UNREACHABLE, "%s: ibv_create_ah for peer %s failed: %s",
                          name.c_str(), peer_string(to).c_str(), strerror(errno));
     }
     uint8_t *buf = pool_.get();
@@ -773,7 +756,7 @@ doorbell_status_t VerbsIface::ud_send(const PeerAddr &to, const Hello &hello)
         return DOORBELL_ERR_NO_RESOURCE; /* retried by the handshake timer */
     }
     std::memcpy(buf, &hello, sizeof(hello));
-    ibv_sge sge{uintptr_t(buf), uint32_t(sizeof(hello)), pool_.lkey()};
+    ibv_sge     sge{uintptr_t(buf), uint32_t(sizeof(hello)), pool_.lkey()};
     ibv_send_wr wr{};
     wr.wr_id             = uintptr_t(buf);
     wr.sg_list           = &sge;
@@ -784,11 +767,11 @@ doorbell_status_t VerbsIface::ud_send(const PeerAddr &to, const Hello &hello)
     wr.wr.ud.remote_qpn  = to.ud_qpn;
     wr.wr.ud.remote_qkey = kQkey;
     ibv_send_wr *bad;
-    int rc = ibv_post_send(ud_qp_, &wr, &bad);
+    int          rc = ibv_post_send(ud_qp_, &wr, &bad);
     if (rc != 0) {
         pool_.put(buf);
-        return set_error(DOORBELL_ERR_IO, "%s: UD send to %s failed: %s",
-                         name.c_str(), peer_string(to).c_str(), strerror(rc));
+        return set_error(DOORBELL_ERR_IO, "%s: UD send to %s failed: %s", name.c_str(),
+                         peer_string(to).c_str(), strerror(rc));
     }
     return DOORBELL_OK;
 }
@@ -802,39 +785,35 @@ void VerbsIface::send_req(VerbsQp &qp)
     qp.hello_deadline_ns = now_ns() + (params.rto_min_ns << qp.hello_retries);
 }
 
-doorbell_status_t VerbsIface::create_qp(const void *device_addr,
-                                        const void *iface_addr, VerbsQp **qp_p)
+doorbell_status_t VerbsIface::create_qp(const void *device_addr, const void *iface_addr,
+                                        VerbsQp **qp_p)
 {
     return create_qp_common(device_addr, iface_addr, false, qp_p);
 }
 
-doorbell_status_t VerbsIface::create_direct_qp(const void *device_addr,
-                                               const void *iface_addr,
+doorbell_status_t VerbsIface::create_direct_qp(const void *device_addr, const void *iface_addr,
                                                VerbsQp **qp_p)
 {
     return create_qp_common(device_addr, iface_addr, true, qp_p);
 }
 
-doorbell_status_t VerbsIface::create_qp_common(const void *device_addr,
-                                               const void *iface_addr,
+doorbell_status_t VerbsIface::create_qp_common(const void *device_addr, const void *iface_addr,
                                                bool direct, VerbsQp **qp_p)
 {
     if (device_addr == nullptr || iface_addr == nullptr) {
-        return set_error(DOORBELL_ERR_INVALID_PARAM,
-                         "%s: qp_create: no peer address", name.c_str());
+        return set_error(DOORBELL_ERR_INVALID_PARAM, "%s: qp_create: no peer address",
+                         name.c_str());
     }
     PeerAddr peer{};
     std::memcpy(peer.gid, device_addr, 16);
     std::memcpy(&peer.lid, static_cast<const uint8_t *>(device_addr) + 16, 2);
     std::memcpy(&peer.ud_qpn, iface_addr, 4);
-    if (!is_reachable(device_addr, iface_addr) || peer.ud_qpn == 0 ||
-        peer.ud_qpn > 0xffffff) {
+    if (!is_reachable(device_addr, iface_addr) || peer.ud_qpn == 0 || peer.ud_qpn > 0xffffff) {
         return set_error(DOORBELL_ERR_UNREACHABLE,
-                         "%s: qp_create: peer %s is not reachable from %s",
-                         name.c_str(), peer_string(peer).c_str(),
-                         port_.roce ? "RoCE" : "IB");
+                         "%s: qp_create: peer %s is not reachable from %s", name.c_str(),
+                         peer_string(peer).c_str(), port_.roce ? "RoCE" : "IB");
     }
-    ibv_cq_ex *own_cq = nullptr;
+    ibv_cq_ex        *own_cq = nullptr;
     doorbell_status_t status;
     if (direct) {
         /* the agent polls this CQ itself: one CQE per WQE at most, and
@@ -852,20 +831,17 @@ doorbell_status_t VerbsIface::create_qp_common(const void *device_addr,
         }
         return status;
     }
-    auto qp = std::make_unique<VerbsQp>(*this, next_qpn_++, peer, ib,
-                                        random_u32() & 0xffffff);
-    qp->direct    = direct;
+    auto qp    = std::make_unique<VerbsQp>(*this, next_qpn_++, peer, ib, random_u32() & 0xffffff);
+    qp->direct = direct;
     qp->direct_cq = own_cq;
     qp->scratch.reset(new uint64_t[params.tx_queue_len]());
-    qp->scratch_mr = prov_.reg_mr(ibpd_, qp->scratch.get(),
-                                  params.tx_queue_len * sizeof(uint64_t),
+    qp->scratch_mr = prov_.reg_mr(ibpd_, qp->scratch.get(), params.tx_queue_len * sizeof(uint64_t),
                                   IBV_ACCESS_LOCAL_WRITE);
     if (qp->scratch_mr == nullptr) {
         status = set_error(DOORBELL_ERR_IO,
                            "%s: ibv_reg_mr of the signal slots of a QP to %s "
                            "failed: %s",
-                           name.c_str(), peer_string(peer).c_str(),
-                           strerror(errno));
+                           name.c_str(), peer_string(peer).c_str(), strerror(errno));
         prov_.destroy_qp(ib);
         if (own_cq != nullptr) {
             prov_.destroy_cq(ibv_cq_ex_to_cq(own_cq));
@@ -873,12 +849,11 @@ doorbell_status_t VerbsIface::create_qp_common(const void *device_addr,
         return status;
     }
     if (pacing_) {
-        udp::PacingContext pc{name, cc_,
-                              params.ibrc_gain, line_rate_,
+        udp::PacingContext pc{name, cc_, params.ibrc_gain, line_rate_,
                               mtu_bytes(port_.attr.active_mtu)};
         qp->gate = pacing_(pc);
     }
-    VerbsQp *raw = qp.get();
+    VerbsQp *raw           = qp.get();
     by_rc_qpn_[ib->qp_num] = raw;
     qps.push_back(raw);
     owned_.push_back(std::move(qp));
@@ -911,8 +886,7 @@ void VerbsIface::destroy_qp(VerbsQp &qp)
         prov_.destroy_cq(ibv_cq_ex_to_cq(qp.direct_cq));
     }
     qps.erase(std::find(qps.begin(), qps.end(), &qp));
-    auto it = std::find_if(owned_.begin(), owned_.end(),
-                           [&](auto &p) { return p.get() == &qp; });
+    auto it = std::find_if(owned_.begin(), owned_.end(), [&](auto &p) { return p.get() == &qp; });
     owned_.erase(it);
 }
 
@@ -923,8 +897,7 @@ void VerbsIface::post_passive_recvs(Passive &p)
         if (buf == nullptr) {
             return; /* the sender's RNR retries wait for a release */
         }
-        if (!post_recv_buffer(p.qp, buf, DOORBELL_AM_HEADROOM,
-                              params.seg_size)) {
+        if (!post_recv_buffer(p.qp, buf, DOORBELL_AM_HEADROOM, params.seg_size)) {
             return;
         }
         ++p.posted;
@@ -942,8 +915,7 @@ void VerbsIface::destroy_passive(Passive &p)
     }
     std::array<uint8_t, 16> gid;
     std::memcpy(gid.data(), p.peer.gid, 16);
-    passive_.erase(std::make_tuple(gid, p.peer.lid, p.peer.ud_qpn,
-                                   p.peer_rc_qpn));
+    passive_.erase(std::make_tuple(gid, p.peer.lid, p.peer.ud_qpn, p.peer_rc_qpn));
 }
 
 void VerbsIface::handle_hello(const Hello &h, uint32_t src_qp)
@@ -952,12 +924,10 @@ void VerbsIface::handle_hello(const Hello &h, uint32_t src_qp)
     std::memcpy(peer.gid, h.gid, 16);
     peer.lid    = h.lid;
     peer.ud_qpn = h.ud_qpn;
-    if (h.magic != kHelloMagic || h.version != 1 || h.ud_qpn != src_qp ||
-        h.rc_qpn == 0 || h.rc_qpn > 0xffffff || h.mtu < IBV_MTU_256 ||
-        h.mtu > IBV_MTU_4096) {
+    if (h.magic != kHelloMagic || h.version != 1 || h.ud_qpn != src_qp || h.rc_qpn == 0 ||
+        h.rc_qpn > 0xffffff || h.mtu < IBV_MTU_256 || h.mtu > IBV_MTU_4096) {
         ++counters.rx_dropped;
-        debug("%s: dropped a malformed handshake from ud qp 0x%x", name.c_str(),
-              src_qp);
+        debug("%s: dropped a malformed handshake from ud qp 0x%x", name.c_str(), src_qp);
         return;
     }
     if (h.type == kHelloReq) {
@@ -975,12 +945,11 @@ void VerbsIface::handle_hello(const Hello &h, uint32_t src_qp)
                 return; /* the requester retries */
             }
             Passive p{ib, peer, h.rc_qpn, random_u32() & 0xffffff, 0};
-            if (connect_rc(ib, peer, h.rc_qpn, h.psn, p.psn, h.mtu) !=
-                DOORBELL_OK) {
+            if (connect_rc(ib, peer, h.rc_qpn, h.psn, p.psn, h.mtu) != DOORBELL_OK) {
                 prov_.destroy_qp(ib);
                 return;
             }
-            it = passive_.emplace(key, p).first;
+            it                          = passive_.emplace(key, p).first;
             passive_by_qpn_[ib->qp_num] = &it->second;
             post_passive_recvs(it->second);
         }
@@ -1010,13 +979,11 @@ void VerbsIface::handle_hello(const Hello &h, uint32_t src_qp)
         return; /* destroyed meanwhile, or a stale answer */
     }
     VerbsQp &qp = *it->second;
-    if (qp.state != VerbsQp::State::kConnecting ||
-        std::memcmp(qp.peer.gid, h.gid, 16) != 0 || qp.peer.lid != h.lid ||
-        qp.peer.ud_qpn != h.ud_qpn) {
+    if (qp.state != VerbsQp::State::kConnecting || std::memcmp(qp.peer.gid, h.gid, 16) != 0 ||
+        qp.peer.lid != h.lid || qp.peer.ud_qpn != h.ud_qpn) {
         return; /* duplicate, or not from the peer we asked */
     }
-    doorbell_status_t status =
-        connect_rc(qp.qp, qp.peer, h.rc_qpn, h.psn, qp.psn, h.mtu);
+    doorbell_status_t status = connect_rc(qp.qp, qp.peer, h.rc_qpn, h.psn, qp.psn, h.mtu);
     if (status != DOORBELL_OK) {
         qp.fail(status, doorbell_last_error());
         return;
@@ -1041,10 +1008,9 @@ void VerbsIface::check_hellos()
             continue;
         }
         if (qp->hello_retries >= params.retry_count) {
-            qp->fail(DOORBELL_ERR_TIMED_OUT,
-                     name + ": peer " + peer_string(qp->peer) +
-                         " did not answer the RC handshake (" +
-                         std::to_string(params.retry_count) + " retries)");
+            qp->fail(DOORBELL_ERR_TIMED_OUT, name + ": peer " + peer_string(qp->peer) +
+                                                 " did not answer the RC handshake (" +
+                                                 std::to_string(params.retry_count) + " retries)");
             continue;
         }
         ++qp->hello_retries;
@@ -1054,8 +1020,7 @@ void VerbsIface::check_hellos()
 
 /* ------------------------------------------------- PUT_SIGNAL, direct QPs */
 
-doorbell_status_t VerbsIface::check_raw_wqe(const VerbsQp &qp,
-                                            const doorbell_wqe_t &w,
+doorbell_status_t VerbsIface::check_raw_wqe(const VerbsQp &qp, const doorbell_wqe_t &w,
                                             unsigned index) const
 {
     if (w.opcode != DOORBELL_OP_PUT_SIGNAL || w.am_id != DOORBELL_SIGNAL_ADD) {
@@ -1094,41 +1059,39 @@ doorbell_status_t VerbsIface::export_mlx5(VerbsQp &qp, doorbell_qp_mlx5_t &out)
                          name.c_str());
     }
     if (!prov_.mlx5_is_supported(ctx_->device)) {
-        return set_error(DOORBELL_ERR_UNSUPPORTED,
-                         "%s: not an mlx5 device (mlx5dv_is_supported)",
+        return set_error(DOORBELL_ERR_UNSUPPORTED, "%s: not an mlx5 device (mlx5dv_is_supported)",
                          name.c_str());
     }
     if (qp.in_error()) {
-        return set_error(qp.error(), "%s: export_mlx5: QP %u to %s is in error",
-                         name.c_str(), qp.qpn, peer_string(qp.peer).c_str());
+        return set_error(qp.error(), "%s: export_mlx5: QP %u to %s is in error", name.c_str(),
+                         qp.qpn, peer_string(qp.peer).c_str());
     }
     if (qp.state != VerbsQp::State::kConnected) {
         return DOORBELL_ERR_NO_RESOURCE;
     }
 #ifdef DOORBELL_VERBS_MLX5DV
-    mlx5dv_qp dq{};
-    mlx5dv_cq dc{};
+    mlx5dv_qp  dq{};
+    mlx5dv_cq  dc{};
     mlx5dv_obj obj{};
     obj.qp.in  = qp.qp;
     obj.qp.out = &dq;
     obj.cq.in  = ibv_cq_ex_to_cq(qp.direct_cq);
     obj.cq.out = &dc;
-    int rc = prov_.mlx5_init_obj(&obj, MLX5DV_OBJ_QP | MLX5DV_OBJ_CQ);
+    int rc     = prov_.mlx5_init_obj(&obj, MLX5DV_OBJ_QP | MLX5DV_OBJ_CQ);
     if (rc != 0) {
-        return set_error(DOORBELL_ERR_IO, "%s: mlx5dv_init_obj(QP 0x%x) failed: %s",
-                         name.c_str(), qp.qp->qp_num, strerror(rc));
+        return set_error(DOORBELL_ERR_IO, "%s: mlx5dv_init_obj(QP 0x%x) failed: %s", name.c_str(),
+                         qp.qp->qp_num, strerror(rc));
     }
     auto pow2 = [](uint32_t v) { return v != 0 && (v & (v - 1)) == 0; };
     /* the GPU path writes one 64-byte block per WQE and a 16-bit index */
     if (dq.sq.stride != 64 || !pow2(dq.sq.wqe_cnt) || dq.sq.wqe_cnt > 32768 ||
-        dq.dbrec == nullptr || dq.bf.reg == nullptr || dc.buf == nullptr ||
-        dc.dbrec == nullptr || !pow2(dc.cqe_cnt) ||
-        (dc.cqe_size != 64 && dc.cqe_size != 128)) {
+        dq.dbrec == nullptr || dq.bf.reg == nullptr || dc.buf == nullptr || dc.dbrec == nullptr ||
+        !pow2(dc.cqe_cnt) || (dc.cqe_size != 64 && dc.cqe_size != 128)) {
         return set_error(DOORBELL_ERR_UNSUPPORTED,
                          "%s: QP 0x%x has an mlx5 layout the GPU path does not "
                          "drive (sq stride %u, %u WQEs, cqe size %u, %u CQEs)",
-                         name.c_str(), qp.qp->qp_num, dq.sq.stride,
-                         dq.sq.wqe_cnt, dc.cqe_size, dc.cqe_cnt);
+                         name.c_str(), qp.qp->qp_num, dq.sq.stride, dq.sq.wqe_cnt, dc.cqe_size,
+                         dc.cqe_cnt);
     }
     out            = {};
     out.sq_buf     = dq.sq.buf;
@@ -1147,8 +1110,7 @@ doorbell_status_t VerbsIface::export_mlx5(VerbsQp &qp, doorbell_qp_mlx5_t &out)
     return DOORBELL_OK;
 #else
     (void)out;
-    return set_error(DOORBELL_ERR_UNSUPPORTED,
-                     "%s: built without mlx5 direct verbs", name.c_str());
+    return set_error(DOORBELL_ERR_UNSUPPORTED, "%s: built without mlx5 direct verbs", name.c_str());
 #endif
 }
 
@@ -1160,21 +1122,18 @@ void VerbsIface::calibrate_clock()
         return;
     }
     ibv_values_ex v{};
-    v.comp_mask = IBV_VALUES_MASK_RAW_CLOCK;
+    v.comp_mask     = IBV_VALUES_MASK_RAW_CLOCK;
     uint64_t before = now_ns();
     if (prov_.query_rt_values_ex(ctx_, &v) != 0) {
-        debug("%s: ibv_query_rt_values_ex failed: no RTT from timestamps",
-              name.c_str());
+        debug("%s: ibv_query_rt_values_ex failed: no RTT from timestamps", name.c_str());
         hca_clock_khz_ = 0;
         return;
     }
     uint64_t after = now_ns();
-    uint64_t ticks = uint64_t(v.raw_clock.tv_sec) * 1000000000ull +
-                     uint64_t(v.raw_clock.tv_nsec);
+    uint64_t ticks = uint64_t(v.raw_clock.tv_sec) * 1000000000ull + uint64_t(v.raw_clock.tv_nsec);
     /* ticks / (kHz) = ms; ns = ticks * 1e6 / kHz */
-    uint64_t hca_ns  = uint64_t((unsigned __int128)ticks * 1000000u /
-                                hca_clock_khz_);
-    clock_offset_ns_ = int64_t((before + after) / 2) - int64_t(hca_ns);
+    uint64_t hca_ns    = uint64_t((unsigned __int128)ticks * 1000000u / hca_clock_khz_);
+    clock_offset_ns_   = int64_t((before + after) / 2) - int64_t(hca_ns);
     next_calibrate_ns_ = after + 1000000000ull;
 }
 
@@ -1190,18 +1149,17 @@ void VerbsIface::apply_rate(VerbsQp &qp)
         return;
     }
     double rate = qp.gate->rate();
-    if (rate <= 0 || (qp.applied_rate != 0 &&
-                      std::abs(rate - qp.applied_rate) < 0.05 * qp.applied_rate)) {
+    if (rate <= 0 ||
+        (qp.applied_rate != 0 && std::abs(rate - qp.applied_rate) < 0.05 * qp.applied_rate)) {
         return; /* a modify per small change costs more than it paces */
     }
-    const ibv_packet_pacing_caps &pp = dev_attr_.packet_pacing_caps;
-    uint64_t kbps = uint64_t(rate * 8 / 1000);
-    kbps = std::clamp<uint64_t>(kbps, pp.qp_rate_limit_min,
-                                pp.qp_rate_limit_max);
+    const ibv_packet_pacing_caps &pp   = dev_attr_.packet_pacing_caps;
+    uint64_t                      kbps = uint64_t(rate * 8 / 1000);
+    kbps = std::clamp<uint64_t>(kbps, pp.qp_rate_limit_min, pp.qp_rate_limit_max);
     ibv_qp_rate_limit_attr a{};
     a.rate_limit     = uint32_t(kbps);
     a.typical_pkt_sz = uint16_t(mtu_bytes(port_.attr.active_mtu));
-    int rc = prov_.modify_qp_rate_limit(qp.qp, &a);
+    int rc           = prov_.modify_qp_rate_limit(qp.qp, &a);
     if (rc != 0) {
         debug("%s: ibv_modify_qp_rate_limit(%llu kbps) failed: %s; pacing in "
               "software",
@@ -1218,18 +1176,17 @@ void VerbsIface::sample_congestion()
     if (!port_.roce) {
         return;
     }
-    CongestionCounters c =
-        read_congestion_counters(prov_.sysfs_root, port_.hca, port_.port);
+    CongestionCounters c = read_congestion_counters(prov_.sysfs_root, port_.hca, port_.port);
     if (!c.present) {
         return;
     }
-    uint64_t marks = congestion_.present && c.cnp_handled >= congestion_.cnp_handled
-                         ? c.cnp_handled - congestion_.cnp_handled
-                         : 0;
-    uint64_t ce = congestion_.present && c.ecn_marked >= congestion_.ecn_marked
-                      ? c.ecn_marked - congestion_.ecn_marked
-                      : 0;
-    congestion_ = c;
+    uint64_t marks = congestion_.present && c.cnp_handled >= congestion_.cnp_handled ?
+                         c.cnp_handled - congestion_.cnp_handled :
+                         0;
+    uint64_t ce    = congestion_.present && c.ecn_marked >= congestion_.ecn_marked ?
+                         c.ecn_marked - congestion_.ecn_marked :
+                         0;
+    congestion_    = c;
     counters.ce_marks += ce;
     if (marks == 0) {
         return;
@@ -1249,13 +1206,12 @@ void VerbsIface::sample_congestion()
 
 /// Posts one pool buffer (data at offset, length bytes) to a receive queue;
 /// a buffer the provider refuses goes back to the pool.
-bool VerbsIface::post_recv_buffer(ibv_qp *qp, uint8_t *buf, uint32_t offset,
-                                  uint32_t length)
+bool VerbsIface::post_recv_buffer(ibv_qp *qp, uint8_t *buf, uint32_t offset, uint32_t length)
 {
     if (buf == nullptr) {
         return false;
     }
-    ibv_sge sge{uintptr_t(buf + offset), length, pool_.lkey()};
+    ibv_sge     sge{uintptr_t(buf + offset), length, pool_.lkey()};
     ibv_recv_wr wr{};
     wr.wr_id   = uintptr_t(buf);
     wr.sg_list = &sge;

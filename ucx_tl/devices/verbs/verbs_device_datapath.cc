@@ -40,12 +40,16 @@ doorbell_status_t status_of(ibv_wc_status st)
 const char *op_name(uint8_t opcode)
 {
     switch (opcode) {
-    case DOORBELL_OP_PUT: return "put (RDMA WRITE)";
-    case DOORBELL_OP_GET: return "get (RDMA READ)";
-    case DOORBELL_OP_SEND: return "active message (SEND)";
+    case DOORBELL_OP_PUT:
+        return "put (RDMA WRITE)";
+    case DOORBELL_OP_GET:
+        return "get (RDMA READ)";
+    case DOORBELL_OP_SEND:
+        return "active message (SEND)";
     case DOORBELL_OP_PUT_SIGNAL:
         return "put with signal (RDMA WRITE, then the signal's WRITE or FETCH_AND_ADD)";
-    default: return "flush";
+    default:
+        return "flush";
     }
 }
 
@@ -78,8 +82,7 @@ void VerbsIface::post(VerbsQp &qp)
         }
         return;
     }
-    if (qp.state != VerbsQp::State::kConnected || qp.in_error() ||
-        qp.cursor >= qp.ring.rung()) {
+    if (qp.state != VerbsQp::State::kConnected || qp.in_error() || qp.cursor >= qp.ring.rung()) {
         return;
     }
     apply_invalidations();
@@ -89,17 +92,17 @@ void VerbsIface::post(VerbsQp &qp)
         wrs_.resize(2 * qp.ring.size());
         sges_.resize(qp.ring.size() * (max_sge_ + 1));
     }
-    uint64_t now   = now_ns();
-    size_t   n_wr  = 0, n_sge = 0;
-    ibv_send_wr *cur = nullptr;
-    uint64_t cur_first = 0, cur_remote_end = 0;
+    uint64_t          now  = now_ns();
+    size_t            n_wr = 0, n_sge = 0;
+    ibv_send_wr      *cur       = nullptr;
+    uint64_t          cur_first = 0, cur_remote_end = 0;
     doorbell_status_t failed = DOORBELL_OK;
-    std::string failure;
-    uint64_t i = qp.cursor;
+    std::string       failure;
+    uint64_t          i = qp.cursor;
     for (; i < qp.ring.rung(); ++i) {
-        const doorbell_wqe_t &w = qp.ring.wqe(i);
-        bool inl     = (w.flags & DOORBELL_WQE_INLINE) != 0;
-        uint32_t len = inl ? w.inline_len : w.length;
+        const doorbell_wqe_t &w   = qp.ring.wqe(i);
+        bool                  inl = (w.flags & DOORBELL_WQE_INLINE) != 0;
+        uint32_t              len = inl ? w.inline_len : w.length;
         if (qp.gate && !hw_pacing_ && w.opcode != DOORBELL_OP_NOP) {
             /* software pacing: a WR leaves when the gate allows it;
              * progress posts the rest */
@@ -109,27 +112,25 @@ void VerbsIface::post(VerbsQp &qp)
             }
             qp.gate->on_send(now, len);
         }
-        bool rdma = w.opcode == DOORBELL_OP_PUT || w.opcode == DOORBELL_OP_GET;
-        bool needs_lkey = len != 0 && !inl &&
-                          (w.opcode == DOORBELL_OP_GET || len > max_inline_);
-        ibv_wr_opcode op = w.opcode == DOORBELL_OP_GET ? IBV_WR_RDMA_READ
-                                                       : IBV_WR_RDMA_WRITE;
+        bool rdma        = w.opcode == DOORBELL_OP_PUT || w.opcode == DOORBELL_OP_GET;
+        bool needs_lkey  = len != 0 && !inl && (w.opcode == DOORBELL_OP_GET || len > max_inline_);
+        ibv_wr_opcode op = w.opcode == DOORBELL_OP_GET ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
         /* an iov entry continuing the previous WR: one more SGE */
-        if (cur != nullptr && rdma && needs_lkey && cur->opcode == op &&
-            cur->num_sge > 0 && cur->num_sge < int(max_sge_) &&
+        if (cur != nullptr && rdma && needs_lkey && cur->opcode == op && cur->num_sge > 0 &&
+            cur->num_sge < int(max_sge_) &&
             !(cur->send_flags & (IBV_SEND_SIGNALED | IBV_SEND_INLINE)) &&
             !(w.flags & DOORBELL_WQE_FENCE) && cur->wr.rdma.rkey == w.rkey &&
             cur_remote_end == w.remote_addr) {
-            CachedRegion *r;
-            doorbell_status_t st = rcache_->acquire(
-                reinterpret_cast<void *>(uintptr_t(w.local_addr)), len, &r);
+            CachedRegion     *r;
+            doorbell_status_t st =
+                rcache_->acquire(reinterpret_cast<void *>(uintptr_t(w.local_addr)), len, &r);
             if (st != DOORBELL_OK) {
                 failed  = st;
                 failure = doorbell_last_error();
                 break;
             }
             qp.region[i & mask] = r;
-            sges_[n_sge++] = {w.local_addr, len, r->lkey};
+            sges_[n_sge++]      = {w.local_addr, len, r->lkey};
             ++cur->num_sge;
             cur->wr_id = i;
             if (w.flags & DOORBELL_WQE_SIGNALED) {
@@ -146,11 +147,11 @@ void VerbsIface::post(VerbsQp &qp)
             /* the data write, then the signal on the same RC QP: the
              * responder executes them in order, so the signal lands after
              * the data. Both carry the WQE's index as wr_id. */
-            ibv_send_wr &d = wrs_[n_wr];
-            d              = {};
-            d.wr_id        = i;
-            d.sg_list      = &sges_[n_sge];
-            d.opcode       = IBV_WR_RDMA_WRITE;
+            ibv_send_wr &d        = wrs_[n_wr];
+            d                     = {};
+            d.wr_id               = i;
+            d.sg_list             = &sges_[n_sge];
+            d.opcode              = IBV_WR_RDMA_WRITE;
             d.wr.rdma.remote_addr = w.remote_addr;
             d.wr.rdma.rkey        = w.rkey;
             if (w.flags & DOORBELL_WQE_FENCE) {
@@ -173,7 +174,7 @@ void VerbsIface::post(VerbsQp &qp)
                 g.wr.atomic.remote_addr = w.signal_addr;
                 g.wr.atomic.compare_add = w.signal_value;
                 g.wr.atomic.rkey        = w.signal_rkey;
-                sges_[n_sge++] = {uintptr_t(slot), 8, qp.scratch_mr->lkey};
+                sges_[n_sge++]          = {uintptr_t(slot), 8, qp.scratch_mr->lkey};
             } else {
                 g.opcode              = IBV_WR_RDMA_WRITE;
                 g.wr.rdma.remote_addr = w.signal_addr;
@@ -192,10 +193,10 @@ void VerbsIface::post(VerbsQp &qp)
             if (cur != nullptr) {
                 cur->next = &d;
             }
-            d.next         = &g;
-            cur            = &g;
-            cur_first      = i;
-            cur_remote_end = ~uint64_t(0); /* nothing merges into a signal */
+            d.next                = &g;
+            cur                   = &g;
+            cur_first             = i;
+            cur_remote_end        = ~uint64_t(0); /* nothing merges into a signal */
             qp.wr_first[i & mask] = i;
             qp.post_ns[i & mask]  = now;
             counters.tx_bytes += len + 8;
@@ -224,8 +225,7 @@ void VerbsIface::post(VerbsQp &qp)
             len       = 0;
             break;
         }
-        if (doorbell_status_t st = attach_data(wr, qp, i, w, len, n_sge);
-            st != DOORBELL_OK) {
+        if (doorbell_status_t st = attach_data(wr, qp, i, w, len, n_sge); st != DOORBELL_OK) {
             failed  = st;
             failure = doorbell_last_error();
             break;
@@ -249,9 +249,9 @@ void VerbsIface::post(VerbsQp &qp)
         if (cur != nullptr) {
             cur->next = &wr;
         }
-        cur            = &wr;
-        cur_first      = i;
-        cur_remote_end = w.remote_addr + len;
+        cur                   = &wr;
+        cur_first             = i;
+        cur_remote_end        = w.remote_addr + len;
         qp.wr_first[i & mask] = i;
         qp.post_ns[i & mask]  = now;
         counters.tx_bytes += len;
@@ -262,8 +262,7 @@ void VerbsIface::post(VerbsQp &qp)
         cur->next = nullptr;
         for (size_t k = 0; k < n_wr; ++k) {
             post_stats_.inline_wrs += (wrs_[k].send_flags & IBV_SEND_INLINE) != 0;
-            post_stats_.signaled_wrs +=
-                (wrs_[k].send_flags & IBV_SEND_SIGNALED) != 0;
+            post_stats_.signaled_wrs += (wrs_[k].send_flags & IBV_SEND_SIGNALED) != 0;
         }
         ++post_stats_.post_calls;
         post_stats_.wrs += n_wr;
@@ -272,11 +271,11 @@ void VerbsIface::post(VerbsQp &qp)
         ++counters.doorbells;
         counters.tx_packets += n_wr;
         ibv_send_wr *bad = nullptr;
-        int rc = ibv_post_send(qp.qp, &wrs_[0], &bad);
+        int          rc  = ibv_post_send(qp.qp, &wrs_[0], &bad);
         if (rc != 0 && failed == DOORBELL_OK) {
             failed  = DOORBELL_ERR_IO;
-            failure = name + ": ibv_post_send to peer " +
-                      peer_string(qp.peer) + " failed: " + strerror(rc);
+            failure = name + ": ibv_post_send to peer " + peer_string(qp.peer) +
+                      " failed: " + strerror(rc);
         }
     }
     if (failed != DOORBELL_OK) {
@@ -287,9 +286,8 @@ void VerbsIface::post(VerbsQp &qp)
 
 /// The payload of WQE i as wr's SGE: inline (in the WQE, or a local buffer
 /// up to max_inline) or registered through the cache.
-doorbell_status_t VerbsIface::attach_data(ibv_send_wr &wr, VerbsQp &qp,
-                                          uint64_t i, const doorbell_wqe_t &w,
-                                          uint32_t len, size_t &n_sge)
+doorbell_status_t VerbsIface::attach_data(ibv_send_wr &wr, VerbsQp &qp, uint64_t i,
+                                          const doorbell_wqe_t &w, uint32_t len, size_t &n_sge)
 {
     if (len == 0) {
         return DOORBELL_OK;
@@ -302,14 +300,14 @@ doorbell_status_t VerbsIface::attach_data(ibv_send_wr &wr, VerbsQp &qp,
         sges_[n_sge++] = {w.local_addr, len, 0};
         wr.send_flags |= IBV_SEND_INLINE;
     } else {
-        CachedRegion *r;
-        doorbell_status_t st = rcache_->acquire(
-            reinterpret_cast<void *>(uintptr_t(w.local_addr)), len, &r);
+        CachedRegion     *r;
+        doorbell_status_t st = rcache_->acquire(reinterpret_cast<void *>(uintptr_t(w.local_addr)),
+                                                len, &r);
         if (st != DOORBELL_OK) {
             return st;
         }
         qp.region[i & (qp.ring.size() - 1)] = r;
-        sges_[n_sge++] = {w.local_addr, len, r->lkey};
+        sges_[n_sge++]                      = {w.local_addr, len, r->lkey};
     }
     wr.num_sge = 1;
     return DOORBELL_OK;
@@ -332,8 +330,8 @@ void VerbsIface::complete_wrs(VerbsQp &qp, uint64_t end, uint64_t ts)
     if (end <= qp.done || end > qp.cursor) {
         return; /* not a WR of this QP's current window */
     }
-    const uint64_t mask = qp.ring.size() - 1;
-    uint64_t bytes = 0;
+    const uint64_t mask  = qp.ring.size() - 1;
+    uint64_t       bytes = 0;
     for (uint64_t j = qp.done; j < end; ++j) {
         const doorbell_wqe_t &w = qp.ring.wqe(j);
         if (w.opcode == DOORBELL_OP_SEND && qp.am_inflight > 0) {
@@ -361,8 +359,8 @@ void VerbsIface::complete_wrs(VerbsQp &qp, uint64_t end, uint64_t ts)
 
 void VerbsIface::fail_wr(VerbsQp &qp, uint64_t wr_last, ibv_wc_status st)
 {
-    const uint64_t mask = qp.ring.size() - 1;
-    uint64_t first = qp.done;
+    const uint64_t mask  = qp.ring.size() - 1;
+    uint64_t       first = qp.done;
     if (wr_last >= qp.done && wr_last < qp.cursor) {
         first = std::max(qp.wr_first[wr_last & mask], qp.done);
     }
@@ -376,14 +374,14 @@ void VerbsIface::fail_wr(VerbsQp &qp, uint64_t wr_last, ibv_wc_status st)
         ++counters.remote_access_errors;
     }
     const doorbell_wqe_t &w = qp.ring.wqe(first);
-    qp.fail(status, name + ": " + op_name(w.opcode) + " to peer " +
-                        peer_string(qp.peer) + " (qp 0x" +
-                        [&] {
-                            char b[16];
-                            snprintf(b, sizeof(b), "%x", qp.qp->qp_num);
-                            return std::string(b);
-                        }() +
-                        ") failed: " + ibv_wc_status_str(st));
+    qp.fail(
+        status, name + ": " + op_name(w.opcode) + " to peer " + peer_string(qp.peer) + " (qp 0x" +
+                    [&] {
+                        char b[16];
+                        snprintf(b, sizeof(b), "%x", qp.qp->qp_num);
+                        return std::string(b);
+                    }() +
+                    ") failed: " + ibv_wc_status_str(st));
 }
 
 unsigned VerbsIface::poll_send_cq()
@@ -395,13 +393,11 @@ unsigned VerbsIface::poll_send_cq()
     ++counters.cq_polls;
     unsigned n = 0;
     do {
-        uint32_t qpn      = ibv_wc_read_qp_num(send_cq_);
-        uint64_t wr_id    = send_cq_->wr_id;
-        ibv_wc_status st  = send_cq_->status;
-        uint64_t ts       = hca_clock_khz_ != 0
-                                ? ibv_wc_read_completion_ts(send_cq_)
-                                : 0;
-        auto it = by_rc_qpn_.find(qpn);
+        uint32_t      qpn   = ibv_wc_read_qp_num(send_cq_);
+        uint64_t      wr_id = send_cq_->wr_id;
+        ibv_wc_status st    = send_cq_->status;
+        uint64_t      ts    = hca_clock_khz_ != 0 ? ibv_wc_read_completion_ts(send_cq_) : 0;
+        auto          it    = by_rc_qpn_.find(qpn);
         if (it != by_rc_qpn_.end() && !it->second->in_error()) {
             if (st == IBV_WC_SUCCESS) {
                 complete_wrs(*it->second, wr_id + 1, ts);
@@ -425,8 +421,8 @@ unsigned VerbsIface::poll_recv_cq()
         unsigned      flags;
         ibv_wc_status status;
     };
-    Rx rx[kPollBatch];
-    unsigned n = 0;
+    Rx               rx[kPollBatch];
+    unsigned         n = 0;
     ibv_poll_cq_attr attr{};
     if (ibv_start_poll(recv_cq_, &attr) != 0) {
         return 0;
@@ -438,16 +434,15 @@ unsigned VerbsIface::poll_recv_cq()
         r.qpn    = ibv_wc_read_qp_num(recv_cq_);
         r.len    = r.status == IBV_WC_SUCCESS ? ibv_wc_read_byte_len(recv_cq_) : 0;
         r.flags  = r.status == IBV_WC_SUCCESS ? ibv_wc_read_wc_flags(recv_cq_) : 0;
-        r.imm    = (r.flags & IBV_WC_WITH_IMM) ? ntohl(ibv_wc_read_imm_data(recv_cq_))
-                                               : ~0u;
+        r.imm    = (r.flags & IBV_WC_WITH_IMM) ? ntohl(ibv_wc_read_imm_data(recv_cq_)) : ~0u;
     } while (n < kPollBatch && ibv_next_poll(recv_cq_) == 0);
     ibv_end_poll(recv_cq_);
 
     unsigned delivered = 0;
     for (unsigned k = 0; k < n; ++k) {
-        Rx &r   = rx[k];
-        auto it = passive_by_qpn_.find(r.qpn);
-        Passive *p = it == passive_by_qpn_.end() ? nullptr : it->second;
+        Rx      &r  = rx[k];
+        auto     it = passive_by_qpn_.find(r.qpn);
+        Passive *p  = it == passive_by_qpn_.end() ? nullptr : it->second;
         if (p != nullptr && p->bufs.erase(r.buf) != 0) {
             --p->posted;
         }
@@ -463,9 +458,9 @@ unsigned VerbsIface::poll_recv_cq()
             post_passive_recvs(*p);
             continue;
         }
-        uint8_t *data = r.buf + DOORBELL_AM_HEADROOM;
-        uint32_t qpn  = r.qpn;
-        doorbell_status_t st = am_cb(am_arg, uint8_t(r.imm), data, r.len);
+        uint8_t          *data = r.buf + DOORBELL_AM_HEADROOM;
+        uint32_t          qpn  = r.qpn;
+        doorbell_status_t st   = am_cb(am_arg, uint8_t(r.imm), data, r.len);
         ++delivered;
         if (st == DOORBELL_INPROGRESS) {
             held_am_[data] = qpn;
@@ -502,17 +497,16 @@ unsigned VerbsIface::poll_ud_cq()
         Hello    hello;
         uint32_t src_qp;
     };
-    Msg msgs[kPollBatch];
-    unsigned nmsg = 0, n = 0;
+    Msg              msgs[kPollBatch];
+    unsigned         nmsg = 0, n = 0;
     ibv_poll_cq_attr attr{};
     if (ibv_start_poll(ud_cq_, &attr) != 0) {
         return 0;
     }
     do {
-        auto *buf         = reinterpret_cast<uint8_t *>(uintptr_t(ud_cq_->wr_id));
+        auto         *buf = reinterpret_cast<uint8_t *>(uintptr_t(ud_cq_->wr_id));
         ibv_wc_status st  = ud_cq_->status;
-        ibv_wc_opcode op  = st == IBV_WC_SUCCESS ? ibv_wc_read_opcode(ud_cq_)
-                                                 : IBV_WC_RECV;
+        ibv_wc_opcode op  = st == IBV_WC_SUCCESS ? ibv_wc_read_opcode(ud_cq_) : IBV_WC_RECV;
         ++n;
         if (op == IBV_WC_SEND) {
             pool_.put(buf);
@@ -521,8 +515,7 @@ unsigned VerbsIface::poll_ud_cq()
         if (st != IBV_WC_SUCCESS && !pool_.owns(buf)) {
             continue;
         }
-        if (st == IBV_WC_SUCCESS &&
-            ibv_wc_read_byte_len(ud_cq_) >= kGrhBytes + sizeof(Hello)) {
+        if (st == IBV_WC_SUCCESS && ibv_wc_read_byte_len(ud_cq_) >= kGrhBytes + sizeof(Hello)) {
             std::memcpy(&msgs[nmsg].hello, buf + kGrhBytes, sizeof(Hello));
             msgs[nmsg++].src_qp = ibv_wc_read_src_qp(ud_cq_);
         } else if (st == IBV_WC_SUCCESS) {
@@ -557,7 +550,7 @@ unsigned VerbsIface::progress()
     count += poll_recv_cq();
     check_hellos();
     ibv_cq *cq;
-    void *cq_ctx;
+    void   *cq_ctx;
     while (prov_.get_cq_event(channel_, &cq, &cq_ctx) == 0) {
         prov_.ack_cq_events(cq, 1);
     }

@@ -28,8 +28,12 @@ int real_query_rt_values_ex(ibv_context *c, ibv_values_ex *values)
 {
     return ibv_query_rt_values_ex(c, values);
 }
-int real_destroy_cq(ibv_cq *cq) { return ibv_destroy_cq(cq); }
+int real_destroy_cq(ibv_cq *cq)
+{
+    return ibv_destroy_cq(cq);
+}
 
+// clang-format off
 const Provider g_libibverbs = {
     ibv_get_device_list,
     ibv_free_device_list,
@@ -66,15 +70,25 @@ const Provider g_libibverbs = {
     nullptr,
 #endif
 };
+// clang-format on
 
 const Provider *g_current = &g_libibverbs;
 
 } // namespace
 
-const Provider &provider() { return *g_current; }
+const Provider &provider()
+{
+    return *g_current;
+}
 
-void set_provider(const Provider *p) { g_current = p ? p : &g_libibverbs; }
+void set_provider(const Provider *p)
+{
+    g_current = p ? p : &g_libibverbs;
+}
 
-const Provider &libibverbs_provider() { return g_libibverbs; }
+const Provider &libibverbs_provider()
+{
+    return g_libibverbs;
+}
 
 } // namespace doorbell::verbs

@@ -21,12 +21,10 @@ struct Provider {
     void (*free_device_list)(ibv_device **list);
     ibv_context *(*open_device)(ibv_device *device);
     int (*close_device)(ibv_context *context);
-    int (*query_device_ex)(ibv_context *context,
-                           const ibv_query_device_ex_input *input,
+    int (*query_device_ex)(ibv_context *context, const ibv_query_device_ex_input *input,
                            ibv_device_attr_ex *attr);
     int (*query_port)(ibv_context *context, uint8_t port, ibv_port_attr *attr);
-    int (*query_gid)(ibv_context *context, uint8_t port, int index,
-                     ibv_gid *gid);
+    int (*query_gid)(ibv_context *context, uint8_t port, int index, ibv_gid *gid);
     int (*query_rt_values_ex)(ibv_context *context, ibv_values_ex *values);
     ibv_pd *(*alloc_pd)(ibv_context *context);
     int (*dealloc_pd)(ibv_pd *pd);
@@ -36,8 +34,7 @@ struct Provider {
     int (*destroy_comp_channel)(ibv_comp_channel *channel);
     int (*get_cq_event)(ibv_comp_channel *channel, ibv_cq **cq, void **ctx);
     void (*ack_cq_events)(ibv_cq *cq, unsigned count);
-    ibv_cq_ex *(*create_cq_ex)(ibv_context *context,
-                               ibv_cq_init_attr_ex *attr);
+    ibv_cq_ex *(*create_cq_ex)(ibv_context *context, ibv_cq_init_attr_ex *attr);
     int (*destroy_cq)(ibv_cq *cq);
     ibv_qp *(*create_qp)(ibv_pd *pd, ibv_qp_init_attr *attr);
     int (*modify_qp)(ibv_qp *qp, ibv_qp_attr *attr, int mask);
@@ -50,7 +47,7 @@ struct Provider {
     /// mlx5 direct verbs (null where the build has no mlx5dv): whether a
     /// device is an mlx5 device, and a QP's or CQ's buffers, doorbell
     /// records and UAR (mlx5dv_init_obj) for a send queue the GPU drives.
-    bool (*mlx5_is_supported)(ibv_device *device) = nullptr;
+    bool (*mlx5_is_supported)(ibv_device *device)            = nullptr;
     int (*mlx5_init_obj)(mlx5dv_obj *obj, uint64_t obj_type) = nullptr;
 };
 

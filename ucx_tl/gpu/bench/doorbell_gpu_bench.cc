@@ -39,14 +39,14 @@
 namespace {
 
 struct Options {
-    uint32_t puts    = 8000;  ///< per rate run
-    uint32_t lat     = 500;   ///< latency samples
-    uint32_t bytes   = 8;
-    uint32_t batch   = 16;
-    uint32_t threads = 2;     ///< CPU producer threads
-    uint32_t rto_ms  = 0;     ///< first retransmit timeout; 0 = device default
-    uint32_t idle_spins = 0;  ///< engine passes before yielding; 0 = default
-    bool     gpu     = true;
+    uint32_t puts       = 8000; ///< per rate run
+    uint32_t lat        = 500;  ///< latency samples
+    uint32_t bytes      = 8;
+    uint32_t batch      = 16;
+    uint32_t threads    = 2; ///< CPU producer threads
+    uint32_t rto_ms     = 0; ///< first retransmit timeout; 0 = device default
+    uint32_t idle_spins = 0; ///< engine passes before yielding; 0 = default
+    bool     gpu        = true;
 };
 
 struct Target {
@@ -84,11 +84,11 @@ pid_t spawn_target(size_t bytes, uint32_t rto_ms, Target *t, int *hangup_fd)
     if (pid == 0) {
         close(up[0]);
         close(down[1]);
-        Target info = {};
-        doorbell_pd_t *pd = nullptr;
-        doorbell_iface_t *iface = nullptr;
-        doorbell_mr_t *mr = nullptr;
-        std::vector<uint8_t> buf(bytes);
+        Target                  info  = {};
+        doorbell_pd_t          *pd    = nullptr;
+        doorbell_iface_t       *iface = nullptr;
+        doorbell_mr_t          *mr    = nullptr;
+        std::vector<uint8_t>    buf(bytes);
         doorbell_iface_params_t p;
         doorbell_iface_params_init(&p);
         p.device     = "lo";
@@ -147,7 +147,7 @@ struct Env {
 
 void on_cookie(void *cookie, doorbell_status_t status)
 {
-    auto *c = static_cast<std::pair<uint64_t, int>*>(cookie);
+    auto *c = static_cast<std::pair<uint64_t, int> *>(cookie);
     c->first++;
     if (status != DOORBELL_OK) {
         c->second = status;
@@ -157,7 +157,7 @@ void on_cookie(void *cookie, doorbell_status_t status)
 /* CPU-posted: this thread builds WQEs, posts them, progresses. */
 Row run_cpu_posted(Env &env, const Options &o, const std::vector<uint8_t> &src)
 {
-    Row row{"cpu-posted", "1 CPU thread"};
+    Row            row{"cpu-posted", "1 CPU thread"};
     doorbell_qp_t *qp = nullptr;
     if (doorbell_qp_create(env.iface, env.target.dev, env.target.ifa, &qp) != DOORBELL_OK) {
         row.note = doorbell_last_error();
@@ -165,18 +165,18 @@ Row run_cpu_posted(Env &env, const Options &o, const std::vector<uint8_t> &src)
     }
     doorbell_iface_set_completion_handler(env.iface, on_cookie);
     std::pair<uint64_t, int> done{0, 0};
-    doorbell_counters_t c0, c1;
+    doorbell_counters_t      c0, c1;
     doorbell_iface_get_counters(env.iface, &c0);
 
     std::vector<doorbell_wqe_t> w(o.batch);
-    uint64_t batches = (o.puts + o.batch - 1) / o.batch, posted = 0;
-    auto t0 = Clock::now();
+    uint64_t                    batches = (o.puts + o.batch - 1) / o.batch, posted = 0;
+    auto                        t0 = Clock::now();
     while ((posted < batches) && (done.second == 0)) {
         for (uint32_t k = 0; k < o.batch; ++k) {
             w[k] = doorbell_gpu_make_put(src.data(), o.bytes, env.target.addr, env.target.rkey);
         }
         w[o.batch - 1].flags |= DOORBELL_WQE_SIGNALED;
-        w[o.batch - 1].wr_id  = (uint64_t)(uintptr_t)&done;
+        w[o.batch - 1].wr_id = (uint64_t)(uintptr_t)&done;
         doorbell_status_t st = doorbell_qp_post(qp, w.data(), o.batch);
         if (st == DOORBELL_OK || st == DOORBELL_INPROGRESS) {
             posted++;
@@ -191,17 +191,18 @@ Row run_cpu_posted(Env &env, const Options &o, const std::vector<uint8_t> &src)
     }
     auto t1 = Clock::now();
     doorbell_iface_get_counters(env.iface, &c1);
-    row.mputs = double(posted * o.batch) / secs(t0, t1) / 1e6;
-    row.wqes_per_post = double(c1.wqes - c0.wqes) / double(std::max<uint64_t>(1, c1.doorbells - c0.doorbells));
+    row.mputs         = double(posted * o.batch) / secs(t0, t1) / 1e6;
+    row.wqes_per_post = double(c1.wqes - c0.wqes) /
+                        double(std::max<uint64_t>(1, c1.doorbells - c0.doorbells));
 
     std::vector<double> lat;
     for (uint32_t i = 0; (i < o.lat) && (done.second == 0); ++i) {
         doorbell_wqe_t one = doorbell_gpu_make_put(src.data(), o.bytes, env.target.addr,
                                                    env.target.rkey);
         one.flags |= DOORBELL_WQE_SIGNALED;
-        one.wr_id  = (uint64_t)(uintptr_t)&done;
+        one.wr_id     = (uint64_t)(uintptr_t)&done;
         uint64_t want = done.first + 1;
-        auto a = Clock::now();
+        auto     a    = Clock::now();
         while (doorbell_qp_post(qp, &one, 1) == DOORBELL_ERR_NO_RESOURCE) {
             doorbell_iface_progress(env.iface);
         }
@@ -222,8 +223,8 @@ Row run_cpu_posted(Env &env, const Options &o, const std::vector<uint8_t> &src)
 struct Queue {
     doorbell_gpu_engine_t *engine = nullptr;
     doorbell_gpu_queue_t  *queue  = nullptr;
-    bool open(Env &env, const Options &o, doorbell_gpu_mode_t mode,
-              const doorbell_gpu_memory_ops_t *memory)
+    bool                   open(Env &env, const Options &o, doorbell_gpu_mode_t mode,
+                                const doorbell_gpu_memory_ops_t *memory)
     {
         doorbell_gpu_engine_params_t ep;
         doorbell_gpu_engine_params_init(&ep);
@@ -258,20 +259,20 @@ struct Queue {
 /* A device that accepts and completes every batch at once: the ring and
  * engine's own cost, without the UDP device. */
 struct NullQp {
-    std::vector<void*> pending;
+    std::vector<void *>      pending;
     static doorbell_status_t post(void *arg, const doorbell_wqe_t *w, unsigned n)
     {
-        auto *q = static_cast<NullQp*>(arg);
+        auto *q = static_cast<NullQp *>(arg);
         for (unsigned k = 0; k < n; ++k) {
             if (w[k].flags & DOORBELL_WQE_SIGNALED) {
-                q->pending.push_back((void*)(uintptr_t)w[k].wr_id);
+                q->pending.push_back((void *)(uintptr_t)w[k].wr_id);
             }
         }
         return DOORBELL_OK;
     }
     static unsigned progress(void *arg)
     {
-        auto *q = static_cast<NullQp*>(arg);
+        auto    *q = static_cast<NullQp *>(arg);
         unsigned n = unsigned(q->pending.size());
         for (void *c : q->pending) {
             doorbell_gpu_engine_complete(c, DOORBELL_OK);
@@ -283,18 +284,18 @@ struct NullQp {
 
 Row run_ring_null(const Options &o, const std::vector<uint8_t> &src)
 {
-    Row row{"ring-only", std::to_string(o.threads) + " CPU thread(s), null QP"};
+    Row    row{"ring-only", std::to_string(o.threads) + " CPU thread(s), null QP"};
     NullQp qp;
     doorbell_gpu_engine_params_t ep;
     doorbell_gpu_engine_params_init(&ep);
     if (o.idle_spins != 0) {
         ep.idle_spins = o.idle_spins;
     }
-    ep.progress     = NullQp::progress;
-    ep.progress_arg = &qp;
-    ep.name         = "null";
-    doorbell_gpu_engine_t *engine = nullptr;
-    doorbell_gpu_queue_t *queue = nullptr;
+    ep.progress                        = NullQp::progress;
+    ep.progress_arg                    = &qp;
+    ep.name                            = "null";
+    doorbell_gpu_engine_t      *engine = nullptr;
+    doorbell_gpu_queue_t       *queue  = nullptr;
     doorbell_gpu_queue_params_t qpar;
     doorbell_gpu_queue_params_init(&qpar);
     qpar.post     = NullQp::post;
@@ -307,15 +308,15 @@ Row run_ring_null(const Options &o, const std::vector<uint8_t> &src)
         row.note = "engine setup failed";
         return row;
     }
-    const doorbell_gpu_ring_t r = doorbell_gpu_queue_host_ring(queue);
-    uint32_t per_thread = 10 * o.puts / o.threads / o.batch;
-    std::atomic<int> err{0};
-    auto t0 = Clock::now();
-    std::vector<std::thread> th;
+    const doorbell_gpu_ring_t r          = doorbell_gpu_queue_host_ring(queue);
+    uint32_t                  per_thread = 10 * o.puts / o.threads / o.batch;
+    std::atomic<int>          err{0};
+    auto                      t0 = Clock::now();
+    std::vector<std::thread>  th;
     for (uint32_t t = 0; t < o.threads; ++t) {
         th.emplace_back([&] {
             std::vector<doorbell_wqe_t> w(o.batch);
-            uint64_t end = 0;
+            uint64_t                    end = 0;
             for (uint32_t i = 0; i < per_thread; ++i) {
                 for (uint32_t k = 0; k < o.batch; ++k) {
                     w[k] = doorbell_gpu_make_put(src.data(), o.bytes, 0x1000, 1);
@@ -333,13 +334,13 @@ Row run_ring_null(const Options &o, const std::vector<uint8_t> &src)
     for (auto &t : th) {
         t.join();
     }
-    auto t1 = Clock::now();
+    auto t1   = Clock::now();
     row.mputs = double(per_thread) * o.batch * o.threads / secs(t0, t1) / 1e6;
     std::vector<double> lat;
     for (uint32_t i = 0; (i < o.lat) && (err.load() == 0); ++i) {
         doorbell_wqe_t one = doorbell_gpu_make_put(src.data(), o.bytes, 0x1000, 1);
-        uint64_t end = 0;
-        auto a = Clock::now();
+        uint64_t       end = 0;
+        auto           a   = Clock::now();
         if ((doorbell_gpu_ring_post(r, &one, 1, &end) != DOORBELL_OK) ||
             (doorbell_gpu_ring_wait_completed(r, end) != DOORBELL_OK)) {
             err = 1;
@@ -358,8 +359,7 @@ Row run_ring_null(const Options &o, const std::vector<uint8_t> &src)
 }
 
 /* CPU threads as producers on the ring: o.threads threads, batches of o.batch. */
-Row run_ring(Env &env, const Options &o, const std::vector<uint8_t> &src,
-             doorbell_gpu_mode_t mode)
+Row run_ring(Env &env, const Options &o, const std::vector<uint8_t> &src, doorbell_gpu_mode_t mode)
 {
     Row row{(mode == DOORBELL_GPU_MODE_PROXY) ? "ring-proxy" : "ring-doorbell",
             std::to_string(o.threads) + " CPU thread(s)"};
@@ -369,14 +369,14 @@ Row run_ring(Env &env, const Options &o, const std::vector<uint8_t> &src,
         return row;
     }
     const doorbell_gpu_ring_t r = doorbell_gpu_queue_host_ring(q.queue);
-    std::atomic<int> err{0};
-    uint32_t per_thread = o.puts / o.threads / o.batch;
-    auto t0 = Clock::now();
-    std::vector<std::thread> th;
+    std::atomic<int>          err{0};
+    uint32_t                  per_thread = o.puts / o.threads / o.batch;
+    auto                      t0         = Clock::now();
+    std::vector<std::thread>  th;
     for (uint32_t t = 0; t < o.threads; ++t) {
         th.emplace_back([&] {
             std::vector<doorbell_wqe_t> w(o.batch);
-            uint64_t end = 0;
+            uint64_t                    end = 0;
             for (uint32_t i = 0; (i < per_thread) && (err.load() == 0); ++i) {
                 for (uint32_t k = 0; k < o.batch; ++k) {
                     w[k] = doorbell_gpu_make_put(src.data(), o.bytes, env.target.addr,
@@ -396,17 +396,17 @@ Row run_ring(Env &env, const Options &o, const std::vector<uint8_t> &src,
     for (auto &t : th) {
         t.join();
     }
-    auto t1 = Clock::now();
+    auto t1           = Clock::now();
     row.mputs         = double(per_thread) * o.batch * o.threads / secs(t0, t1) / 1e6;
     row.wqes_per_post = q.wqes_per_post();
 
     std::vector<double> lat;
     for (uint32_t i = 0; (i < o.lat) && (err.load() == 0); ++i) {
-        doorbell_wqe_t one = doorbell_gpu_make_put(src.data(), o.bytes, env.target.addr,
-                                                   env.target.rkey);
-        uint64_t end = 0;
-        auto a = Clock::now();
-        doorbell_status_t st = doorbell_gpu_ring_post(r, &one, 1, &end);
+        doorbell_wqe_t    one = doorbell_gpu_make_put(src.data(), o.bytes, env.target.addr,
+                                                      env.target.rkey);
+        uint64_t          end = 0;
+        auto              a   = Clock::now();
+        doorbell_status_t st  = doorbell_gpu_ring_post(r, &one, 1, &end);
         if (st == DOORBELL_OK) {
             st = doorbell_gpu_ring_wait_completed(r, end);
         }
@@ -433,24 +433,25 @@ Row run_gpu(Env &env, const Options &o, doorbell_gpu_mode_t mode)
         return row;
     }
     void *src = nullptr;
-    if (doorbell_gpu_cuda_memory()->alloc_shared(nullptr, size_t(kGpuBlocks) * kGpuThreads *
-                                                 o.bytes, &src, &src) != DOORBELL_OK) {
+    if (doorbell_gpu_cuda_memory()->alloc_shared(nullptr,
+                                                 size_t(kGpuBlocks) * kGpuThreads * o.bytes, &src,
+                                                 &src) != DOORBELL_OK) {
         row.note = "no host-mapped memory";
         return row;
     }
-    doorbell_gpu_ring_t ring = doorbell_gpu_queue_device_ring(q.queue);
-    doorbell_gpu_kernel_args_t a = {};
-    a.kind        = DOORBELL_GPU_KERNEL_WARP;
-    a.blocks      = kGpuBlocks;
-    a.threads     = kGpuThreads;
-    a.iters       = std::max<uint32_t>(1, o.puts / (a.blocks * a.threads));
-    a.bytes       = o.bytes;
-    a.local       = src;
-    a.remote_addr = env.target.addr;
-    a.rkey        = env.target.rkey;
-    a.signal_addr = 0; /* plain puts, as the CPU rows */
+    doorbell_gpu_ring_t        ring  = doorbell_gpu_queue_device_ring(q.queue);
+    doorbell_gpu_kernel_args_t a     = {};
+    a.kind                           = DOORBELL_GPU_KERNEL_WARP;
+    a.blocks                         = kGpuBlocks;
+    a.threads                        = kGpuThreads;
+    a.iters                          = std::max<uint32_t>(1, o.puts / (a.blocks * a.threads));
+    a.bytes                          = o.bytes;
+    a.local                          = src;
+    a.remote_addr                    = env.target.addr;
+    a.rkey                           = env.target.rkey;
+    a.signal_addr                    = 0; /* plain puts, as the CPU rows */
     doorbell_gpu_kernel_result_t res = {};
-    doorbell_status_t st = doorbell_gpu_cuda_run_puts(&ring, &a, &res);
+    doorbell_status_t            st  = doorbell_gpu_cuda_run_puts(&ring, &a, &res);
     if ((st == DOORBELL_OK) && (res.status == DOORBELL_OK)) {
         row.mputs         = double(res.puts) / (res.elapsed_ns * 1e-9) / 1e6;
         row.wqes_per_post = q.wqes_per_post();
@@ -480,30 +481,41 @@ int main(int argc, char **argv)
 {
     Options o;
     for (int i = 1; i < argc; ++i) {
-        std::string a = argv[i];
-        auto next = [&]() -> uint32_t {
+        std::string a    = argv[i];
+        auto        next = [&]() -> uint32_t {
             return (i + 1 < argc) ? uint32_t(std::strtoul(argv[++i], nullptr, 0)) : 0;
         };
-        if (a == "--puts")         o.puts = next();
-        else if (a == "--lat")     o.lat = next();
-        else if (a == "--bytes")   o.bytes = next();
-        else if (a == "--batch")   o.batch = next();
-        else if (a == "--threads") o.threads = next();
-        else if (a == "--rto-ms")  o.rto_ms = next();
-        else if (a == "--engine-spins") o.idle_spins = next();
-        else if (a == "--no-gpu")  o.gpu = false;
-        else { usage(); return (a == "-h" || a == "--help") ? 0 : 2; }
+        if (a == "--puts")
+            o.puts = next();
+        else if (a == "--lat")
+            o.lat = next();
+        else if (a == "--bytes")
+            o.bytes = next();
+        else if (a == "--batch")
+            o.batch = next();
+        else if (a == "--threads")
+            o.threads = next();
+        else if (a == "--rto-ms")
+            o.rto_ms = next();
+        else if (a == "--engine-spins")
+            o.idle_spins = next();
+        else if (a == "--no-gpu")
+            o.gpu = false;
+        else {
+            usage();
+            return (a == "-h" || a == "--help") ? 0 : 2;
+        }
     }
     if ((o.bytes == 0) || (o.bytes > 4096) || (o.batch == 0) || (o.batch > 64) ||
         (o.threads == 0) || (o.puts < o.batch * o.threads)) {
         std::fprintf(stderr, "doorbell-gpu-bench: need 1 <= bytes <= 4096, 1 <= batch <= 64, "
-                     "threads >= 1, puts >= batch * threads\n");
+                             "threads >= 1, puts >= batch * threads\n");
         return 2;
     }
 
-    Env env;
-    int hangup = -1;
-    pid_t pid = spawn_target(kTargetBytes, o.rto_ms, &env.target, &hangup); /* no threads yet */
+    Env   env;
+    int   hangup = -1;
+    pid_t pid    = spawn_target(kTargetBytes, o.rto_ms, &env.target, &hangup); /* no threads yet */
     if (pid < 0) {
         std::fprintf(stderr, "doorbell-gpu-bench: the target process did not start\n");
         return 1;
@@ -528,8 +540,7 @@ int main(int argc, char **argv)
         doorbell_iface_get_counters(env.iface, &c1);
         char buf[96];
         std::snprintf(buf, sizeof(buf), "%sdoorbells=%llu retransmits=%llu",
-                      r.note.empty() ? "" : "; ",
-                      (unsigned long long)(c1.doorbells - c0.doorbells),
+                      r.note.empty() ? "" : "; ", (unsigned long long)(c1.doorbells - c0.doorbells),
                       (unsigned long long)(c1.retransmits - c0.retransmits));
         r.note += buf;
         rows.push_back(r);
@@ -551,9 +562,10 @@ int main(int argc, char **argv)
 #endif
 
     std::printf("# doorbell-gpu-bench: udp device on lo, %u-byte puts, %u puts per rate run, "
-                "batch %u, %u latency samples\n", o.bytes, o.puts, o.batch, o.lat);
-    std::printf("%-14s %-30s %9s %9s %9s %10s  %s\n", "path", "producers", "Mput/s",
-                "p50_us", "p99_us", "wqes/post", "note");
+                "batch %u, %u latency samples\n",
+                o.bytes, o.puts, o.batch, o.lat);
+    std::printf("%-14s %-30s %9s %9s %9s %10s  %s\n", "path", "producers", "Mput/s", "p50_us",
+                "p99_us", "wqes/post", "note");
     for (const Row &r : rows) {
         std::printf("%-14s %-30s %9.3f %9.1f %9.1f %10.1f  %s\n", r.path.c_str(),
                     r.producers.c_str(), r.mputs, r.p50_us, r.p99_us, r.wqes_per_post,

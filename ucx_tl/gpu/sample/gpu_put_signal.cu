@@ -43,15 +43,15 @@ __global__ void ring_exchange(doorbell_gpu_ring_t ring, const uint8_t *src, Peer
 {
     uint32_t tid   = blockIdx.x * blockDim.x + threadIdx.x;
     uint32_t slice = bytes / (gridDim.x * blockDim.x);
-    bool last      = (tid == gridDim.x * blockDim.x - 1);
+    bool     last  = (tid == gridDim.x * blockDim.x - 1);
 
     for (uint32_t round = 1; round <= rounds; ++round) {
-        doorbell_gpu_ticket_t t = 0;
-        doorbell_status_t st = doorbell_gpu_warp_put(ring, src + tid * slice, slice,
-                                                     next.buf + tid * slice, next.buf_rkey, &t);
+        doorbell_gpu_ticket_t t  = 0;
+        doorbell_status_t     st = doorbell_gpu_warp_put(ring, src + tid * slice, slice,
+                                                         next.buf + tid * slice, next.buf_rkey, &t);
         /* every thread reaches the block wait, failed or not */
         doorbell_status_t wst = doorbell_gpu_wait_block(ring, t);
-        st = (st != DOORBELL_OK) ? st : wst;
+        st                    = (st != DOORBELL_OK) ? st : wst;
         if ((st == DOORBELL_OK) && last) {
             /* everything before completed: the flag says "round is complete" */
             st = doorbell_gpu_put_signal(ring, src, 0, next.buf, next.buf_rkey, next.flag,
@@ -61,7 +61,7 @@ __global__ void ring_exchange(doorbell_gpu_ring_t ring, const uint8_t *src, Peer
             atomicCAS(status, 0, (int)st);
         }
         /* wait for the previous rank's round (bounded) */
-        if ((threadIdx.x == 0) && (*(volatile int*)status == 0)) {
+        if ((threadIdx.x == 0) && (*(volatile int *)status == 0)) {
             uint64_t start = doorbell_gpu_port::now_ns();
             while (*my_flag < round) {
                 if (doorbell_gpu_port::now_ns() - start > 10ull * 1000 * 1000 * 1000) {
@@ -90,12 +90,12 @@ int main(int argc, char **argv)
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    uint32_t bytes  = (argc > 1) ? uint32_t(std::strtoul(argv[1], nullptr, 0)) : 65536;
-    uint32_t rounds = (argc > 2) ? uint32_t(std::strtoul(argv[2], nullptr, 0)) : 100;
+    uint32_t       bytes  = (argc > 1) ? uint32_t(std::strtoul(argv[1], nullptr, 0)) : 65536;
+    uint32_t       rounds = (argc > 2) ? uint32_t(std::strtoul(argv[2], nullptr, 0)) : 100;
     const uint32_t blocks = 2, threads = 64;
     bytes -= bytes % (blocks * threads);
     const char *device = std::getenv("DOORBELL_GPU_DEVICE");
-    device = (device != nullptr) ? device : "lo";
+    device             = (device != nullptr) ? device : "lo";
 
     char reason[256];
     if (doorbell_gpu_cuda_device_count(reason, sizeof(reason)) == 0) {
@@ -109,8 +109,8 @@ int main(int argc, char **argv)
         return fail("usage", "mpirun -np N (N >= 2) doorbell-gpu-sample [bytes] [rounds]");
     }
 
-    doorbell_pd_t *pd = nullptr;
-    doorbell_iface_t *iface = nullptr;
+    doorbell_pd_t          *pd    = nullptr;
+    doorbell_iface_t       *iface = nullptr;
     doorbell_iface_params_t ip;
     doorbell_iface_params_init(&ip);
     ip.device = device;
@@ -121,38 +121,38 @@ int main(int argc, char **argv)
 
     /* receive buffer and flag: host-mapped, so the device writes them and
      * the kernel reads the flag */
-    const doorbell_gpu_memory_ops_t *mem = doorbell_gpu_cuda_memory();
-    void *recv = nullptr, *src = nullptr, *dummy = nullptr;
+    const doorbell_gpu_memory_ops_t *mem  = doorbell_gpu_cuda_memory();
+    void                            *recv = nullptr, *src = nullptr, *dummy = nullptr;
     if ((mem->alloc_shared(nullptr, bytes + 64, &recv, &dummy) != DOORBELL_OK) ||
         (mem->alloc_shared(nullptr, bytes, &src, &dummy) != DOORBELL_OK)) {
         return fail("cudaHostAlloc", "no host-mapped memory");
     }
     for (uint32_t i = 0; i < bytes; ++i) {
-        static_cast<uint8_t*>(src)[i] = uint8_t(rank * 13 + i);
+        static_cast<uint8_t *>(src)[i] = uint8_t(rank * 13 + i);
     }
-    uint64_t *flag = reinterpret_cast<uint64_t*>(static_cast<uint8_t*>(recv) + bytes);
-    Peer me = {};
+    uint64_t      *flag   = reinterpret_cast<uint64_t *>(static_cast<uint8_t *>(recv) + bytes);
+    Peer           me     = {};
     doorbell_mr_t *mr_buf = nullptr, *mr_flag = nullptr, *mr_src = nullptr;
-    uint32_t src_rkey_unused;
+    uint32_t       src_rkey_unused;
     /* the source registered too: on a verbs device (IBGDA) the GPU's WQEs
      * name its local key */
     if ((doorbell_mr_register(pd, src, bytes, 0, &mr_src, &src_rkey_unused) != DOORBELL_OK) ||
         (doorbell_mr_register(pd, recv, bytes, DOORBELL_ACCESS_REMOTE_WRITE, &mr_buf,
                               &me.buf_rkey) != DOORBELL_OK) ||
-        (doorbell_mr_register(pd, flag, 8, DOORBELL_ACCESS_REMOTE_WRITE, &mr_flag,
-                              &me.flag_rkey) != DOORBELL_OK)) {
+        (doorbell_mr_register(pd, flag, 8, DOORBELL_ACCESS_REMOTE_WRITE, &mr_flag, &me.flag_rkey) !=
+         DOORBELL_OK)) {
         return fail("doorbell_mr_register", doorbell_last_error());
     }
     doorbell_iface_get_device_address(iface, me.dev);
     doorbell_iface_get_address(iface, me.ifa);
-    me.buf  = (uint64_t)(uintptr_t)recv;
-    me.flag = (uint64_t)(uintptr_t)flag;
+    me.buf    = (uint64_t)(uintptr_t)recv;
+    me.flag   = (uint64_t)(uintptr_t)flag;
     Peer *all = new Peer[size];
     MPI_Allgather(&me, sizeof(Peer), MPI_BYTE, all, sizeof(Peer), MPI_BYTE, MPI_COMM_WORLD);
     const Peer &next = all[(rank + 1) % size];
 
-    doorbell_gpu_engine_t *engine = nullptr;
-    doorbell_gpu_queue_t *queue = nullptr;
+    doorbell_gpu_engine_t      *engine = nullptr;
+    doorbell_gpu_queue_t       *queue  = nullptr;
     doorbell_gpu_queue_params_t qp;
     doorbell_gpu_queue_params_init(&qp);
     qp.memory    = mem;
@@ -170,29 +170,28 @@ int main(int argc, char **argv)
     cudaMemset(status, 0, sizeof(int));
     double t0 = MPI_Wtime();
     ring_exchange<<<blocks, threads>>>(doorbell_gpu_queue_device_ring(queue),
-                                       static_cast<const uint8_t*>(src), next,
-                                       reinterpret_cast<volatile uint64_t*>(flag), bytes,
-                                       rounds, status);
+                                       static_cast<const uint8_t *>(src), next,
+                                       reinterpret_cast<volatile uint64_t *>(flag), bytes, rounds,
+                                       status);
     cudaError_t err = cudaDeviceSynchronize();
-    double t1 = MPI_Wtime();
-    int kst = 0;
+    double      t1  = MPI_Wtime();
+    int         kst = 0;
     cudaMemcpy(&kst, status, sizeof(int), cudaMemcpyDeviceToHost);
     if (err != cudaSuccess) {
         return fail("kernel", cudaGetErrorString(err));
     }
 
     /* the previous rank's data */
-    int prev = (rank + size - 1) % size;
-    uint64_t bad = 0;
+    int      prev = (rank + size - 1) % size;
+    uint64_t bad  = 0;
     for (uint32_t i = 0; i < bytes; ++i) {
-        bad += static_cast<uint8_t*>(recv)[i] != uint8_t(prev * 13 + i);
+        bad += static_cast<uint8_t *>(recv)[i] != uint8_t(prev * 13 + i);
     }
     std::printf("rank %d: %u rounds of %u bytes to rank %d in %.3f ms (%.1f us/round): "
                 "kernel status %s, flag %llu, %llu bad bytes, queue mode %s\n",
-                rank, rounds, bytes, (rank + 1) % size, (t1 - t0) * 1e3,
-                (t1 - t0) * 1e6 / rounds, doorbell_status_string((doorbell_status_t)kst),
-                (unsigned long long)*flag, (unsigned long long)bad,
-                doorbell_gpu_mode_string(doorbell_gpu_queue_mode(queue)));
+                rank, rounds, bytes, (rank + 1) % size, (t1 - t0) * 1e3, (t1 - t0) * 1e6 / rounds,
+                doorbell_status_string((doorbell_status_t)kst), (unsigned long long)*flag,
+                (unsigned long long)bad, doorbell_gpu_mode_string(doorbell_gpu_queue_mode(queue)));
     MPI_Barrier(MPI_COMM_WORLD); /* peers still need our ACKs until here */
 
     doorbell_gpu_core_engine_destroy(engine);
