@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Every test: sets up as needed, then the main build's tests (all labels), the
+# Every test: sets up as needed, checks the layout of the sources
+# (scripts/check-format.sh), then the main build's tests (all labels), the
 # ASan/UBSan build of the unit tests and the TSan build of the lock-free rings.
 # The sanitized builds hold the core and its tests only (DOORBELL_ADAPTERS is
 # OFF there): the UCX/Open MPI adapters run in the main build's integration
@@ -18,6 +19,10 @@ phase() { log "$1 done in $((SECONDS - t0)) s"; t0=$SECONDS; }
 
 bash scripts/setup.sh || { log "set-up failed"; exit 1; }
 phase "set-up"
+
+if [[ $# == 0 ]]; then
+  bash scripts/check-format.sh || fail=1
+fi
 
 log "main build: ctest $*"
 (cd "$build" && ctest --output-on-failure -j "$jobs" "$@") || fail=1
