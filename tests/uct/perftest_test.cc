@@ -49,32 +49,41 @@ class Perftest : public ::testing::TestWithParam<PerfCase> {};
 
 TEST_P(Perftest, RunsToCompletion)
 {
-    const PerfCase                &pc   = GetParam();
-    const std::vector<std::string> env  = {std::string("LD_PRELOAD=") + DOORBELL_UCT_MODULE,
-                                           "UCX_TLS=doorbell", "UCX_NET_DEVICES=lo",
-                                           "UCX_WARN_UNUSED_ENV_VARS=n"};
-    const std::string              port = std::to_string(reserve_port());
+    const PerfCase                &pc  = GetParam();
+    const std::vector<std::string> env = {std::string("LD_PRELOAD=") + DOORBELL_UCT_MODULE,
+                                          "UCX_TLS=doorbell", "UCX_NET_DEVICES=lo",
+                                          "UCX_WARN_UNUSED_ENV_VARS=n"};
     // timeout(1) bounds a hang; the test then fails with its output.
     const std::vector<std::string> guard = {"timeout", "-k", "5", "60"};
 
-    std::vector<std::string> server_argv = guard;
-    server_argv.insert(server_argv.end(), {"ucx_perftest", "-p", port});
-    Child server = spawn(server_argv, env);
+    // ucx_perftest takes a port number, not a listening socket: the port
+    // reserved here can be taken by another process's connection before the
+    // server binds it. Only that case is tried again, with another port.
+    Child server, client;
+    for (int bind_attempt = 0; bind_attempt < 5; ++bind_attempt) {
+        const std::string port = std::to_string(reserve_port());
 
-    std::vector<std::string> client_argv = guard;
-    client_argv.insert(client_argv.end(),
-                       {"ucx_perftest", "127.0.0.1", "-p", port, "-w", "100", "-f"});
-    client_argv.insert(client_argv.end(), pc.args.begin(), pc.args.end());
+        std::vector<std::string> server_argv = guard;
+        server_argv.insert(server_argv.end(), {"ucx_perftest", "-p", port});
+        server = spawn(server_argv, env);
 
-    // The server may not listen yet: retry the client while its connect is
-    // refused and the server is still alive.
-    Child client;
-    for (int attempt = 0; attempt < 1000; ++attempt) {
-        client = run(client_argv, env);
-        if (client.status == 0 || !contains(client.output, "Connection refused") || exited(server))
+        std::vector<std::string> client_argv = guard;
+        client_argv.insert(client_argv.end(),
+                           {"ucx_perftest", "127.0.0.1", "-p", port, "-w", "100", "-f"});
+        client_argv.insert(client_argv.end(), pc.args.begin(), pc.args.end());
+
+        // The server may not listen yet: retry the client while its connect
+        // is refused and the server is still alive.
+        for (int attempt = 0; attempt < 1000; ++attempt) {
+            client = run(client_argv, env);
+            if (client.status == 0 || !contains(client.output, "Connection refused") ||
+                exited(server))
+                break;
+        }
+        wait_all({&server});
+        if (!contains(server.output, "bind() failed: Address already in use"))
             break;
     }
-    wait_all({&server});
 
     EXPECT_EQ(client.status, 0) << "client:\n" << client.output << "\nserver:\n" << server.output;
     EXPECT_EQ(server.status, 0) << "server:\n" << server.output;
