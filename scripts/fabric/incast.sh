@@ -122,7 +122,9 @@ run_mode() {   # mode -> writes $out/<mode>.* and a line to $out/modes.txt
     ((++tries < 100)) || die "$mode: ucx_perftest servers did not start (see $out/$mode.server*.txt)"
     sleep 0.1
   done
-  "${F[@]}" exec h1 -- ping -n -i 0.005 -w "$limit" "$receiver" > "$out/$mode.ping.txt" 2>&1 &
+  # The probe needs h1's network only; started there directly, it is the
+  # process whose pid we hold and interrupt (exec's command would be a child).
+  ip netns exec "$name-h1" ping -n -i 0.005 -w "$limit" "$receiver" > "$out/$mode.ping.txt" 2>&1 &
   local ping_pid=$!
   # The bottleneck port's byte counter every 5 ms: the report finds the
   # transfer in it (connection set-up and teardown are not the pacer's).

@@ -1,5 +1,6 @@
 // The fabric comes up routed, is idempotent, and goes down (also after a
-// failed or interrupted set-up) leaving no namespace, veth, tc or BPF state.
+// failed or interrupted set-up) leaving no namespace, veth, tc or BPF state,
+// no process (the hosts' init processes) and no mount.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -53,7 +54,17 @@ std::vector<std::string> marker_ids(const Fabric &f)
 // What the root namespace holds; a fabric must never change it.
 std::string root_netns_state()
 {
-    return run("ip -o link show | awk '{print $2}'; tc qdisc show").out;
+    return run("ip -o link show | awk '{print $2}'; tc qdisc show; cat /proc/self/mounts").out;
+}
+
+// Processes whose command line names a host of fabric `name` (its init's
+// does: "doorbell-fabric-init NAME-h1 ..."), with their command lines.
+std::string host_processes(const std::string &name)
+{
+    const std::string pattern = "*'" + name + "-h'[0-9]*";
+    return run("for p in /proc/[0-9]*; do c=$(tr '\\0' ' ' 2>/dev/null < $p/cmdline); case $c in " +
+               pattern + ") echo \"${p#/proc/}: $c\" ;; esac; done")
+        .out;
 }
 
 TEST_F(FabricLifecycle, UpIsRoutedAndIdempotentDownLeavesNothing)
@@ -64,7 +75,7 @@ TEST_F(FabricLifecycle, UpIsRoutedAndIdempotentDownLeavesNothing)
         Fabric f('a');
         auto   up = f.up();
         ASSERT_EQ(up.rc, 0) << up.out;
-        EXPECT_EQ(namespaces_of(f.name()).size(), 8u) << "4 hosts, 2 leaves, 2 spines";
+        EXPECT_EQ(namespaces_of(f.name()).size(), 9u) << "4 hosts, 2 leaves, 2 spines, login";
         auto hosts = f.hosts();
         ASSERT_EQ(hosts.size(), 4u);
         for (const auto &h : hosts)
@@ -75,6 +86,14 @@ TEST_F(FabricLifecycle, UpIsRoutedAndIdempotentDownLeavesNothing)
         EXPECT_EQ(ping.rc, 0) << ping.out;
         auto trace = run(tool(f.name()) + " exec h1 -- ip route get " + hosts[3]);
         EXPECT_NE(trace.out.find("fab0"), std::string::npos) << trace.out;
+        // The login node (mpirun's) reaches the last host too.
+        auto login = run("ip netns exec " + f.ns("login") + " ping -c 1 -W 2 " + hosts[3]);
+        EXPECT_EQ(login.rc, 0) << login.out;
+        // Every host runs its init, and a hostfile of one slot per host.
+        EXPECT_NE(host_processes(f.name()), "");
+        auto hostfile = run("cat /run/doorbell-fabric/" + f.name() + "/hostfile");
+        EXPECT_EQ(hostfile.out, hosts[0] + " slots=1\n" + hosts[1] + " slots=1\n" + hosts[2] +
+                                    " slots=1\n" + hosts[3] + " slots=1\n");
 
         // Every shaped port has its marker and a tbf root.
         ids = marker_ids(f);
@@ -92,6 +111,7 @@ TEST_F(FabricLifecycle, UpIsRoutedAndIdempotentDownLeavesNothing)
         auto down = run(tool(f.name()) + " down");
         ASSERT_EQ(down.rc, 0) << down.out;
         EXPECT_TRUE(namespaces_of(f.name()).empty());
+        EXPECT_EQ(host_processes(f.name()), "") << "processes of the hosts remain";
         EXPECT_FALSE(std::filesystem::exists("/run/doorbell-fabric/" + f.name()));
         auto status = run(tool(f.name()) + " status");
         EXPECT_NE(status.rc, 0);
@@ -112,8 +132,15 @@ TEST_F(FabricLifecycle, UpWithOtherOptionsRebuilds)
     auto r = f.up("--spines 1 --hosts-per-leaf 3");
     ASSERT_EQ(r.rc, 0) << r.out;
     EXPECT_NE(r.out.find("rebuilding"), std::string::npos) << r.out;
-    EXPECT_EQ(namespaces_of(f.name()).size(), 9u) << "6 hosts, 2 leaves, 1 spine";
+    EXPECT_EQ(namespaces_of(f.name()).size(), 10u) << "6 hosts, 2 leaves, 1 spine, login";
     EXPECT_EQ(f.hosts().size(), 6u);
+    // Ranks per host (--slots is the older name) are the hostfile's slots.
+    r = f.up("--spines 1 --hosts-per-leaf 3 --slots 3");
+    ASSERT_EQ(r.rc, 0) << r.out;
+    EXPECT_NE(r.out.find("rebuilding"), std::string::npos) << r.out;
+    auto hostfile = run("cat /run/doorbell-fabric/" + f.name() + "/hostfile");
+    EXPECT_NE(hostfile.out.find(f.hosts()[5] + " slots=3\n"), std::string::npos) << hostfile.out;
+    EXPECT_EQ(hostfile.out.find("slots=1"), std::string::npos) << hostfile.out;
 }
 
 TEST_F(FabricLifecycle, FailedSetUpLeavesNothingBehind)
@@ -131,6 +158,7 @@ TEST_F(FabricLifecycle, FailedSetUpLeavesNothingBehind)
     EXPECT_NE(r.out.find("building the BPF ECN marker failed"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("tearing down"), std::string::npos) << r.out;
     EXPECT_TRUE(namespaces_of(f.name()).empty());
+    EXPECT_EQ(host_processes(f.name()), "") << "the hosts started before the failure remain";
     EXPECT_FALSE(std::filesystem::exists("/run/doorbell-fabric/" + f.name()));
     std::filesystem::remove_all(dir);
 }
@@ -151,6 +179,7 @@ TEST_F(FabricLifecycle, InterruptedSetUpLeavesNothingBehind)
     EXPECT_NE(r.rc, 0);
     EXPECT_NE(r.out.find("tearing down"), std::string::npos) << r.out;
     EXPECT_TRUE(namespaces_of(f.name()).empty());
+    EXPECT_EQ(host_processes(f.name()), "") << "the hosts started before the interruption remain";
     std::filesystem::remove_all(dir);
 }
 
