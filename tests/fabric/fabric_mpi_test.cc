@@ -7,7 +7,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <ostream>
-#include <regex>
 #include <sstream>
 
 #include "fabric_test.h"
@@ -34,20 +33,6 @@ const Stack kStacks[] = {
 const std::string kInstall   = DOORBELL_INSTALL_PREFIX;
 const std::string kTransport = kInstall + "/lib/ucx/libuct_doorbell.so";
 const std::string kTune      = kInstall + "/share/doorbell/doorbell.tune";
-
-// Bytes the leaves sent up to the spines (tbf counters of every uplink).
-long long spine_bytes(const Fabric &f)
-{
-    long long total = 0;
-    for (const char *leaf : {"l1", "l2"})
-        for (const char *dev : {"s1", "s2"}) {
-            auto r = run("ip netns exec " + f.ns(leaf) + " tc -s qdisc show dev " + dev + " root");
-            std::smatch m;
-            if (std::regex_search(r.out, m, std::regex("Sent ([0-9]+) bytes")))
-                total += std::stoll(m[1]);
-        }
-    return total;
-}
 
 struct Case {
     Stack       stack;

@@ -9,6 +9,7 @@
 #include <array>
 #include <cerrno>
 #include <cstdio>
+#include <regex>
 #include <sstream>
 
 namespace doorbell::fabric_test {
@@ -80,6 +81,11 @@ CmdResult Fabric::mpirun(const std::string &mpirun_args, int timeout_s)
                mpirun_args);
 }
 
+CmdResult Fabric::exec(const std::string &host, const std::string &command)
+{
+    return run(tool(name_) + " exec " + host + " -- sh -c '" + command + "'");
+}
+
 std::vector<std::string> Fabric::hosts()
 {
     std::vector<std::string> v;
@@ -113,6 +119,25 @@ int socket_in_netns(const std::string &ns, int domain, int type)
         close(target);
     errno = saved;
     return fd;
+}
+
+long long spine_bytes(const Fabric &f)
+{
+    long long total = 0;
+    for (const char *leaf : {"l1", "l2"})
+        for (const char *dev : {"s1", "s2"}) {
+            auto r = run("ip netns exec " + f.ns(leaf) + " tc -s qdisc show dev " + dev + " root");
+            std::smatch m;
+            if (std::regex_search(r.out, m, std::regex("Sent ([0-9]+) bytes")))
+                total += std::stoll(m[1]);
+        }
+    return total;
+}
+
+long long loopback_bytes(const Fabric &f, const std::string &host)
+{
+    auto r = run("ip netns exec " + f.ns(host) + " cat /sys/class/net/lo/statistics/tx_bytes");
+    return r.rc == 0 ? std::stoll(r.out) : -1;
 }
 
 } // namespace doorbell::fabric_test

@@ -36,7 +36,9 @@ public:
     /// `up` with the given options; the result for the caller to assert on.
     CmdResult up(const std::string &options = "");
     /// `run -- mpirun_args`, bounded by timeout_s.
-    CmdResult                mpirun(const std::string &mpirun_args, int timeout_s = 120);
+    CmdResult mpirun(const std::string &mpirun_args, int timeout_s = 120);
+    /// `exec host -- sh -c command` (host: h1, an address or a hostname).
+    CmdResult                exec(const std::string &host, const std::string &command);
     std::vector<std::string> hosts();
     const std::string       &name() const { return name_; }
     std::string              ns(const std::string &node) const { return name_ + "-" + node; }
@@ -48,5 +50,12 @@ private:
 /// A socket created inside network namespace `ns` (it stays there); -1 and
 /// errno on failure.
 int socket_in_netns(const std::string &ns, int domain, int type);
+
+/// Bytes the leaves l1, l2 sent up to the spines s1, s2 (tbf counters).
+long long spine_bytes(const Fabric &f);
+
+/// Bytes sent on the loopback of a host namespace (h1...): what two processes
+/// of one host exchange over TCP or UDP, even to the host's fabric address.
+long long loopback_bytes(const Fabric &f, const std::string &host);
 
 } // namespace doorbell::fabric_test

@@ -1,0 +1,228 @@
+// The fabric's hosts are hosts: on 2 hosts x 2 ranks every host has its own
+// hostname, PID, IPC, UTS and mount namespace, /dev/shm and /tmp; MPI sees
+// two nodes; shared memory carries the traffic inside a host (vader, UCX sm)
+// and cannot reach the other host, whose traffic crosses the spine.
+//
+// What shows the path: two processes of one host that talk over TCP or UDP
+// do so through that host's loopback (even to the host's fabric address), so
+// the loopback's byte counter stays near zero when shared memory carries
+// their bytes and grows by all of them when it does not (the control runs
+// with btl self,tcp show it); bytes between hosts cross the spine's shaped
+// ports.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <regex>
+#include <string>
+
+#include "fabric_test.h"
+
+namespace doorbell::fabric_test {
+namespace {
+
+const std::string kInstall   = DOORBELL_INSTALL_PREFIX;
+const std::string kTransport = kInstall + "/lib/ucx/libuct_doorbell.so";
+const std::string kCheck     = DOORBELL_MPI_CHECK;
+
+// Every pair, every size to 256 KiB (eager and rendezvous on every stack):
+// about 1.8 MiB each way per pair; four of the six pairs cross the spine.
+const std::string kP2p = kCheck + " p2p 262144";
+// A hang detector, not a speed check (each run takes 1-5 s here).
+constexpr int kHangSeconds = 120;
+// Loopback bytes per host for a job that keeps its ranks' bytes in shared
+// memory: the PMIx and start-up traffic of the ranks with their orted
+// (about 20 KiB measured); one rank pair over TCP moves about 1.8 MiB.
+constexpr long long kLoopbackQuiet = 256 << 10;
+constexpr long long kLoopbackBusy  = 1 << 20;
+constexpr long long kSpineCrossed  = 4 << 20;
+
+const std::string kPmlUcx = "--mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any "
+                            "--mca osc ^ucx ";
+
+class FabricHosts : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        if (std::string why = cannot_build_fabric(); !why.empty())
+            GTEST_SKIP() << why;
+        if (run("command -v mpirun && command -v unshare && command -v nsenter").rc != 0)
+            GTEST_SKIP() << "mpirun or util-linux (unshare, nsenter) is not installed";
+        // Two hosts, one under each leaf, two ranks each.
+        auto up = f_.up("--leaves 2 --hosts-per-leaf 1 --ranks-per-host 2");
+        ASSERT_EQ(up.rc, 0) << up.out;
+        hosts_ = f_.hosts();
+        ASSERT_EQ(hosts_.size(), 2u);
+    }
+
+    // Runs an MPI job; fails the test on a hang.
+    CmdResult mpirun(const std::string &args)
+    {
+        auto r = f_.mpirun(args, kHangSeconds);
+        EXPECT_NE(r.rc, 124) << "mpirun did not finish within " << kHangSeconds << " s\n" << r.out;
+        return r;
+    }
+
+    // A job's bytes on both hosts' loopbacks and across the spine.
+    struct Traffic {
+        long long loopback[2];
+        long long spine;
+    };
+    Traffic traffic()
+    {
+        return {{loopback_bytes(f_, "h1"), loopback_bytes(f_, "h2")}, spine_bytes(f_)};
+    }
+    static Traffic delta(const Traffic &a, const Traffic &b)
+    {
+        return {{b.loopback[0] - a.loopback[0], b.loopback[1] - a.loopback[1]}, b.spine - a.spine};
+    }
+
+    // 2 ranks on h1 alone.
+    std::string one_host() const { return "-np 2 --host " + hosts_[0] + ":2 "; }
+
+    Fabric                   f_{'h'};
+    std::vector<std::string> hosts_;
+};
+
+TEST_F(FabricHosts, EveryHostHasItsOwnNameShmTmpAndNamespaces)
+{
+    const std::string h1 = f_.ns("h1"), h2 = f_.ns("h2");
+    EXPECT_EQ(f_.exec("h1", "hostname").out, h1 + "\n");
+    EXPECT_EQ(f_.exec(hosts_[1], "hostname").out, h2 + "\n") << "exec by address";
+    EXPECT_EQ(f_.exec(h2, "hostname").out, h2 + "\n") << "exec by hostname";
+    EXPECT_EQ(f_.exec("h1", "getent hosts " + h2 + " | cut -d\" \" -f1").out, hosts_[1] + "\n")
+        << "hosts resolve each other's names";
+
+    // One namespace per host and kind, none the machine's.
+    for (const char *kind : {"pid", "ipc", "uts", "mnt", "net"}) {
+        std::string cmd = std::string("readlink /proc/self/ns/") + kind;
+        auto        a = f_.exec("h1", cmd), b = f_.exec("h2", cmd), a2 = f_.exec("h1", cmd);
+        auto        root = run(cmd);
+        ASSERT_EQ(a.rc, 0) << a.out;
+        EXPECT_NE(a.out, b.out) << kind;
+        EXPECT_NE(a.out, root.out) << kind;
+        EXPECT_EQ(a.out, a2.out) << kind << ": two commands in one host";
+    }
+    // A PID namespace of its own: the host's init is PID 1 there.
+    EXPECT_NE(f_.exec("h1", "cat /proc/1/cmdline").out.find("doorbell-fabric-init"),
+              std::string::npos);
+
+    // /dev/shm and /tmp: what one command of h1 makes, the next one sees, and
+    // neither h2 nor the machine does.
+    const std::string probe = "doorbell-hosts-test-" + f_.name();
+    for (const std::string dir : {"/dev/shm", "/tmp"}) {
+        const std::string path = dir + "/" + probe;
+        ASSERT_EQ(f_.exec("h1", "touch " + path).rc, 0);
+        EXPECT_EQ(f_.exec("h1", "test -e " + path).rc, 0) << path << " in h1";
+        EXPECT_NE(f_.exec("h2", "test -e " + path).rc, 0) << path << " of h1 seen in h2";
+        EXPECT_FALSE(std::filesystem::exists(path)) << path << " of h1 seen on the machine";
+    }
+
+    // MPI: two nodes, split by host; the check compares every pair of ranks.
+    auto r = mpirun("-np 4 " + kCheck + " hosts");
+    ASSERT_EQ(r.rc, 0) << r.out;
+    EXPECT_NE(r.out.find("hosts OK"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("hosts: 2 nodes"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("node " + h1 + ": ranks 0 1\n"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("node " + h2 + ": ranks 2 3\n"), std::string::npos) << r.out;
+}
+
+TEST_F(FabricHosts, Ob1TalksThroughVaderInsideAHostAndTcpAcross)
+{
+    // Plain mpirun (ob1 with Open MPI's default btls): vader inside a host,
+    // tcp across; the loopbacks stay quiet.
+    Traffic before = traffic();
+    auto    r      = mpirun("-np 4 --mca pml ob1 " + kP2p);
+    ASSERT_EQ(r.rc, 0) << r.out;
+    EXPECT_NE(r.out.find("p2p OK"), std::string::npos) << r.out;
+    Traffic d = delta(before, traffic());
+    EXPECT_LT(d.loopback[0], kLoopbackQuiet) << "h1's ranks talked over TCP, not vader";
+    EXPECT_LT(d.loopback[1], kLoopbackQuiet) << "h2's ranks talked over TCP, not vader";
+    EXPECT_GT(d.spine, kSpineCrossed) << "too little crossed the spine";
+
+    // The control: without vader the same pairs fill the loopbacks.
+    before = traffic();
+    r      = mpirun("-np 4 --mca pml ob1 --mca btl self,tcp " + kP2p);
+    ASSERT_EQ(r.rc, 0) << r.out;
+    d = delta(before, traffic());
+    EXPECT_GT(d.loopback[0], kLoopbackBusy);
+    EXPECT_GT(d.loopback[1], kLoopbackBusy);
+
+    // vader alone: a job inside one host runs, a job over two cannot connect.
+    r = mpirun(one_host() + "--mca pml ob1 --mca btl self,vader " + kP2p);
+    ASSERT_EQ(r.rc, 0) << r.out;
+    EXPECT_NE(r.out.find("p2p OK 72 checks on 2 ranks"), std::string::npos) << r.out;
+    r = mpirun("-np 4 --mca pml ob1 --mca btl self,vader " + kP2p);
+    EXPECT_NE(r.rc, 0) << r.out;
+    EXPECT_NE(r.out.find("unable to reach each other"), std::string::npos) << r.out;
+}
+
+TEST_F(FabricHosts, UcxTakesSharedMemoryInsideAHostAndTcpAcross)
+{
+    Traffic before = traffic();
+    auto    r = mpirun("-np 4 " + kPmlUcx + "-x UCX_TLS=sm,tcp,self -x UCX_LOG_LEVEL=info " + kP2p);
+    ASSERT_EQ(r.rc, 0) << r.out;
+    EXPECT_NE(r.out.find("p2p OK"), std::string::npos) << r.out;
+    Traffic d = delta(before, traffic());
+    EXPECT_LT(d.loopback[0], kLoopbackQuiet) << "h1's ranks talked over TCP, not sm";
+    EXPECT_LT(d.loopback[1], kLoopbackQuiet) << "h2's ranks talked over TCP, not sm";
+    EXPECT_GT(d.spine, kSpineCrossed) << "too little crossed the spine";
+    // UCX's own choice (ucp_worker's "ep_cfg" lines): a peer on the host gets
+    // shared-memory lanes only, a peer on the other host tcp only.
+    EXPECT_TRUE(
+        std::regex_search(r.out,
+                          std::regex(R"(ep_cfg\[\d+\]: tag\((sysv|posix)/memory cma/memory\)\n)")))
+        << r.out;
+    EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(ep_cfg\[\d+\]: tag\(tcp/fab0\)\n)")))
+        << r.out;
+
+    // sm alone: inside one host it runs; UCX finds the other host unreachable.
+    r = mpirun(one_host() + kPmlUcx + "-x UCX_TLS=sm,self " + kP2p);
+    ASSERT_EQ(r.rc, 0) << r.out;
+    EXPECT_NE(r.out.find("p2p OK 72 checks on 2 ranks"), std::string::npos) << r.out;
+    r = mpirun("-np 4 " + kPmlUcx + "-x UCX_TLS=sm,self " + kP2p);
+    EXPECT_NE(r.rc, 0) << r.out;
+    EXPECT_NE(r.out.find("Destination is unreachable"), std::string::npos) << r.out;
+}
+
+// Sum of one counter over every doorbell interface's dump
+// (UCX_DOORBELL_STATS=y: "<iface> <counter> <value>" per line); -1 if none.
+long long doorbell_counter(const std::string &out, const std::string &counter)
+{
+    long long  total = -1;
+    std::regex line("^\\S+ " + counter + " ([0-9]+)$", std::regex::multiline);
+    for (auto it = std::sregex_iterator(out.begin(), out.end(), line); it != std::sregex_iterator();
+         ++it)
+        total = (total < 0 ? 0 : total) + std::stoll((*it)[1]);
+    return total;
+}
+
+TEST_F(FabricHosts, DoorbellCarriesNothingInsideAHost)
+{
+    if (!std::filesystem::exists(kTransport))
+        GTEST_SKIP() << "doorbell transport not built: " << kTransport << " is absent";
+    const std::string stack = kPmlUcx + "-x LD_PRELOAD=" + kTransport +
+                              " -x UCX_TLS=doorbell,sm,self -x UCX_DOORBELL_STATS=y ";
+
+    // Two ranks of one host: sm carries everything, the doorbell interfaces
+    // (opened, their counters dumped) send and receive no packet.
+    auto r = mpirun(one_host() + stack + kP2p);
+    ASSERT_EQ(r.rc, 0) << r.out;
+    EXPECT_NE(r.out.find("p2p OK 72 checks on 2 ranks"), std::string::npos) << r.out;
+    EXPECT_EQ(doorbell_counter(r.out, "tx_packets"), 0) << r.out;
+    EXPECT_EQ(doorbell_counter(r.out, "rx_packets"), 0) << r.out;
+
+    // Two hosts: doorbell carries what crosses, the loopbacks stay quiet
+    // (a doorbell packet between ranks of one host would pass there).
+    Traffic before = traffic();
+    r              = mpirun("-np 4 " + stack + kP2p);
+    ASSERT_EQ(r.rc, 0) << r.out;
+    EXPECT_NE(r.out.find("p2p OK 432 checks on 4 ranks"), std::string::npos) << r.out;
+    Traffic d = delta(before, traffic());
+    EXPECT_GT(doorbell_counter(r.out, "tx_packets"), 0) << r.out;
+    EXPECT_LT(d.loopback[0], kLoopbackQuiet) << "h1's ranks exchanged doorbell packets";
+    EXPECT_LT(d.loopback[1], kLoopbackQuiet) << "h2's ranks exchanged doorbell packets";
+    EXPECT_GT(d.spine, kSpineCrossed) << "too little crossed the spine";
+}
+
+} // namespace
+} // namespace doorbell::fabric_test
