@@ -9,6 +9,8 @@
 #   OMB_DIR=/path/to/omb scripts/osu.sh --fabric   across the emulated fabric
 #                                                  (pairs cross the spine)
 # options:
+#   --layout 2x2|4x1  on the fabric: 2 hosts x 2 ranks, one host per leaf
+#                   (default), or 4 hosts x 1 rank, two per leaf
 #   --max BYTES     largest message (default 1048576)
 #   --iters N       iterations per size (default 200 here, 10 on the fabric)
 #   --out DIR       results folder
@@ -22,10 +24,11 @@ cd "$root"
 log() { printf '[osu] %s\n' "$*" >&2; }
 die() { printf '[osu] error: %s\n' "$*" >&2; exit 1; }
 
-fabric=0 max=1048576 iters="" out=""
+fabric=0 max=1048576 iters="" out="" layout=2x2
 while (($#)); do
   case $1 in
     --fabric) fabric=1; shift ;;
+    --layout) layout=$2; shift 2 ;;
     --max) max=$2; shift 2 ;;
     --iters) iters=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
@@ -74,6 +77,7 @@ out=$(cd "$out" && pwd)
   echo "host=$(hostname) cores=$(nproc) kernel=$(uname -r)"
   echo "openmpi=$(mpirun --version 2>/dev/null | head -1 | awk '{print $NF}')"
   echo "omb=$OMB_DIR iters=$iters warmup=$warmup window=$window max=$max"
+  ((fabric)) && echo "layout=$layout ($layout_text)"
   stacks_env
 } > "$out/env.txt"
 
@@ -83,10 +87,10 @@ trap 'exit 130' INT TERM
 pair=()
 if ((fabric)); then
   [[ $(id -u) == 0 ]] || die "--fabric needs root (network namespaces)"
-  log "fabric: 4 hosts, 2 leaves, 2 spines, 200 Mb/s spine links"
-  "$fabric_tool" --name "$fabric_name" up >&2
+  log "fabric: $layout_text, 2 spines, 200 Mb/s spine links"
+  "$fabric_tool" --name "$fabric_name" up "${layout_up[@]}" --spines 2 >&2
   mapfile -t hosts < <("$fabric_tool" --name "$fabric_name" hosts)
-  pair=(--host "${hosts[0]},${hosts[3]}")   # leaf 1 to leaf 2: across the spine
+  pair=(--host "${hosts[0]},${hosts[-1]}")   # leaf 1 to leaf 2: across the spine
 fi
 
 # One OSU run; its data lines become "<bench>,<bytes>,<value>". osu_allreduce

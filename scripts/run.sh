@@ -5,9 +5,11 @@
 # in results/<timestamp>/.
 #
 #   scripts/run.sh                4 ranks on this host (loopback)
-#   scripts/run.sh --fabric       4 hosts on a 2-leaf, 2-spine emulated fabric
+#   scripts/run.sh --fabric       4 ranks on an emulated 2-leaf, 2-spine fabric
 #                                 (doorbell-fabric; needs root)
 # options:
+#   --layout 2x2|4x1  on the fabric: 2 hosts x 2 ranks, one host per leaf
+#                     (default), or 4 hosts x 1 rank, two per leaf
 #   --max BYTES       largest message (default 1048576)
 #   --budget-ms MS    time per size and benchmark (default 50)
 #   --out DIR         results folder (default results/<UTC timestamp>)
@@ -23,10 +25,11 @@ start=$SECONDS
 log() { printf '[run %3ds] %s\n' "$((SECONDS - start))" "$*" >&2; }
 die() { printf '[run] error: %s\n' "$*" >&2; exit 1; }
 
-fabric=0 max=1048576 budget=50 out="" keep=0 setup=1 p2p=1
+fabric=0 max=1048576 budget=50 out="" keep=0 setup=1 p2p=1 layout=2x2
 while (($#)); do
   case $1 in
     --fabric) fabric=1; shift ;;
+    --layout) layout=$2; shift 2 ;;
     --max) max=$2; shift 2 ;;
     --budget-ms) budget=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
@@ -65,6 +68,7 @@ source "$root/scripts/fabric/stacks.sh"
   echo "host=$(hostname) cores=$(nproc) kernel=$(uname -r)"
   echo "openmpi=$(mpirun --version 2>/dev/null | head -1 | awk '{print $NF}') ucx=$(ucx_info -v 2>/dev/null | sed -n 's/^# Version \([^ ]*\).*/\1/p' | head -1)"
   stacks_env
+  ((fabric)) && echo "layout=$layout ($layout_text)"
   echo "max=$max budget_ms=$budget"
 } > "$out/env.txt"
 
@@ -76,8 +80,8 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 if ((fabric)); then
   [[ $(id -u) == 0 ]] || die "--fabric needs root (network namespaces)"
-  log "fabric: 4 hosts, 2 leaves, 2 spines, 200 Mb/s spine links"
-  "$fabric_tool" --name "$fabric_name" up --hosts-per-leaf 2 --leaves 2 --spines 2 >&2
+  log "fabric: $layout_text, 2 spines, 200 Mb/s spine links"
+  "$fabric_tool" --name "$fabric_name" up "${layout_up[@]}" --spines 2 >&2
   "$fabric_tool" --name "$fabric_name" status > "$out/fabric-before.txt" || true
 fi
 

@@ -3,8 +3,10 @@
 # this host or across the emulated fabric.
 #
 # Needs: $install (the install prefix), $fabric (0|1), $fabric_tool,
-# $fabric_name. Sets: stacks, doorbell_state, coll_component, launch, common,
-# and stack_args <stack> (prints the mpirun arguments that select it).
+# $fabric_name, and on the fabric $layout (2x2 | 4x1). Sets: stacks,
+# doorbell_state, coll_component, launch, common, layout_up (the fabric's
+# `up` options), layout_text, and stack_args <stack> (prints the mpirun
+# arguments that select it).
 
 stacks=(ob1_tcp ucx_tcp doorbell)
 doorbell_transport=$install/lib/ucx/libuct_doorbell.so
@@ -19,12 +21,22 @@ else
 fi
 
 if ((fabric)); then
-  # Hostfile, rsh agent, oob/btl interfaces, no shared memory and yielding
-  # come from doorbell-fabric run.
+  # Hosts under both leaves, so that traffic between hosts crosses a spine;
+  # the ranks fill one host after the other (ranks 0 and 3 on different
+  # hosts either way).
+  case ${layout:-2x2} in
+    2x2) layout_up=(--leaves 2 --hosts-per-leaf 1 --ranks-per-host 2)
+         layout_text="2 hosts x 2 ranks, one host per leaf" ;;
+    4x1) layout_up=(--leaves 2 --hosts-per-leaf 2 --ranks-per-host 1)
+         layout_text="4 hosts x 1 rank, two hosts per leaf" ;;
+    *) echo "unknown layout '$layout' (2x2 or 4x1)" >&2; exit 1 ;;
+  esac
+  # Hostfile, rsh agent, oob/btl interfaces, no binding and yielding come
+  # from doorbell-fabric run; shared memory works inside a host.
   launch=("$fabric_tool" --name "$fabric_name" run --)
   stack_if=fab0
   stack_tcp_if=198.18.0.0/15
-  common=(--map-by node)
+  common=(--map-by slot)
 else
   launch=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun)
   stack_if=lo
