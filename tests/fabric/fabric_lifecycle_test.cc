@@ -94,6 +94,11 @@ TEST_F(FabricLifecycle, UpIsRoutedAndIdempotentDownLeavesNothing)
         auto hostfile = run("cat /run/doorbell-fabric/" + f.name() + "/hostfile");
         EXPECT_EQ(hostfile.out, hosts[0] + " slots=1\n" + hosts[1] + " slots=1\n" + hosts[2] +
                                     " slots=1\n" + hosts[3] + " slots=1\n");
+        // Which hosts share a leaf, for coll_doorbell_topology_file.
+        auto leaves = run("grep -v '^#' /run/doorbell-fabric/" + f.name() + "/leaves");
+        EXPECT_EQ(leaves.out, f.ns("h1") + " " + f.ns("l1") + "\n" + f.ns("h2") + " " + f.ns("l1") +
+                                  "\n" + f.ns("h3") + " " + f.ns("l2") + "\n" + f.ns("h4") + " " +
+                                  f.ns("l2") + "\n");
 
         // Every shaped port has its marker and a tbf root.
         ids = marker_ids(f);
