@@ -7,10 +7,10 @@
 #include <atomic>
 
 #include "../udp/loopback_pair.h"
-#include "devices/udp/pacing_gate.h"
+#include "pacing/pacing_gate.h"
 
 using namespace doorbell::test;
-using namespace doorbell::udp;
+using namespace doorbell::pacing;
 
 namespace {
 

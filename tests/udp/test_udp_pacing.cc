@@ -2,7 +2,7 @@
 #include "loopback_pair.h"
 
 #include "devices/udp/fault_injector.h"
-#include "devices/udp/pacing_gate.h"
+#include "pacing/pacing_gate.h"
 #include "devices/udp/udp_device.h"
 #include "core/clock.h"
 
@@ -10,6 +10,7 @@
 
 using namespace doorbell::test;
 using namespace doorbell::udp;
+using namespace doorbell::pacing;
 
 namespace {
 

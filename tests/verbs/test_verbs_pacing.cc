@@ -12,7 +12,7 @@ namespace {
 
 /// A gate with a fixed rate that records what the device told it; open
 /// lets `budget` WRs through, then closes until reopened.
-struct RecordingGate : public udp::PacingGate {
+struct RecordingGate : public pacing::PacingGate {
     static inline double   rate_bps = 1.25e9;
     static inline int      budget   = 1 << 30;
     static inline uint64_t rtt_sum = 0, rtt_count = 0, ce_bytes = 0, acked = 0;
@@ -45,7 +45,7 @@ struct RecordingGate : public udp::PacingGate {
 doorbell_iface_params_t paced(const char *dev)
 {
     static bool registered = [] {
-        udp::register_pacing_policy("verbs-test", [](const udp::PacingContext &) {
+        pacing::register_pacing_policy("verbs-test", [](const pacing::PacingContext &) {
             return std::make_unique<RecordingGate>();
         });
         return true;

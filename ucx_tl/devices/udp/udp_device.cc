@@ -21,8 +21,6 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <map>
-#include <mutex>
 
 namespace doorbell::udp {
 
@@ -105,43 +103,7 @@ double line_rate_of(const NetDevice &d)
     return mbps > 0 ? double(mbps) * 1e6 / 8 : 1.25e9;
 }
 
-std::mutex                            g_pacing_mu;
-std::map<std::string, PacingFactory> &pacing_registry()
-{
-    static std::map<std::string, PacingFactory> registry;
-    return registry;
-}
-
 } // namespace
-
-void register_pacing_policy(const std::string &policy, PacingFactory factory)
-{
-    std::lock_guard lock(g_pacing_mu);
-    pacing_registry()[policy] = std::move(factory);
-}
-
-/// "auto": ibrc, but nothing on a loopback device (none given: unpaced). A loopback
-/// path has no queue but the peer's socket buffer, which the window bounds;
-/// what a controller reads there as delay is the peer's CPU copying and being
-/// scheduled, and IBRC held 1 MiB UCP messages on lo at 3.8-5.1 GB/s against
-/// 5.1-6.9 GB/s unpaced (docs/transport.md).
-std::string resolve_pacing_policy(const char *policy, bool loopback)
-{
-    if (policy == nullptr) {
-        return "none";
-    }
-    if (std::string_view(policy) == "auto") {
-        return loopback ? "none" : "ibrc";
-    }
-    return policy;
-}
-
-PacingFactory find_pacing_policy(const std::string &policy)
-{
-    std::lock_guard lock(g_pacing_mu);
-    auto            it = pacing_registry().find(policy);
-    return it == pacing_registry().end() ? builtin_pacing_policy(policy) : it->second;
-}
 
 int query_devices(doorbell_device_info_t *devices, int max)
 {
@@ -261,8 +223,8 @@ doorbell_status_t UdpIface::init(const sockaddr_in &addr, uint32_t if_mtu, bool 
     /* an ACK nobody asked for may wait an eighth of the first retransmit
      * timeout: well before the sender gives up on it */
     ack_delay_ = params.rto_min_ns / 8;
-    cc_        = resolve_pacing_policy(params.cc, loopback);
-    pacing_    = find_pacing_policy(cc_);
+    cc_        = pacing::resolve_pacing_policy(params.cc, loopback);
+    pacing_    = pacing::find_pacing_policy(cc_);
     if (pacing_) {
         if (!std::isfinite(params.ibrc_gain) || params.ibrc_gain < 0) {
             return set_error(DOORBELL_ERR_INVALID_PARAM,
@@ -347,7 +309,7 @@ doorbell_status_t UdpIface::create_qp(const void *device_addr, const void *iface
     } while (qpn == 0 || qp_by_num_.count(qpn) != 0);
     auto qp = std::make_unique<UdpQp>(*this, qpn, peer);
     if (pacing_) {
-        PacingContext ctx;
+        pacing::PacingContext ctx;
         ctx.device          = name;
         ctx.policy          = cc_;
         ctx.gain            = params.ibrc_gain;

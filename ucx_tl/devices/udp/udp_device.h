@@ -18,7 +18,7 @@
 
 #include "core/iface_core.h"
 #include "fault_injector.h"
-#include "pacing_gate.h"
+#include "pacing/pacing_gate.h"
 #include "wire.h"
 
 #include <netinet/in.h>
@@ -146,7 +146,7 @@ struct UdpQp : public QpCore {
     uint64_t                    recover_ts  = 0;     ///< ts_send of that resend
     bool                        probe_due   = false; ///< ask the peer to ACK
     uint32_t                    probed_psn  = 0;     ///< next_psn when last asked
-    std::unique_ptr<PacingGate> gate;
+    std::unique_ptr<pacing::PacingGate> gate;
     /* per-QP counters, printed at destroy with the iface's stats */
     uint64_t paced_waits  = 0;
     uint64_t timeouts     = 0;
@@ -352,7 +352,7 @@ private:
     std::array<uint8_t, sizeof(WireHeader) + kLinearTx> tx_linear_{};
 
     std::unique_ptr<FaultInjector> faults_;
-    PacingFactory                  pacing_;
+    pacing::PacingFactory          pacing_;
     double                         line_rate_ = 0;
     std::string                    cc_; ///< the pacing policy in force
 };

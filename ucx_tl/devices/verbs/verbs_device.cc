@@ -421,8 +421,8 @@ doorbell_status_t VerbsIface::init(const PortInfo &port)
                          name.c_str());
     }
     keys_attached_ = true;
-    cc_            = udp::resolve_pacing_policy(params.cc, false); /* a NIC's port */
-    pacing_        = udp::find_pacing_policy(cc_);
+    cc_            = pacing::resolve_pacing_policy(params.cc, false); /* a NIC's port */
+    pacing_        = pacing::find_pacing_policy(cc_);
     next_qpn_      = random_u32();
     debug("%s: %s, gid index %d, lid 0x%x, max_inline %u, max_sge %u, "
           "hw pacing %s, timestamps %s, bounce pool on %s",
@@ -849,8 +849,8 @@ doorbell_status_t VerbsIface::create_qp_common(const void *device_addr, const vo
         return status;
     }
     if (pacing_) {
-        udp::PacingContext pc{name, cc_, params.ibrc_gain, line_rate_,
-                              mtu_bytes(port_.attr.active_mtu)};
+        pacing::PacingContext pc{name, cc_, params.ibrc_gain, line_rate_,
+                                 mtu_bytes(port_.attr.active_mtu)};
         qp->gate = pacing_(pc);
     }
     VerbsQp *raw           = qp.get();

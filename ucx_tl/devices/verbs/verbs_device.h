@@ -23,8 +23,8 @@
 
 #include "bounce_pool.h"
 #include "core/iface_core.h"
-#include "devices/udp/pacing_gate.h"
 #include "hw_counters.h"
+#include "pacing/pacing_gate.h"
 #include "reg_cache.h"
 #include "verbs_provider.h"
 
@@ -118,9 +118,9 @@ struct VerbsQp : public QpCore {
     std::vector<CachedRegion *> region;   ///< registration the WQE holds
     std::vector<uint64_t>       post_ns;  ///< CPU time the WR was posted
     /* pacing */
-    std::unique_ptr<udp::PacingGate> gate;
-    double                           applied_rate = 0; ///< bytes/s last set in hardware
-    uint64_t                         srtt_ns      = 0;
+    std::unique_ptr<pacing::PacingGate> gate;
+    double                              applied_rate = 0; ///< bytes/s last set in hardware
+    uint64_t                            srtt_ns      = 0;
     /* PUT_SIGNAL: 8 registered bytes per ring slot, the local end of a
      * signal's fetch-add (its old value lands here) or of a SET signal
      * when the HCA grants no inline data */
@@ -263,7 +263,7 @@ private:
     bool                      keys_attached_ = false;
     std::unique_ptr<RegCache> rcache_;
     BouncePool                pool_;
-    udp::PacingFactory        pacing_;
+    pacing::PacingFactory     pacing_;
     std::string               cc_; ///< the pacing policy in force (params.cc resolved)
     double                    line_rate_ = 0;
     uint32_t                  next_qpn_  = 0;

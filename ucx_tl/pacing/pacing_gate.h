@@ -1,9 +1,11 @@
 /*
- * The pacing seam: a per-QP gate that sits in front of sendmmsg. The UDP
- * device asks it when the next packet may leave and feeds it what the wire
- * tells: ACKed bytes, CE-marked bytes, RTT samples and losses. A controller
- * (ucx_tl/pacing: IBRC, DCQCN, ...) implements it; the device never decides
- * a rate itself. Without a gate a QP sends as fast as its window allows.
+ * The pacing seam of the devices: a per-QP gate in front of the wire. A
+ * device (UDP: in front of sendmmsg; verbs: software pacing at post time and
+ * the hardware rate limit) asks it when the next packet may leave and feeds
+ * it what the wire tells: ACKed bytes, CE-marked bytes, RTT samples and
+ * losses. A controller (IBRC, DCQCN, ...: pacer.h) implements it; a device
+ * never decides a rate itself. Without a gate a QP sends as fast as its
+ * window allows.
  *
  * Units: times in ns on the CLOCK_MONOTONIC scale, sizes in bytes,
  * rate() in bytes per second.
@@ -15,7 +17,7 @@
 #include <memory>
 #include <string>
 
-namespace doorbell::udp {
+namespace doorbell::pacing {
 
 class PacingGate {
 public:
@@ -66,7 +68,7 @@ using PacingFactory = std::function<std::unique_ptr<PacingGate>(const PacingCont
 /// adapter validates user input). Thread-safe.
 void register_pacing_policy(const std::string &policy, PacingFactory factory);
 
-/// The factory registered for policy, else the built-in one (ucx_tl/pacing:
+/// The factory registered for policy, else the built-in one (pacer.h:
 /// "ibrc", "dcqcn", "timely"), or an empty function.
 PacingFactory find_pacing_policy(const std::string &policy);
 /// The policy a device runs for doorbell_iface_params_t::cc ("auto": ibrc,
@@ -74,7 +76,7 @@ PacingFactory find_pacing_policy(const std::string &policy);
 std::string resolve_pacing_policy(const char *policy, bool loopback);
 
 /// The built-in doorbell_pacing controller for a policy name; empty for
-/// "none" and unknown names (pacer_gate.cc).
+/// "none" and unknown names.
 PacingFactory builtin_pacing_policy(const std::string &policy);
 
-} // namespace doorbell::udp
+} // namespace doorbell::pacing
