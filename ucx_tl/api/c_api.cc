@@ -2,11 +2,12 @@
  * The C boundary (doorbell_core.h): argument checks, WQE construction, the
  * batching decision, and a static dispatch to the device of the iface.
  */
-#include "device.h"
 #include "doorbell_core.h"
-#include "error.h"
-#include "iface_core.h"
-#include "protection_domain.h"
+
+#include "core/device.h"
+#include "core/error.h"
+#include "core/iface_core.h"
+#include "core/protection_domain.h"
 
 #include "devices/udp/udp_device.h"
 #ifdef DOORBELL_HAVE_VERBS
