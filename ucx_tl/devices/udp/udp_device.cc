@@ -1,4 +1,4 @@
-/* UDP device: control path (devices, sockets, QPs, addresses, wake-up). */
+/* UDP device, the iface's set-up: devices, the socket, QPs, addresses, wake-up. */
 #include "udp_device.h"
 
 #include "core/clock.h"

@@ -13,6 +13,10 @@
  * peer's first packet (PSN 0); accepts requests strictly in PSN order,
  * checks every remote access against the protection domain, delivers active
  * messages, and answers with cumulative ACKs (timestamp and CE echo) or NAKs.
+ *
+ * Files: udp_device.cc (the iface's set-up: devices, socket, QPs, wake-up),
+ * udp_requester.cc, udp_responder.cc, udp_socket_io.cc (progress, receive,
+ * staging and sendmmsg).
  */
 #pragma once
 
@@ -81,6 +85,12 @@ static constexpr size_t   kLinearTx          = 1024; ///< payload bytes a lone p
                                                      ///< is copied behind its header
 static_assert(kBufSize >= kMaxDatagram + 512, "datagram fits a buffer");
 
+/// Whether two addresses are the same peer socket.
+inline bool same_peer(const sockaddr_in &a, const sockaddr_in &b)
+{
+    return a.sin_addr.s_addr == b.sin_addr.s_addr && a.sin_port == b.sin_port;
+}
+
 /// One packet a requester sent (or will send) and the peer has not ACKed.
 struct TxPacket {
     uint32_t psn;
@@ -141,11 +151,11 @@ struct UdpQp : public QpCore {
     uint64_t              srtt_ns       = 0;
     /* timeout recovery: the timer resent only the oldest packet; the
      * backed-off timeout holds until everything sent before it is ACKed */
-    bool                        recovering  = false;
-    uint32_t                    recover_psn = 0;     ///< max_sent at the timeout
-    uint64_t                    recover_ts  = 0;     ///< ts_send of that resend
-    bool                        probe_due   = false; ///< ask the peer to ACK
-    uint32_t                    probed_psn  = 0;     ///< next_psn when last asked
+    bool                                recovering  = false;
+    uint32_t                            recover_psn = 0;     ///< max_sent at the timeout
+    uint64_t                            recover_ts  = 0;     ///< ts_send of that resend
+    bool                                probe_due   = false; ///< ask the peer to ACK
+    uint32_t                            probed_psn  = 0;     ///< next_psn when last asked
     std::unique_ptr<pacing::PacingGate> gate;
     /* per-QP counters, printed at destroy with the iface's stats */
     uint64_t paced_waits  = 0;
@@ -213,10 +223,11 @@ public:
     int socket_fd() const { return fd_; }
     /// Whether CE marks of received datagrams are read (enable_ce).
     bool reads_ce() const { return rx_ce_; }
-    /// The pacing policy in force (params.cc resolved: resolve_pacing_policy).
+    /// The pacing policy in force (doorbell_iface_params_t::cc resolved by
+    /// pacing::resolve_pacing_policy).
     const std::string &pacing_policy() const { return cc_; }
 
-    /* data path (udp_device_datapath.cc) */
+    /* data path: udp_requester.cc, udp_responder.cc, udp_socket_io.cc */
     /// The doorbell: WQEs up to the ring's tail become the device's; one
     /// sendmmsg carries what can go now.
     void     ring(UdpQp &qp);
@@ -227,53 +238,31 @@ private:
     UdpIface(ProtectionDomain &pd, const doorbell_iface_params_t &params, std::string name);
     doorbell_status_t init(const sockaddr_in &addr, uint32_t if_mtu, bool loopback);
 
-    /* transmit */
-    void transmit(UdpQp &qp);
-    bool cut_packet(UdpQp &qp);
-    void send_packet(UdpQp &qp, const TxPacket &pkt);
-    void stage(const WireHeader &hdr, const void *a, size_t alen, const void *b, size_t blen,
-               const sockaddr_in &to, uint32_t header_bytes = sizeof(WireHeader));
-    void flush_tx();
-    struct TxSlot;
-    void send_linear(const TxSlot &s);
-    void check_timer(UdpQp &qp);
-    void arm_timer(UdpQp &qp);
-    void retire(UdpQp &qp);
+    /* set-up (udp_device.cc) */
+    uint8_t *take_buffer();
+    void     give_buffer(uint8_t *buf);
+    void     dump_qp(const UdpQp &qp) const;
 
-    /* receive */
-    unsigned receive(size_t &bytes);
-    void     rearm_rx(unsigned count);
-    int      place_read_response();
-    int      receive_batch(unsigned want);
-    void handle_datagram(uint8_t *buf, size_t len, const sockaddr_in &from, bool ce, size_t slot);
-    void handle_response(const WireHeader &h, const uint8_t *payload, const sockaddr_in &from,
-                         bool ce);
-    void handle_ack(UdpQp &qp, const WireHeader &h);
-    void handle_nak(UdpQp &qp, const WireHeader &h);
-    void handle_read_resp(UdpQp &qp, const WireHeader &h, const uint8_t *payload, bool ce);
-    uint64_t    kernel_rx_time(const cmsghdr *c, int64_t rt_to_mono) const;
-    uint64_t    path_rtt(uint64_t ts_echo, uint32_t hold_ns) const;
-    uint32_t    path_bytes(const TxPacket &pkt, uint32_t offset) const;
-    uint32_t    read_piece_max(const UdpQp &qp) const;
-    void        mark_paced(UdpQp &qp);
-    void        enable_rx_timestamps();
-    void        enable_ce();
-    uint64_t    read_window(const UdpQp &qp) const;
-    void        handle_request(const WireHeader &h, uint8_t *buf, const uint8_t *payload,
-                               const sockaddr_in &from, bool ce, size_t slot);
-    bool        handle_send(Responder &r, const WireHeader &h, uint8_t *buf, const uint8_t *payload,
-                            size_t slot);
-    void        send_read_response(const WireHeader &h, const sockaddr_in &to);
-    void        send_control(const Responder &r, Opcode op, NakCode code, uint32_t psn);
-    bool        evict_oldest_responder();
-    uint8_t    *take_buffer();
-    void        give_buffer(uint8_t *buf);
-    void        ack_psn(UdpQp &qp, uint32_t psn, uint64_t now);
-    void        send_ack(Responder &r);
-    void        send_probe(UdpQp &qp, uint32_t psn);
-    uint64_t    tlp_timeout(const UdpQp &qp) const;
-    unsigned    rerequest_reads(UdpQp &qp);
-    void        flush_deferred_acks(bool all);
+    /* requester (udp_requester.cc) */
+    void     transmit(UdpQp &qp);
+    bool     cut_packet(UdpQp &qp);
+    void     send_packet(UdpQp &qp, const TxPacket &pkt);
+    void     send_probe(UdpQp &qp, uint32_t psn);
+    uint64_t tlp_timeout(const UdpQp &qp) const;
+    void     retire(UdpQp &qp);
+    void     check_timer(UdpQp &qp);
+    unsigned rerequest_reads(UdpQp &qp);
+    void     mark_paced(UdpQp &qp);
+    uint64_t path_rtt(uint64_t ts_echo, uint32_t hold_ns) const;
+    uint32_t path_bytes(const TxPacket &pkt, uint32_t offset) const;
+    uint64_t read_window(const UdpQp &qp) const;
+    uint32_t read_piece_max(const UdpQp &qp) const;
+    void     handle_response(const WireHeader &h, const uint8_t *payload, const sockaddr_in &from,
+                             bool ce);
+    void     ack_psn(UdpQp &qp, uint32_t psn, uint64_t now);
+    void     handle_ack(UdpQp &qp, const WireHeader &h);
+    void     handle_nak(UdpQp &qp, const WireHeader &h);
+    void     handle_read_resp(UdpQp &qp, const WireHeader &h, const uint8_t *payload, bool ce);
     static void note_rate(UdpQp &qp)
     {
         double r = qp.gate->rate();
@@ -281,7 +270,32 @@ private:
             qp.min_rate = r;
         }
     }
-    void dump_qp(const UdpQp &qp) const;
+
+    /* responder (udp_responder.cc) */
+    void send_control(const Responder &r, Opcode op, NakCode code, uint32_t psn);
+    bool evict_oldest_responder();
+    void send_ack(Responder &r);
+    void flush_deferred_acks(bool all);
+    void send_read_response(const WireHeader &h, const sockaddr_in &to);
+    void handle_request(const WireHeader &h, uint8_t *buf, const uint8_t *payload,
+                        const sockaddr_in &from, bool ce, size_t slot);
+    bool handle_send(Responder &r, const WireHeader &h, uint8_t *buf, const uint8_t *payload,
+                     size_t slot);
+
+    /* socket I/O (udp_socket_io.cc) */
+    unsigned receive(size_t &bytes);
+    int      place_read_response();
+    int      receive_batch(unsigned want);
+    void     rearm_rx(unsigned count);
+    void handle_datagram(uint8_t *buf, size_t len, const sockaddr_in &from, bool ce, size_t slot);
+    void stage(const WireHeader &hdr, const void *a, size_t alen, const void *b, size_t blen,
+               const sockaddr_in &to, uint32_t header_bytes = sizeof(WireHeader));
+    void flush_tx();
+    struct TxSlot;
+    void     send_linear(const TxSlot &s);
+    void     enable_rx_timestamps();
+    void     enable_ce();
+    uint64_t kernel_rx_time(const cmsghdr *c, int64_t rt_to_mono) const;
 
     int                                   fd_              = -1;
     int                                   epoll_fd_        = -1;

@@ -139,4 +139,14 @@ inline int32_t psn_diff(uint32_t a, uint32_t b)
     return int32_t(a - b);
 }
 
+/// A header of op with the magic and version filled in.
+inline WireHeader make_header(Opcode op)
+{
+    WireHeader h{};
+    h.magic   = kMagic;
+    h.version = kVersion;
+    h.opcode  = uint8_t(op);
+    return h;
+}
+
 } // namespace doorbell::udp

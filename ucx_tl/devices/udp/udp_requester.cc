@@ -1,0 +1,704 @@
+/* UDP device, requester: cuts the WQEs behind the doorbell into packets,
+ * sends and resends them (window, pacer, timers, tail-loss probes) and
+ * completes them from ACKs, NAKs and read data. */
+#include "udp_device.h"
+
+#include "core/clock.h"
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+namespace doorbell::udp {
+
+namespace {
+
+/// Bytes of the message a WQE describes.
+uint32_t message_length(const doorbell_wqe_t &w)
+{
+    return (w.flags & DOORBELL_WQE_INLINE) ? w.inline_len : w.length;
+}
+
+/// Message bytes from offset: inline data or the poster's buffer.
+const uint8_t *message_data(const doorbell_wqe_t &w, uint32_t offset)
+{
+    if (w.flags & DOORBELL_WQE_INLINE) {
+        return w.inline_data + offset;
+    }
+    return reinterpret_cast<const uint8_t *>(uintptr_t(w.local_addr)) + offset;
+}
+
+/// Offset of the first chunk of a read piece that has not arrived.
+uint32_t first_missing(const ReadPiece &piece)
+{
+    for (size_t i = 0; i < piece.got.size(); ++i) {
+        if (!piece.got[i]) {
+            return uint32_t(i) * piece.chunk;
+        }
+    }
+    return piece.length;
+}
+
+/// "127.0.0.1:4242 qp 0x1f" for error messages.
+std::string peer_string(const sockaddr_in &a, uint32_t qpn)
+{
+    char ip[INET_ADDRSTRLEN], buf[96];
+    inet_ntop(AF_INET, &a.sin_addr, ip, sizeof(ip));
+    snprintf(buf, sizeof(buf), "%s:%u (local qp 0x%x)", ip, ntohs(a.sin_port), qpn);
+    return buf;
+}
+
+} // namespace
+
+void UdpIface::ring(UdpQp &qp)
+{
+    if (qp.ring.unrung() == 0) {
+        return;
+    }
+    qp.ring.ring();
+    ++counters.doorbells;
+    if (depth_ == 0) {
+        now_ = now_ns();
+    }
+    transmit(qp);
+    flush_tx();
+}
+
+/// Cuts the next packet of the WQEs behind the doorbell into qp.unacked.
+/// Returns false when nothing can be cut now (ring empty, fence, window).
+bool UdpIface::cut_packet(UdpQp &qp)
+{
+    while (qp.cursor < qp.ring.rung()) {
+        const doorbell_wqe_t &w = qp.ring.wqe(qp.cursor);
+        if (qp.cursor_offset == 0) {
+            /* Fence, as IBV_SEND_FENCE: after the reads before it. The
+             * responder executes requests strictly in PSN order, so a write,
+             * send or read after a write needs nothing more; but a read's
+             * data leaves the responder's memory when its response is sent,
+             * and a later write must not change it first. (Waiting for every
+             * earlier WQE's ACK cost a round trip per fence: UCP's fence
+             * between a put and its flag, 4-9x on small allreduces.) */
+            if ((w.flags & DOORBELL_WQE_FENCE) && !qp.reads.empty()) {
+                return false;
+            }
+            if (qp.tracks.empty() || qp.tracks.back().wqe != qp.cursor) {
+                WqeTrack t;
+                t.wqe      = qp.cursor;
+                t.last_psn = qp.next_psn - 1;
+                t.is_send  = w.opcode == DOORBELL_OP_SEND;
+                qp.tracks.push_back(t);
+            }
+        }
+        WqeTrack &track = qp.tracks.back();
+        uint32_t  total = message_length(w);
+        TxPacket  pkt{};
+        pkt.psn    = qp.next_psn;
+        pkt.wqe    = qp.cursor;
+        pkt.offset = qp.cursor_offset;
+
+        switch (w.opcode) {
+        case DOORBELL_OP_NOP:
+            /* a flush: its completion waits on ACKs nobody asked for yet */
+            track.packetized = true;
+            qp.probe_due |= !qp.unacked.empty();
+            ++qp.cursor;
+            continue;
+        case DOORBELL_OP_PUT_SIGNAL:
+            if (qp.cursor_offset >= total) {
+                /* the data is cut (or there is none): the signal word, one
+                 * packet with its own PSN, so the responder executes it
+                 * once, after the data */
+                pkt.opcode = Opcode::kSignal;
+                pkt.offset = total;
+                pkt.length = sizeof(uint64_t);
+                if (!qp.unacked.empty() &&
+                    qp.inflight_bytes + pkt.length + sizeof(WireHeader) > window_) {
+                    return false;
+                }
+                qp.inflight_bytes += pkt.length + sizeof(WireHeader);
+                pkt.flags        = kFlagLast;
+                track.packetized = true;
+                track.last_psn   = pkt.psn;
+                qp.cursor_offset = 0;
+                ++qp.cursor;
+                ++qp.next_psn;
+                qp.unacked.push_back(pkt);
+                return true;
+            }
+            [[fallthrough]];
+        case DOORBELL_OP_PUT:
+        case DOORBELL_OP_SEND: {
+            pkt.opcode = w.opcode == DOORBELL_OP_SEND ? Opcode::kSend : Opcode::kWrite;
+            /* a message of several packets travels in data segments: their
+             * shorter header leaves the payload more of the datagram */
+            uint32_t seg = mtu_;
+            if (total > mtu_) {
+                pkt.header_bytes = data_header_bytes(pkt.opcode);
+                seg              = segment_payload(pkt.opcode);
+            }
+            pkt.length = std::min(seg, total - qp.cursor_offset);
+            if (!qp.unacked.empty() &&
+                qp.inflight_bytes + pkt.length + sizeof(WireHeader) > window_) {
+                return false;
+            }
+            qp.inflight_bytes += pkt.length + sizeof(WireHeader);
+            break;
+        }
+        case DOORBELL_OP_GET: {
+            /* pieces of at most half a window: responses must fit the
+             * receive buffer, or a large read would lose data forever. A
+             * paced QP also bounds the burst: the responder sends a piece
+             * back to back, so a piece is what a switch buffer must absorb
+             * at once; the pacer spaces the pieces (read_piece_max). */
+            uint32_t piece_max = read_piece_max(qp);
+            pkt.opcode         = Opcode::kReadReq;
+            pkt.length         = std::min(piece_max, total - qp.cursor_offset);
+            if (qp.read_bytes > 0 && qp.read_bytes + pkt.length > read_window(qp)) {
+                return false;
+            }
+            if (pkt.length > 0) {
+                ReadPiece piece;
+                piece.psn         = pkt.psn;
+                piece.wqe         = qp.cursor;
+                piece.remote_addr = w.remote_addr + qp.cursor_offset;
+                piece.rkey        = w.rkey;
+                piece.length      = pkt.length;
+                piece.chunk       = segment_payload(Opcode::kReadResp);
+                piece.dest        = reinterpret_cast<uint8_t *>(uintptr_t(w.local_addr)) +
+                             qp.cursor_offset;
+                piece.missing = (pkt.length + piece.chunk - 1) / piece.chunk;
+                piece.got.assign(piece.missing, false);
+                qp.reads.push_back(std::move(piece));
+                rx_place_ = mtu_ >= kPlaceMin && !faults_; /* see receive */
+                ++track.reads_left;
+                qp.read_bytes += pkt.length;
+            }
+            qp.inflight_bytes += sizeof(WireHeader);
+            break;
+        }
+        default:
+            /* rejected at post time; a raw WQE cannot get here */
+            qp.fail(DOORBELL_ERR_UNSUPPORTED,
+                    name + ": unsupported opcode " + std::to_string(w.opcode));
+            return false;
+        }
+        pkt.flags = (qp.cursor_offset == 0 ? kFlagFirst : 0);
+        qp.cursor_offset += pkt.length;
+        if (qp.cursor_offset >= total && w.opcode != DOORBELL_OP_PUT_SIGNAL) {
+            pkt.flags |= kFlagLast;
+            track.packetized = true;
+            qp.cursor_offset = 0;
+            ++qp.cursor;
+        }
+        track.last_psn = pkt.psn;
+        ++qp.next_psn;
+        qp.unacked.push_back(pkt);
+        return true;
+    }
+    return false;
+}
+
+void UdpIface::send_packet(UdpQp &qp, const TxPacket &pkt)
+{
+    const doorbell_wqe_t &w      = qp.ring.wqe(pkt.wqe);
+    bool                  resend = psn_diff(pkt.psn, qp.max_sent) < 0;
+    WireHeader            h      = make_header(pkt.opcode);
+    h.flags                      = pkt.flags;
+    h.src_qp                     = qp.qpn;
+    h.psn                        = pkt.psn;
+    h.ts_send                    = now_;
+    const void *payload          = nullptr;
+    switch (pkt.opcode) {
+    case Opcode::kWrite:
+    case Opcode::kSend:
+        h.am_id       = pkt.opcode == Opcode::kSend ? w.am_id : 0;
+        h.remote_addr = pkt.opcode == Opcode::kWrite ? w.remote_addr : 0;
+        h.rkey        = pkt.opcode == Opcode::kWrite ? w.rkey : 0;
+        h.msg_length  = message_length(w);
+        h.msg_offset  = pkt.offset;
+        h.length      = pkt.length;
+        payload       = message_data(w, pkt.offset);
+        break;
+    case Opcode::kSignal:
+        h.am_id       = w.am_id;
+        h.remote_addr = w.signal_addr;
+        h.rkey        = w.signal_rkey;
+        h.msg_length  = sizeof(uint64_t);
+        h.length      = sizeof(uint64_t);
+        payload       = &w.signal_value; /* the ring slot lives until done */
+        break;
+    case Opcode::kReadReq:
+        h.remote_addr = w.remote_addr + pkt.offset;
+        h.rkey        = w.rkey;
+        h.msg_length  = pkt.length;
+        h.aux         = segment_payload(Opcode::kReadResp);
+        if (resend) {
+            /* the data may have been lost too: ask from the first chunk
+             * missing (none missing: only the ACK is wanted) */
+            for (const ReadPiece &piece : qp.reads) {
+                if (piece.psn == pkt.psn) {
+                    h.flags |= kFlagRetry;
+                    h.msg_offset = first_missing(piece);
+                    break;
+                }
+            }
+        }
+        break;
+    default:
+        return;
+    }
+    /* ask for an immediate ACK when someone waits on it: a signaled WQE
+     * ends, a retransmission, half the window or half the AM credits used,
+     * or a read that has no data to answer with */
+    if (resend || qp.inflight_bytes * 2 > window_ ||
+        ((pkt.flags & kFlagLast) && (w.flags & DOORBELL_WQE_SIGNALED)) ||
+        (pkt.opcode == Opcode::kSend && qp.am_inflight * 2 >= params.am_credits) ||
+        (pkt.opcode == Opcode::kReadReq && pkt.length == 0)) {
+        h.flags |= kFlagAckReq;
+    }
+    stage(h, payload, h.length, nullptr, 0, qp.peer, pkt.header_bytes);
+    qp.last_ack_req = (h.flags & kFlagAckReq) != 0;
+    if (resend) {
+        ++counters.retransmits;
+    } else {
+        qp.max_sent = pkt.psn + 1;
+    }
+    if (qp.gate) {
+        /* a read request is charged what it asks for: the responses come
+         * back on this path's behalf (receiver-driven reads) */
+        qp.gate->on_send(now_, path_bytes(pkt, h.msg_offset));
+    }
+    if (qp.deadline_ns == 0) {
+        qp.deadline_ns = now_ + qp.rto_ns;
+    }
+    qp.tlp_at_ns = now_ + tlp_timeout(qp);
+}
+
+void UdpIface::transmit(UdpQp &qp)
+{
+    if (qp.in_error() || now_ < qp.hold_until_ns) {
+        return;
+    }
+    for (;;) {
+        if (qp.tx_psn == qp.next_psn && !cut_packet(qp)) {
+            break;
+        }
+        if (qp.tx_psn == qp.next_psn) {
+            continue; /* a NOP: nothing to send */
+        }
+        const TxPacket &pkt = qp.unacked[qp.tx_psn - qp.una];
+        if (qp.gate && qp.gate->next_send_ns(now_, path_bytes(pkt, 0)) > now_) {
+            ++counters.paced_waits;
+            ++qp.paced_waits;
+            mark_paced(qp);
+            break; /* paced: progress sends it later */
+        }
+        send_packet(qp, pkt);
+        ++qp.tx_psn;
+    }
+    /* a flush asks for the ACK once everything before it has left: a
+     * probe ahead of packets the pacer still holds would read as a gap */
+    if (qp.probe_due && qp.tx_psn == qp.next_psn) {
+        qp.probe_due = false;
+        if (qp.probed_psn != qp.next_psn && !qp.unacked.empty()) {
+            send_probe(qp, qp.next_psn);
+            qp.probed_psn = qp.next_psn;
+        }
+    }
+    retire(qp); /* NOPs and fences complete without packets */
+}
+
+/// Asks the peer to answer now for everything below psn: an ACK, or a NAK
+/// naming the first packet it lacks.
+void UdpIface::send_probe(UdpQp &qp, uint32_t psn)
+{
+    WireHeader h = make_header(Opcode::kAckReq);
+    h.src_qp     = qp.qpn;
+    h.psn        = psn;
+    h.ts_send    = now_;
+    stage(h, nullptr, 0, nullptr, 0, qp.peer);
+}
+
+/// The tail-loss probe's timeout: two round trips, at least kTlpMinNs, plus
+/// the peer's ACK delay when what is awaited is the ACK of a packet that did
+/// not ask for one (that answer may be held so long on purpose; read data
+/// is never held); at most the retransmit timeout.
+uint64_t UdpIface::tlp_timeout(const UdpQp &qp) const
+{
+    if (qp.srtt_ns == 0) {
+        return qp.rto_ns;
+    }
+    uint64_t t = std::max<uint64_t>(2 * qp.srtt_ns, kTlpMinNs);
+    if (!qp.unacked.empty() && !qp.last_ack_req) {
+        t += ack_delay_;
+    }
+    return std::min(t, qp.rto_ns);
+}
+
+/// Completes WQEs whose packets are all acknowledged and whose reads are in.
+void UdpIface::retire(UdpQp &qp)
+{
+    while (!qp.tracks.empty()) {
+        const WqeTrack &t = qp.tracks.front();
+        if (!t.packetized || t.reads_left != 0 || psn_diff(t.last_psn, qp.una) >= 0) {
+            break;
+        }
+        if (t.is_send && qp.am_inflight > 0) {
+            --qp.am_inflight;
+        }
+        uint64_t end = t.wqe + 1;
+        qp.tracks.pop_front();
+        qp.complete_to(end);
+    }
+}
+
+void UdpIface::check_timer(UdpQp &qp)
+{
+    if (qp.deadline_ns == 0 || qp.in_error()) {
+        return;
+    }
+    if (qp.unacked.empty() && qp.reads.empty()) {
+        qp.deadline_ns = 0;
+        return;
+    }
+    if (qp.tlp_at_ns != 0 && now_ >= qp.tlp_at_ns && now_ < qp.deadline_ns) {
+        /* Tail-loss probe: nothing came back for two round trips. The
+         * packets at the end of a burst have no successor whose arrival
+         * shows the gap, so without a probe only the (long, backed-off)
+         * retransmit timeout would find it; the probe's answer (a NAK for
+         * the gap, or an ACK) costs one small packet, not a resend. */
+        qp.tlp_at_ns = 0;
+        if (!qp.unacked.empty() && psn_diff(qp.max_sent, qp.una) > 0) {
+            ++qp.tail_probes;
+            ++counters.tail_probes;
+            send_probe(qp, qp.max_sent);
+        }
+        /* read data that stopped short: its request was answered, so no
+         * probe can show the loss; ask for the rest now */
+        if (rerequest_reads(qp) != 0 && qp.gate) {
+            qp.gate->on_loss(now_);
+            mark_paced(qp);
+            note_rate(qp);
+        }
+        return;
+    }
+    if (now_ < qp.deadline_ns) {
+        return;
+    }
+    if (qp.retries >= params.retry_count) {
+        qp.deadline_ns = 0;
+        qp.fail(DOORBELL_ERR_TIMED_OUT,
+                name + ": peer " + peer_string(qp.peer, qp.qpn) + " did not answer " +
+                    std::to_string(params.retry_count) + " retransmissions");
+        return;
+    }
+    ++qp.retries;
+    ++qp.timeouts;
+    ++counters.timeouts;
+    qp.rto_ns      = std::min(qp.rto_ns * 2, params.rto_max_ns);
+    qp.deadline_ns = now_ + qp.rto_ns;
+    if (qp.gate) {
+        qp.gate->on_loss(now_);
+        mark_paced(qp);
+        note_rate(qp);
+    }
+    /* A timeout is as often a descheduled peer (or a descheduled us) as a
+     * loss: resending the whole window then would only flood the peer's
+     * receive buffer with duplicates. Resend the oldest packet alone, asking
+     * for an ACK; its answer says where the peer stands, and only then does
+     * go-back-N resend what is really missing (handle_ack). */
+    if (!qp.unacked.empty() && psn_diff(qp.tx_psn, qp.una) > 0) {
+        qp.recovering  = true;
+        qp.recover_psn = qp.max_sent;
+        qp.recover_ts  = now_;
+        send_packet(qp, qp.unacked.front());
+    }
+    /* read pieces acknowledged but short of data: ask again */
+    rerequest_reads(qp);
+}
+
+/// Asks again, from its first missing chunk, for every read piece whose
+/// request was answered but whose data did not all arrive. Returns how many.
+unsigned UdpIface::rerequest_reads(UdpQp &qp)
+{
+    unsigned count = 0;
+    for (const ReadPiece &piece : qp.reads) {
+        if (psn_diff(piece.psn, qp.una) >= 0) {
+            break; /* the request itself is resent by go-back-N */
+        }
+        WireHeader h  = make_header(Opcode::kReadReq);
+        h.flags       = kFlagFirst | kFlagLast | kFlagRetry;
+        h.src_qp      = qp.qpn;
+        h.psn         = piece.psn;
+        h.remote_addr = piece.remote_addr;
+        h.rkey        = piece.rkey;
+        h.msg_length  = piece.length;
+        h.msg_offset  = first_missing(piece);
+        h.aux         = piece.chunk;
+        h.ts_send     = now_;
+        stage(h, nullptr, 0, nullptr, 0, qp.peer);
+        ++counters.retransmits;
+        ++count;
+    }
+    return count;
+}
+
+/// A QP whose pacer limits it (it had to wait, or was told of marks or
+/// loss) needs RTT samples free of this host's scheduling: from now on the
+/// iface takes kernel arrival times. Until then it does not pay for them (a
+/// timestamp and its control message cost 0.2-0.3 us per datagram, a fifth
+/// of an 8-byte UCP round trip on lo). The peer's side of the sample is its
+/// deliberate hold alone (see handle_request).
+void UdpIface::mark_paced(UdpQp &qp)
+{
+    if (!qp.paced) {
+        qp.paced = true;
+        enable_rx_timestamps();
+    }
+}
+
+/// The path's round trip for an answer to a packet sent at ts_echo, which the
+/// peer held hold_ns before answering: from the kernel's arrival time, so
+/// that neither side's scheduling delay reads as queueing. 0: no sample.
+uint64_t UdpIface::path_rtt(uint64_t ts_echo, uint32_t hold_ns) const
+{
+    if (ts_echo == 0 || ts_echo > rx_ts_) {
+        return 0;
+    }
+    uint64_t elapsed = rx_ts_ - ts_echo;
+    return hold_ns < elapsed ? elapsed - hold_ns : 0;
+}
+
+/// Bytes a packet costs its path: its datagram, and for a read request the
+/// data (with a header per chunk) it asks back from offset on.
+uint32_t UdpIface::path_bytes(const TxPacket &pkt, uint32_t offset) const
+{
+    if (pkt.opcode != Opcode::kReadReq) {
+        return pkt.length + pkt.header_bytes;
+    }
+    uint32_t len   = pkt.length - std::min(offset, pkt.length);
+    uint32_t chunk = segment_payload(Opcode::kReadResp);
+    return uint32_t(sizeof(WireHeader)) + len +
+           (len + chunk - 1) / chunk * data_header_bytes(Opcode::kReadResp);
+}
+
+/// Read bytes a QP may have outstanding: the window; on a paced QP at most
+/// two bandwidth-delay products of its rate (and two pieces). A responder
+/// answers every request it finds when it gets to run, back to back: what
+/// is outstanding is the burst a descheduled peer sends at once.
+uint64_t UdpIface::read_window(const UdpQp &qp) const
+{
+    if (!qp.gate || qp.srtt_ns == 0) {
+        return window_;
+    }
+    double   bdp = qp.gate->rate() * double(std::max(qp.srtt_ns, kTlpMinNs)) * 1e-9;
+    uint64_t cap = std::max<uint64_t>(uint64_t(2 * bdp), 2ull * read_piece_max(qp));
+    return std::min(window_, cap);
+}
+
+/// Largest read piece: half a window; on a paced QP also kReadPieceSegments
+/// chunks, the burst the responder sends back to back.
+uint32_t UdpIface::read_piece_max(const UdpQp &qp) const
+{
+    uint64_t max = std::max<uint64_t>(window_ / 2, mtu_);
+    if (qp.gate) {
+        max = std::min<uint64_t>(max,
+                                 uint64_t(kReadPieceSegments) * segment_payload(Opcode::kReadResp));
+    }
+    return uint32_t(max);
+}
+
+void UdpIface::handle_response(const WireHeader &h, const uint8_t *payload, const sockaddr_in &from,
+                               bool ce)
+{
+    auto it = qp_by_num_.find(h.dst_qp);
+    if (it == qp_by_num_.end() || !same_peer(it->second->peer, from) || it->second->in_error()) {
+        ++counters.rx_dropped; /* stale: QP gone, or not our peer */
+        return;
+    }
+    UdpQp &qp = *it->second;
+    switch (Opcode(h.opcode)) {
+    case Opcode::kAck:
+        handle_ack(qp, h);
+        break;
+    case Opcode::kNak:
+        handle_nak(qp, h);
+        break;
+    default:
+        handle_read_resp(qp, h, payload, ce);
+        break;
+    }
+}
+
+void UdpIface::ack_psn(UdpQp &qp, uint32_t psn, uint64_t now)
+{
+    if (psn_diff(psn, qp.una) <= 0 || psn_diff(psn, qp.next_psn) > 0) {
+        return; /* old news, or acknowledges what we never sent */
+    }
+    while (qp.una != psn) {
+        const TxPacket &p = qp.unacked.front();
+        qp.inflight_bytes -= (p.opcode == Opcode::kReadReq ? 0 : p.length) + sizeof(WireHeader);
+        qp.unacked.pop_front();
+        ++qp.una;
+    }
+    if (psn_diff(qp.tx_psn, qp.una) < 0) {
+        qp.tx_psn = qp.una;
+    }
+    qp.retries = 0;
+    /* the timeout follows the measured round trip (four smoothed RTTs),
+     * so a slow path or a busy peer is not mistaken for loss; after a
+     * timeout the backed-off value holds until everything sent before it
+     * is acknowledged (else every ACK of a resend would undo the backoff
+     * and a peer that keeps being descheduled would see a resend per RTT) */
+    if (qp.recovering && psn_diff(qp.una, qp.recover_psn) >= 0) {
+        qp.recovering = false;
+    }
+    if (!qp.recovering) {
+        qp.rto_ns = std::clamp(4 * qp.srtt_ns, params.rto_min_ns, params.rto_max_ns);
+    }
+    qp.deadline_ns = (qp.unacked.empty() && qp.reads.empty()) ? 0 : now + qp.rto_ns;
+    qp.tlp_at_ns   = (qp.unacked.empty() && qp.reads.empty()) ? 0 : now + tlp_timeout(qp);
+    retire(qp);
+}
+
+void UdpIface::handle_ack(UdpQp &qp, const WireHeader &h)
+{
+    uint64_t acked = 0;
+    for (const TxPacket &p : qp.unacked) {
+        if (psn_diff(p.psn, h.psn) >= 0) {
+            break;
+        }
+        acked += p.opcode == Opcode::kReadReq ? 0 : p.length; /* reads: by
+                                                                * their data */
+    }
+    ack_psn(qp, h.psn, now_);
+    if (qp.recovering && h.ts_echo >= qp.recover_ts && psn_diff(qp.tx_psn, qp.una) > 0 &&
+        !qp.unacked.empty()) {
+        /* the answer to the timeout's resend (the peer has seen it, and
+         * everything sent before it): what it still lacks was lost */
+        qp.tx_psn     = qp.una;
+        qp.recover_ts = UINT64_MAX; /* once per timeout */
+    }
+    /* The retransmit timer must cover the peer's ACK delay (srtt from the
+     * whole round trip); the pacer needs the network's delay, so the time
+     * the peer held its answer comes out of the sample it is given. */
+    uint64_t rtt = 0;
+    if (h.ts_echo != 0 && h.ts_echo <= now_) {
+        uint64_t elapsed = now_ - h.ts_echo;
+        qp.srtt_ns       = qp.srtt_ns ? (7 * qp.srtt_ns + elapsed) / 8 : elapsed;
+        ++counters.rtt_samples;
+        rtt = path_rtt(h.ts_echo, h.msg_offset);
+    }
+    if (qp.gate && (acked != 0 || rtt != 0 || h.aux != 0)) {
+        qp.gate->on_ack(now_, acked, h.aux, rtt);
+        if (h.aux != 0) {
+            mark_paced(qp); /* marked: the controller is at work */
+        }
+        note_rate(qp);
+    }
+}
+
+void UdpIface::handle_nak(UdpQp &qp, const WireHeader &h)
+{
+    if (psn_diff(h.psn, qp.una) < 0 || psn_diff(h.psn, qp.next_psn) >= 0) {
+        ++counters.rx_dropped; /* stale NAK */
+        return;
+    }
+    ack_psn(qp, h.psn, now_); /* everything before it arrived */
+    switch (NakCode(h.am_id)) {
+    case NakCode::kSequence:
+        if (psn_diff(qp.tx_psn, h.psn) > 0) {
+            qp.tx_psn = h.psn;
+        }
+        if (qp.gate) {
+            qp.gate->on_loss(now_);
+            mark_paced(qp);
+            note_rate(qp);
+        }
+        break;
+    case NakCode::kReceiverBusy:
+        /* the AM is kept and offered again after a pause; a busy receiver
+         * is alive, so this is no retry */
+        if (psn_diff(qp.tx_psn, h.psn) > 0) {
+            qp.tx_psn = h.psn;
+        }
+        ++counters.busy_naks;
+        ++qp.busy_naks;
+        qp.hold_until_ns = now_ + params.rto_min_ns;
+        qp.deadline_ns   = qp.hold_until_ns + qp.rto_ns;
+        qp.retries       = 0;
+        break;
+    case NakCode::kAccess:
+        ++counters.remote_access_errors;
+        qp.fail(DOORBELL_ERR_REMOTE_ACCESS,
+                name + ": peer " + peer_string(qp.peer, qp.qpn) +
+                    " rejected a remote access (key, bounds or access flags)");
+        break;
+    default:
+        qp.fail(DOORBELL_ERR_REMOTE,
+                name + ": peer " + peer_string(qp.peer, qp.qpn) + " rejected a malformed request");
+        break;
+    }
+}
+
+void UdpIface::handle_read_resp(UdpQp &qp, const WireHeader &h, const uint8_t *payload, bool ce)
+{
+    /* the responder executes in PSN order: data for a request means
+     * everything up to it was accepted */
+    ack_psn(qp, h.psn + 1, now_);
+    auto it = std::find_if(qp.reads.begin(), qp.reads.end(),
+                           [&](const ReadPiece &p) { return p.psn == h.psn; });
+    if (it == qp.reads.end()) {
+        ++counters.rx_duplicates; /* a piece that already completed */
+        return;
+    }
+    ReadPiece &piece = *it;
+    uint32_t   idx   = h.msg_offset / piece.chunk;
+    if (h.msg_length != piece.length || h.msg_offset % piece.chunk != 0 ||
+        h.length != std::min(piece.chunk, piece.length - h.msg_offset)) {
+        ++counters.rx_dropped;
+        return;
+    }
+    if (piece.got[idx]) {
+        ++counters.rx_duplicates;
+        return;
+    }
+    if (payload != piece.dest + h.msg_offset) { /* else received in place */
+        std::memcpy(piece.dest + h.msg_offset, payload, h.length);
+    }
+    piece.got[idx] = true;
+    if ((h.flags & kFlagFirst) && h.ts_echo != 0 && h.ts_echo <= now_) {
+        /* a read-only QP gets few ACKs: its timers learn from the data */
+        uint64_t elapsed = now_ - h.ts_echo;
+        qp.srtt_ns       = qp.srtt_ns ? (7 * qp.srtt_ns + elapsed) / 8 : elapsed;
+    }
+    qp.tlp_at_ns = now_ + tlp_timeout(qp);
+    if (qp.gate) {
+        /* the requester paces its reads: the data's marks and delay are
+         * its feedback (the first response of a request carries the RTT) */
+        uint64_t rtt = (h.flags & kFlagFirst) ? path_rtt(h.ts_echo, 0) : 0; /* no hold */
+        qp.gate->on_ack(now_, h.length, ce ? h.length : 0, rtt);
+        if (ce) {
+            mark_paced(qp);
+        }
+        note_rate(qp);
+    }
+    qp.retries     = 0;
+    qp.deadline_ns = now_ + qp.rto_ns;
+    if (--piece.missing != 0) {
+        return;
+    }
+    uint64_t wqe = piece.wqe;
+    qp.read_bytes -= piece.length;
+    qp.reads.erase(it);
+    qp.tracks[wqe - qp.tracks.front().wqe].reads_left--;
+    if (qp.unacked.empty() && qp.reads.empty()) {
+        qp.deadline_ns = 0;
+    }
+    retire(qp);
+}
+
+} // namespace doorbell::udp

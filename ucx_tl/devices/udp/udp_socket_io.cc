@@ -1,0 +1,439 @@
+/* UDP device, socket I/O: progress, receive (batches, read data in place,
+ * CE marks and kernel timestamps), staging and the sendmmsg flush. */
+#include "udp_device.h"
+
+#include "core/clock.h"
+#include "parser.h"
+
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+namespace doorbell::udp {
+
+namespace {
+
+/// CLOCK_REALTIME - CLOCK_MONOTONIC now, ns: the kernel stamps arrivals on
+/// the realtime scale, the wire and the timers use the monotonic one.
+int64_t realtime_minus_monotonic_ns()
+{
+    timespec rt, mono;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    clock_gettime(CLOCK_MONOTONIC, &mono);
+    return (int64_t(rt.tv_sec) - int64_t(mono.tv_sec)) * 1000000000ll +
+           (int64_t(rt.tv_nsec) - int64_t(mono.tv_nsec));
+}
+
+} // namespace
+
+unsigned UdpIface::progress()
+{
+    if (fd_in_epoll_ && !background && ++polls_since_arm_ >= kEpollIdlePolls) {
+        /* the application busy-polls, it does not wait: take the socket
+         * out of the wake-up set until the next arm, so arrivals skip the
+         * epoll callback */
+        epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd_, nullptr);
+        fd_in_epoll_ = false;
+    }
+    ++depth_;
+    now_         = now_ns();
+    bool reading = false;
+    for (size_t i = 0; i < qps.size(); ++i) {
+        auto *qp = static_cast<UdpQp *>(qps[i]);
+        if (qp->ring.unrung() != 0) {
+            qp->ring.ring(); /* what the batcher held back */
+            ++counters.doorbells;
+            transmit(*qp);
+        }
+        reading |= !qp->reads.empty();
+    }
+    flush_tx();
+    rx_place_      = reading && mtu_ >= kPlaceMin && !faults_;
+    size_t   bytes = 0;
+    unsigned count = receive(bytes);
+    if (count > 1 || bytes >= kLinearTx) {
+        /* copying the data took time; an empty poll, or one small datagram
+         * (a ping, an ACK), did not: the clock read above still holds */
+        now_ = now_ns();
+    }
+    flush_deferred_acks(false);
+    for (size_t i = 0; i < qps.size(); ++i) {
+        auto *qp = static_cast<UdpQp *>(qps[i]);
+        check_timer(*qp);
+        transmit(*qp);
+    }
+    flush_tx();
+    count += poll_completions();
+    if (background && count != 0) {
+        /* what this took from the socket (ACKs that free slots a pending
+         * request waits for, completions to deliver) took the event fd's
+         * readiness with it: fire the wake-up timer now, so a worker asleep
+         * on the fd comes for it */
+        itimerspec its{};
+        its.it_value.tv_nsec = 1;
+        timerfd_settime(timer_fd_, 0, &its, nullptr);
+    }
+    if (--depth_ == 0) {
+        graveyard_.clear();
+    }
+    return count;
+}
+
+/// Takes what the socket holds (up to kRxRounds batches); returns the
+/// datagrams and adds their bytes to bytes.
+unsigned UdpIface::receive(size_t &bytes)
+{
+    unsigned total       = 0;
+    int64_t  rt_to_mono  = 0; /* CLOCK_REALTIME - CLOCK_MONOTONIC, ns */
+    bool     have_offset = false;
+    for (unsigned round = 0; round < kRxRounds; ++round) {
+        /* After a quiet poll ask for one datagram: a lone message (a ping)
+         * then costs no second, failing receive attempt in the kernel. A
+         * call that filled its request asks for a full batch next time. */
+        unsigned want   = rx_want_;
+        int      placed = rx_place_ ? place_read_response() : 0;
+        if (placed < 0) {
+            break; /* the peek found the socket empty */
+        }
+        if (rx_place_) {
+            /* one datagram at a time while read data may arrive: a batch
+             * behind a control packet would land in receive buffers */
+            want = 1;
+        }
+        int n = receive_batch(want);
+        /* a full batch, or a second datagram in a row asked for alone:
+         * a stream, so ask for a batch; one datagram after a quiet poll
+         * is a ping, and its answer is a round trip away */
+        rx_singles_ = n == 1 && want == 1 ? rx_singles_ + 1 : 0;
+        rx_want_    = (n >= 2 || rx_singles_ >= 2) ? kRxBatch : 1;
+        if (n <= 0) {
+            if (placed > 0) {
+                rx_placed_ = nullptr;
+                rearm_rx(1);
+            }
+            break;
+        }
+        for (int i = 0; i < n; ++i) {
+            msghdr &m  = rx_msgs_[i].msg_hdr;
+            bool    ce = false;
+            rx_ts_     = now_;
+            for (cmsghdr *c = CMSG_FIRSTHDR(&m); c != nullptr; c = CMSG_NXTHDR(&m, c)) {
+                if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS &&
+                    c->cmsg_len >= CMSG_LEN(1)) {
+                    ce = (*CMSG_DATA(c) & 0x3) == 0x3;
+                } else if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS &&
+                           c->cmsg_len >= CMSG_LEN(sizeof(timespec))) {
+                    if (!have_offset) {
+                        rt_to_mono  = realtime_minus_monotonic_ns();
+                        have_offset = true;
+                    }
+                    rx_ts_ = kernel_rx_time(c, rt_to_mono);
+                    ++counters.rx_timestamped;
+                }
+            }
+            if (m.msg_flags & MSG_TRUNC) {
+                ++counters.rx_packets;
+                ++counters.rx_dropped;
+                continue;
+            }
+            if (!rx_ce_ &&
+                (unsigned(n) >= kCeQueuedDatagrams || rx_msgs_[i].msg_len >= kCeBulkBytes)) {
+                enable_ce();
+            }
+            bytes += rx_msgs_[i].msg_len;
+            handle_datagram(rx_slots_[i], rx_msgs_[i].msg_len, rx_addr_[i], ce, size_t(i));
+        }
+        rearm_rx(unsigned(n));
+        for (Responder *r : ack_list_) {
+            send_ack(*r);
+        }
+        ack_list_.clear();
+        total += unsigned(n);
+        if (!rx_place_ && n < int(kRxBatch)) {
+            break; /* drained (or asked for one: the next poll drains) */
+        }
+    }
+    return total;
+}
+
+/// A read's data lands where it belongs, not in a receive buffer copied
+/// from: peeks at the header of the datagram at the head of the socket and,
+/// when it is a READ_RESP chunk a piece still waits for (checked exactly as
+/// handle_read_resp checks it), points receive entry 0 at the header slot
+/// and the chunk's place in the destination. Returns 1 when set up, 0 when
+/// the datagram takes the normal path, -1 when the socket is empty.
+int UdpIface::place_read_response()
+{
+    uint8_t     head[sizeof(WireHeader)];
+    sockaddr_in from{};
+    iovec       iov{head, sizeof(head)};
+    msghdr      m{};
+    m.msg_name    = &from;
+    m.msg_namelen = sizeof(from);
+    m.msg_iov     = &iov;
+    m.msg_iovlen  = 1;
+    ssize_t len   = recvmsg(fd_, &m, MSG_PEEK | MSG_DONTWAIT | MSG_TRUNC);
+    if (len < 0) {
+        return errno == EINTR ? 0 : -1;
+    }
+    if (size_t(len) > kBufSize) {
+        return 0;
+    }
+    ParseResult       pr = parse_header(head, std::min(sizeof(head), size_t(len)), size_t(len));
+    const WireHeader &h  = pr.header;
+    if (pr.status != ParseStatus::kOk || Opcode(h.opcode) != Opcode::kReadResp) {
+        return 0;
+    }
+    auto it = qp_by_num_.find(h.dst_qp);
+    if (it == qp_by_num_.end() || !same_peer(it->second->peer, from) || it->second->in_error()) {
+        return 0;
+    }
+    for (const ReadPiece &piece : it->second->reads) {
+        if (piece.psn != h.psn) {
+            continue;
+        }
+        if (h.msg_length != piece.length || h.msg_offset % piece.chunk != 0 ||
+            h.length != std::min(piece.chunk, piece.length - h.msg_offset) ||
+            piece.got[h.msg_offset / piece.chunk]) {
+            return 0;
+        }
+        rx_place_iov_[0]  = {rx_slots_[0], pr.header_bytes};
+        rx_place_iov_[1]  = {piece.dest + h.msg_offset, h.length};
+        msghdr &e         = rx_msgs_[0].msg_hdr;
+        e.msg_iov         = rx_place_iov_.data();
+        e.msg_iovlen      = rx_place_iov_.size();
+        rx_placed_        = piece.dest + h.msg_offset;
+        rx_placed_header_ = h;
+        return 1;
+    }
+    return 0;
+}
+
+/// recvmmsg into the first want entries; for one entry recvmsg, which
+/// costs the kernel less per call (about 0.15 us per hop on lo here), and
+/// recvfrom when no control message is wanted and entry 0 is not placed: the
+/// kernel then copies in no message header and no iovec (0.05-0.1 us).
+int UdpIface::receive_batch(unsigned want)
+{
+    if (want > 1) {
+        return recvmmsg(fd_, rx_msgs_.data(), want, MSG_DONTWAIT, nullptr);
+    }
+    msghdr &m = rx_msgs_[0].msg_hdr;
+    ssize_t len;
+    if (!rx_ce_ && !rx_timestamps_ && rx_placed_ == nullptr) {
+        socklen_t alen = sizeof(sockaddr_in);
+        /* MSG_TRUNC: the length of the datagram, even one that did not fit */
+        len = recvfrom(fd_, rx_slots_[0], kBufSize, MSG_DONTWAIT | MSG_TRUNC,
+                       reinterpret_cast<sockaddr *>(&rx_addr_[0]), &alen);
+        if (len < 0) {
+            return -1;
+        }
+        m.msg_controllen    = 0;
+        m.msg_flags         = size_t(len) > kBufSize ? MSG_TRUNC : 0;
+        rx_msgs_[0].msg_len = unsigned(std::min<size_t>(size_t(len), kBufSize));
+        return 1;
+    }
+    len = recvmsg(fd_, &m, MSG_DONTWAIT);
+    if (len < 0) {
+        return -1;
+    }
+    rx_msgs_[0].msg_len = unsigned(len);
+    return 1;
+}
+
+/// Resets the first count receive headers: recvmmsg wrote the address,
+/// control and flag fields of those it filled (the others are intact), and
+/// the AM handler may have lent a slot's buffer away.
+void UdpIface::rearm_rx(unsigned count)
+{
+    for (unsigned i = 0; i < count; ++i) {
+        rx_iov_[i]       = {rx_slots_[i], kBufSize};
+        msghdr &m        = rx_msgs_[i].msg_hdr;
+        m.msg_name       = &rx_addr_[i];
+        m.msg_namelen    = sizeof(sockaddr_in);
+        m.msg_iov        = &rx_iov_[i];
+        m.msg_iovlen     = 1;
+        m.msg_control    = rx_cmsg_[i].data();
+        m.msg_controllen = rx_cmsg_[i].size();
+        m.msg_flags      = 0;
+    }
+    rx_placed_ = nullptr; /* consumed, or its datagram was not delivered */
+}
+
+void UdpIface::handle_datagram(uint8_t *buf, size_t len, const sockaddr_in &from, bool ce,
+                               size_t slot)
+{
+    /* entry 0 may have been received in place: its payload is in a read's
+     * destination already (and its header must be the one peeked at) */
+    const uint8_t *placed = slot == 0 ? std::exchange(rx_placed_, nullptr) : nullptr;
+    ++counters.rx_packets;
+    counters.rx_bytes += len;
+    if (faults_ && faults_->rx_drop()) {
+        return;
+    }
+    ParseResult r = parse(buf, len);
+    if (r.status != ParseStatus::kOk ||
+        (placed != nullptr &&
+         std::memcmp(&r.header, &rx_placed_header_, sizeof(WireHeader)) != 0)) {
+        ++counters.rx_dropped; /* (a changed header: not with one reader) */
+        return;
+    }
+    if (placed != nullptr) {
+        r.payload = placed;
+    }
+    if (faults_ && faults_->ce()) {
+        ce = true;
+    }
+    if (ce) {
+        ++counters.ce_marks;
+    }
+    switch (Opcode(r.header.opcode)) {
+    case Opcode::kAck:
+    case Opcode::kNak:
+    case Opcode::kReadResp:
+        handle_response(r.header, r.payload, from, ce);
+        break;
+    default:
+        handle_request(r.header, buf, r.payload, from, ce, slot);
+        break;
+    }
+}
+
+/// Queues a packet for the next sendmmsg; a header_bytes other than the
+/// full header's sends hdr as a DataHeader.
+void UdpIface::stage(const WireHeader &hdr, const void *a, size_t alen, const void *b, size_t blen,
+                     const sockaddr_in &to, uint32_t header_bytes)
+{
+    if (tx_count_ == kTxBatch) {
+        flush_tx();
+    }
+    TxSlot &s = tx_[tx_count_++];
+    if (header_bytes == sizeof(WireHeader)) {
+        s.hdr = hdr;
+    } else {
+        header_bytes = encode_data_header(hdr, reinterpret_cast<uint8_t *>(&s.hdr));
+    }
+    s.to     = to;
+    s.iov[0] = {&s.hdr, header_bytes};
+    s.iov[1] = {const_cast<void *>(a), alen};
+    s.iov[2] = {const_cast<void *>(b), blen};
+    s.iovcnt = blen != 0 ? 3 : alen != 0 ? 2 : 1;
+    s.bytes  = header_bytes + alen + blen;
+}
+
+/// Sends one small staged packet with sendto from a linear copy.
+void UdpIface::send_linear(const TxSlot &s)
+{
+    uint8_t *p   = tx_linear_.data();
+    size_t   len = 0;
+    for (unsigned i = 0; i < s.iovcnt; ++i) {
+        std::memcpy(p + len, s.iov[i].iov_base, s.iov[i].iov_len);
+        len += s.iov[i].iov_len;
+    }
+    ssize_t rc;
+    do {
+        rc = sendto(fd_, p, len, 0, reinterpret_cast<const sockaddr *>(&s.to), sizeof(s.to));
+    } while (rc < 0 && errno == EINTR);
+    if (rc >= 0) { /* else lost; retransmission recovers it */
+        counters.tx_bytes += uint64_t(rc);
+        ++counters.tx_packets;
+    }
+}
+
+void UdpIface::flush_tx()
+{
+    if (tx_count_ == 0) {
+        return;
+    }
+    if (tx_count_ == 1 && !faults_ && tx_[0].bytes <= tx_linear_.size()) {
+        send_linear(tx_[0]); /* a ping, an ACK: the common latency case */
+        tx_count_ = 0;
+        return;
+    }
+    unsigned n   = 0;
+    auto     add = [&](unsigned i) {
+        mmsghdr &m            = tx_msgs_[n++];
+        m                     = {};
+        m.msg_hdr.msg_name    = &tx_[i].to;
+        m.msg_hdr.msg_namelen = sizeof(sockaddr_in);
+        m.msg_hdr.msg_iov     = tx_[i].iov;
+        m.msg_hdr.msg_iovlen  = tx_[i].iovcnt;
+    };
+    for (unsigned i = 0; i < tx_count_; ++i) {
+        if (faults_) {
+            if (faults_->tx_drop()) {
+                continue;
+            }
+            if (i + 1 < tx_count_ && faults_->reorder()) {
+                add(i + 1);
+                add(i);
+                ++i;
+                continue;
+            }
+            if (faults_->duplicate()) {
+                add(i);
+            }
+        }
+        add(i);
+    }
+    unsigned sent = 0;
+    while (sent < n) {
+        int rc = sendmmsg(fd_, tx_msgs_.data() + sent, n - sent, 0);
+        if (rc <= 0) {
+            if (rc < 0 && errno == EINTR) {
+                continue;
+            }
+            break; /* the rest is lost; retransmission recovers it */
+        }
+        sent += unsigned(rc);
+    }
+    for (unsigned i = 0; i < sent; ++i) {
+        counters.tx_bytes += tx_msgs_[i].msg_len;
+    }
+    counters.tx_packets += sent;
+    tx_count_ = 0;
+}
+
+void UdpIface::enable_rx_timestamps()
+{
+    if (rx_timestamps_) {
+        return;
+    }
+    int on         = 1;
+    rx_timestamps_ = setsockopt(fd_, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof(on)) == 0;
+}
+
+/// CE marks are read from here on. A mark says a queue on the path passed
+/// its threshold, and queues are built by bulk traffic: a segment of at
+/// least kCeBulkBytes, or a receive that finds kCeQueuedDatagrams waiting.
+/// Until such traffic arrives, a latency-bound exchange of small
+/// messages does not pay for the TOS control message, 0.2-0.25 us per
+/// datagram on lo here (docs/transport.md). A receiver that reads no marks
+/// echoes none, so a sender of small messages alone is paced by delay.
+void UdpIface::enable_ce()
+{
+    int on = 1;
+    /* tried once: IPv4 sockets on Linux always accept it (checked at open) */
+    setsockopt(fd_, IPPROTO_IP, IP_RECVTOS, &on, sizeof(on));
+    rx_ce_ = true;
+}
+
+/// The kernel's arrival time of a datagram (SCM_TIMESTAMPNS) on the
+/// monotonic scale, at most now_: the time it waited in the socket for this
+/// process to run is no part of the path.
+uint64_t UdpIface::kernel_rx_time(const cmsghdr *c, int64_t rt_to_mono) const
+{
+    timespec ts;
+    std::memcpy(&ts, CMSG_DATA(c), sizeof(ts));
+    int64_t mono = int64_t(ts.tv_sec) * 1000000000ll + ts.tv_nsec - rt_to_mono;
+    if (mono <= 0 || uint64_t(mono) > now_) {
+        return now_;
+    }
+    return uint64_t(mono);
+}
+
+} // namespace doorbell::udp
