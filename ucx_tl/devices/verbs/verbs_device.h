@@ -18,6 +18,11 @@
  * Remote keys: the iface attaches to the protection domain as its hardware
  * key source, so doorbell_mr_register registers with the HCA and returns the
  * HCA's rkey.
+ *
+ * Files: verbs_device.cc (set-up: discovery, open, keys, QPs, addresses),
+ * verbs_handshake.cc (the UD handshake), verbs_device_datapath.cc (WR chains,
+ * completions, active messages), verbs_direct.cc (PUT_SIGNAL's checks, the
+ * mlx5 export), verbs_pacing.cc (clock, rate limit, congestion counters).
  */
 #pragma once
 
@@ -29,6 +34,7 @@
 #include "verbs_provider.h"
 
 #include <array>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -71,6 +77,19 @@ struct PeerAddr {
     uint16_t lid;
     uint32_t ud_qpn;
 };
+
+/// Bytes of an enum ibv_mtu.
+inline uint32_t mtu_bytes(ibv_mtu mtu)
+{
+    return 128u << unsigned(mtu);
+}
+
+/// Whether a 16-byte GID is all zero (no GID: IB within the subnet).
+inline bool gid_zero(const uint8_t *g)
+{
+    static const uint8_t zero[16] = {};
+    return std::memcmp(g, zero, 16) == 0;
+}
 
 /// Device-visible state of one verbs port (what discovery found).
 struct PortInfo {
@@ -152,20 +171,12 @@ public:
                                   VerbsIface **iface_p);
     ~VerbsIface();
 
-    /* control path (verbs_device.cc) */
+    /* set-up (verbs_device.cc) */
     doorbell_status_t create_qp(const void *device_addr, const void *iface_addr, VerbsQp **qp_p);
     /// A QP whose send queue another agent drives (see export_mlx5): it has
     /// its own send CQ; the core posts nothing to it.
     doorbell_status_t create_direct_qp(const void *device_addr, const void *iface_addr,
                                        VerbsQp **qp_p);
-    /// The mlx5 objects of a connected direct QP: SQ buffer, doorbell record,
-    /// UAR, its send CQ and an 8-byte fetch-add landing slot.
-    /// UNSUPPORTED (no mlx5dv in the build, not an mlx5 device), NO_RESOURCE
-    /// (not connected yet: progress and ask again), or an error.
-    doorbell_status_t export_mlx5(VerbsQp &qp, doorbell_qp_mlx5_t &out);
-    /// Checks a raw WQE beyond the core's checks (PUT_SIGNAL's needs).
-    doorbell_status_t check_raw_wqe(const VerbsQp &qp, const doorbell_wqe_t &w,
-                                    unsigned index) const;
     void              destroy_qp(VerbsQp &qp);
     size_t            device_address_length() const { return 18; }
     size_t            address_length() const { return 4; }
@@ -175,6 +186,16 @@ public:
     void              query_limits(doorbell_iface_limits_t &limits) const;
     int               event_fd() const;
     doorbell_status_t arm();
+
+    /* PUT_SIGNAL and direct QPs (verbs_direct.cc) */
+    /// The mlx5 objects of a connected direct QP: SQ buffer, doorbell record,
+    /// UAR, its send CQ and an 8-byte fetch-add landing slot.
+    /// UNSUPPORTED (no mlx5dv in the build, not an mlx5 device), NO_RESOURCE
+    /// (not connected yet: progress and ask again), or an error.
+    doorbell_status_t export_mlx5(VerbsQp &qp, doorbell_qp_mlx5_t &out);
+    /// Checks a raw WQE beyond the core's checks (PUT_SIGNAL's needs).
+    doorbell_status_t check_raw_wqe(const VerbsQp &qp, const doorbell_wqe_t &w,
+                                    unsigned index) const;
 
     /* data path (verbs_device_datapath.cc) */
     void     ring(VerbsQp &qp);
@@ -192,43 +213,49 @@ public:
     size_t                    passive_count() const { return passive_.size(); }
     const CongestionCounters &congestion() const { return congestion_; }
     /// Re-reads the port's hw_counters (ECN/CNP) and feeds new CE marks to
-    /// the QPs' pacing gates; progress calls it every few milliseconds.
+    /// the QPs' pacing gates; progress calls it every few milliseconds
+    /// (verbs_pacing.cc).
     void sample_congestion();
     /// Converts a completion timestamp (HCA clock ticks) to CLOCK_MONOTONIC ns.
     uint64_t hca_to_host_ns(uint64_t ticks) const;
 
 private:
+    /* set-up (verbs_device.cc) */
     VerbsIface(ProtectionDomain &pd, const doorbell_iface_params_t &params, std::string name);
     doorbell_status_t init(const PortInfo &port);
     doorbell_status_t create_cq(ibv_cq_ex **cq, int depth);
     doorbell_status_t create_rc_qp(ibv_qp **qp_p, ibv_cq_ex *send_cq = nullptr);
     doorbell_status_t create_qp_common(const void *device_addr, const void *iface_addr, bool direct,
                                        VerbsQp **qp_p);
-    doorbell_status_t attach_data(ibv_send_wr &wr, VerbsQp &qp, uint64_t i, const doorbell_wqe_t &w,
-                                  uint32_t len, size_t &n_sge);
+    bool              post_recv_buffer(ibv_qp *qp, uint8_t *buf, uint32_t offset, uint32_t length);
+    std::string       peer_string(const PeerAddr &p) const;
+
+    /* the handshake (verbs_handshake.cc) */
     doorbell_status_t connect_rc(ibv_qp *qp, const PeerAddr &peer, uint32_t remote_qpn,
                                  uint32_t remote_psn, uint32_t local_psn, uint32_t peer_mtu);
     doorbell_status_t ud_send(const PeerAddr &to, const Hello &hello);
-    bool              post_recv_buffer(ibv_qp *qp, uint8_t *buf, uint32_t offset, uint32_t length);
     ibv_ah           *address_handle(const PeerAddr &to);
     Hello             make_hello(uint8_t type) const;
     void              send_req(VerbsQp &qp);
     void              handle_hello(const Hello &h, uint32_t src_qp);
     void              post_passive_recvs(Passive &p);
     void              destroy_passive(Passive &p);
-    void              calibrate_clock();
-    void              apply_rate(VerbsQp &qp);
-    std::string       peer_string(const PeerAddr &p) const;
+    unsigned          poll_ud_cq();
+    void              check_hellos();
 
-    /* data path helpers */
-    void     post(VerbsQp &qp);
-    unsigned poll_send_cq();
-    unsigned poll_recv_cq();
-    unsigned poll_ud_cq();
-    void     check_hellos();
-    void     complete_wrs(VerbsQp &qp, uint64_t end, uint64_t ts);
-    void     fail_wr(VerbsQp &qp, uint64_t wr_last, ibv_wc_status status);
-    void     release_slots(VerbsQp &qp, uint64_t from, uint64_t to);
+    /* data path (verbs_device_datapath.cc) */
+    void              post(VerbsQp &qp);
+    doorbell_status_t attach_data(ibv_send_wr &wr, VerbsQp &qp, uint64_t i, const doorbell_wqe_t &w,
+                                  uint32_t len, size_t &n_sge);
+    unsigned          poll_send_cq();
+    unsigned          poll_recv_cq();
+    void              complete_wrs(VerbsQp &qp, uint64_t end, uint64_t ts);
+    void              fail_wr(VerbsQp &qp, uint64_t wr_last, ibv_wc_status status);
+    void              release_slots(VerbsQp &qp, uint64_t from, uint64_t to);
+
+    /* pacing and clock (verbs_pacing.cc) */
+    void calibrate_clock();
+    void apply_rate(VerbsQp &qp);
 
     class Keys : public HardwareKeys {
     public:

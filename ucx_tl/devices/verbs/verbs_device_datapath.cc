@@ -1,4 +1,4 @@
-/* Verbs device: data path (WR chains, completions, active messages). */
+/* Verbs device, data path: WR chains behind the doorbell, completions, active messages. */
 #include "verbs_device.h"
 
 #include "core/clock.h"
@@ -489,49 +489,6 @@ void VerbsIface::release_am(void *data)
     if (p != passive_by_qpn_.end()) {
         post_passive_recvs(*p->second);
     }
-}
-
-unsigned VerbsIface::poll_ud_cq()
-{
-    struct Msg {
-        Hello    hello;
-        uint32_t src_qp;
-    };
-    Msg              msgs[kPollBatch];
-    unsigned         nmsg = 0, n = 0;
-    ibv_poll_cq_attr attr{};
-    if (ibv_start_poll(ud_cq_, &attr) != 0) {
-        return 0;
-    }
-    do {
-        auto         *buf = reinterpret_cast<uint8_t *>(uintptr_t(ud_cq_->wr_id));
-        ibv_wc_status st  = ud_cq_->status;
-        ibv_wc_opcode op  = st == IBV_WC_SUCCESS ? ibv_wc_read_opcode(ud_cq_) : IBV_WC_RECV;
-        ++n;
-        if (op == IBV_WC_SEND) {
-            pool_.put(buf);
-            continue;
-        }
-        if (st != IBV_WC_SUCCESS && !pool_.owns(buf)) {
-            continue;
-        }
-        if (st == IBV_WC_SUCCESS && ibv_wc_read_byte_len(ud_cq_) >= kGrhBytes + sizeof(Hello)) {
-            std::memcpy(&msgs[nmsg].hello, buf + kGrhBytes, sizeof(Hello));
-            msgs[nmsg++].src_qp = ibv_wc_read_src_qp(ud_cq_);
-        } else if (st == IBV_WC_SUCCESS) {
-            ++counters.rx_dropped;
-        }
-        if (st == IBV_WC_WR_FLUSH_ERR) {
-            pool_.put(buf);
-            continue;
-        }
-        post_recv_buffer(ud_qp_, buf, 0, uint32_t(kGrhBytes + sizeof(Hello)));
-    } while (n < kPollBatch && ibv_next_poll(ud_cq_) == 0);
-    ibv_end_poll(ud_cq_);
-    for (unsigned k = 0; k < nmsg; ++k) {
-        handle_hello(msgs[k].hello, msgs[k].src_qp);
-    }
-    return 0; /* handshakes are not completions */
 }
 
 unsigned VerbsIface::progress()
