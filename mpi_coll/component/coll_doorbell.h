@@ -73,6 +73,27 @@ typedef struct mca_coll_doorbell_component_t {
 OMPI_MODULE_DECLSPEC extern mca_coll_doorbell_component_t
     mca_coll_doorbell_component;
 
+#define DOORBELL_AM_ID      0x44 /* put_signal as an active message */
+#define DOORBELL_AM_BLOCK   64   /* headers per allocation */
+#define DOORBELL_BELL_BYTES 64   /* after the flags: ring, sleeping */
+
+/* A put_signal sent as one active message: the data and the flag travel
+ * together, so the flag needs neither a fence nor a packet of its own. */
+typedef struct mca_coll_doorbell_am_hdr {
+    uint64_t region; /* the target's region: which team */
+    uint64_t offset; /* scratch offset of the bytes */
+    uint64_t value;  /* the flag's new value */
+    uint32_t slot;   /* the flag */
+    uint32_t len;    /* bytes after the header */
+} mca_coll_doorbell_am_hdr_t;
+
+/* UCP 1.13 reads an AM header until the send completes: headers live in
+ * blocks that never move, reused once quiet() saw every send complete. */
+typedef struct mca_coll_doorbell_am_block {
+    mca_coll_doorbell_am_hdr_t         hdr[DOORBELL_AM_BLOCK];
+    struct mca_coll_doorbell_am_block *next;
+} mca_coll_doorbell_am_block_t;
+
 /* Per-communicator state, created on the first allreduce. */
 typedef struct mca_coll_doorbell_team {
     doorbell_coll_team_t super; /* what the schedules see */
@@ -126,9 +147,19 @@ int mca_coll_doorbell_init_query(bool enable_progress_threads,
 mca_coll_base_module_t *mca_coll_doorbell_comm_query(
     struct ompi_communicator_t *comm, int *priority);
 
-/* coll_doorbell_ucp.c */
+/* coll_doorbell_ucp.c: the process's UCP context, endpoints, and the teams
+ * the active-message handler looks put_signals up in */
 int  mca_coll_doorbell_ucp_init(void);
 void mca_coll_doorbell_ucp_finalize(void);
+int  mca_coll_doorbell_ucp_get_ep(struct ompi_proc_t *proc, const void *address,
+                                  ucp_ep_h *ep_p);
+int  mca_coll_doorbell_ucp_register_team(mca_coll_doorbell_team_t *team);
+void mca_coll_doorbell_ucp_unregister_team(mca_coll_doorbell_team_t *team);
+
+/* coll_doorbell_transport.c: what the schedules call */
+extern const doorbell_coll_transport_ops_t mca_coll_doorbell_ops;
+
+/* coll_doorbell_team.c */
 int  mca_coll_doorbell_team_create(mca_coll_doorbell_module_t *module,
                                    mca_coll_doorbell_team_t  **team_p);
 void mca_coll_doorbell_team_destroy(mca_coll_doorbell_team_t *team);
