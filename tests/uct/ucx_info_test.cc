@@ -3,7 +3,10 @@
 // naming a device that does not exist.
 #include <gtest/gtest.h>
 
+#include "doorbell_core.h"
 #include "doorbell_spawn.h"
+
+#include <cstdlib>
 
 using namespace doorbell_test;
 
@@ -48,6 +51,50 @@ TEST(UcxInfo, ShowsDocumentedVariables)
         EXPECT_TRUE(contains(c.output, var)) << var;
     EXPECT_TRUE(contains(c.output, "Largest number of work requests one doorbell covers"))
         << c.output;
+}
+
+/// The value ucx_info prints for UCX_DOORBELL_<name>, or "" if absent.
+std::string config_value(const std::string &output, const std::string &name)
+{
+    std::string key = "UCX_DOORBELL_" + name + "=";
+    size_t      at  = output.find(key);
+    if (at == std::string::npos) {
+        return "";
+    }
+    at += key.size();
+    return output.substr(at, output.find('\n', at) - at);
+}
+
+TEST(UcxInfo, DefaultsAreTheCoresDefaults)
+{
+    // One source (doorbell_defaults.h): what UCX prints for the transport's
+    // defaults parses back to doorbell_iface_params_init()'s values.
+    Child c = run({"ucx_info", "-c", "-f"}, {kPreload});
+    ASSERT_EQ(c.status, 0) << c.output;
+    doorbell_iface_params_t p;
+    doorbell_iface_params_init(&p);
+    auto number = [&](const char *name) {
+        return std::strtoull(config_value(c.output, name).c_str(), nullptr, 10);
+    };
+    EXPECT_EQ(p.tx_batch, number("TX_BATCH"));
+    EXPECT_EQ(p.tx_moderation, number("TX_MODERATION"));
+    EXPECT_EQ(p.tx_queue_len, number("TX_QUEUE_LEN"));
+    EXPECT_EQ(p.rx_queue_len, number("RX_QUEUE_LEN"));
+    EXPECT_EQ(p.am_credits, number("AM_CREDITS"));
+    EXPECT_EQ(p.retry_count, number("RETRY_COUNT"));
+    /* memory units as UCX prints them: "8K" */
+    std::string seg = config_value(c.output, "SEG_SIZE");
+    char       *unit;
+    uint64_t    bytes = std::strtoull(seg.c_str(), &unit, 10);
+    bytes <<= *unit == 'K' ? 10 : *unit == 'M' ? 20 : 0;
+    EXPECT_EQ(p.seg_size, bytes) << seg;
+    /* times as UCX prints them: "50000.00us" */
+    for (auto [name, ns] :
+         {std::pair{"RTO_MIN", p.rto_min_ns}, std::pair{"RTO_MAX", p.rto_max_ns}}) {
+        std::string t = config_value(c.output, name);
+        EXPECT_EQ(double(ns), std::strtod(t.c_str(), nullptr) * 1e3) << name << "=" << t;
+    }
+    EXPECT_EQ(std::string(p.cc), config_value(c.output, "CC"));
 }
 
 TEST(UcxInfo, ConfigValueIsParsed)

@@ -38,6 +38,7 @@ inline doorbell_iface_params_t verbs_params(const char *device)
     doorbell_iface_params_t p;
     doorbell_iface_params_init(&p);
     p.device       = device;
+    p.cc           = "none"; /* unpaced: the pacing tests choose a policy */
     p.rto_min_ns   = 100000; /* handshake retry after 100 us */
     p.retry_count  = 4;
     p.rx_queue_len = 64;

@@ -20,6 +20,7 @@
 #ifndef DOORBELL_CORE_H
 #define DOORBELL_CORE_H
 
+#include "doorbell_defaults.h"
 #include "doorbell_wqe.h"
 
 #include <stddef.h>
@@ -102,8 +103,8 @@ typedef struct doorbell_iface_params {
     const char *device;             /* device name from doorbell_query_devices() */
     uint32_t    mtu;                /* packet payload bytes; 0 = device maximum */
     uint32_t    tx_queue_len;       /* send ring WQEs per QP (power of two) */
-    uint32_t    tx_batch;           /* most WQEs behind one doorbell (default 64) */
-    uint32_t    tx_moderation;      /* one signaled completion per N WQEs (default 64) */
+    uint32_t    tx_batch;           /* most WQEs behind one doorbell */
+    uint32_t    tx_moderation;      /* one signaled completion per N WQEs */
     uint32_t    am_credits;         /* active messages in flight per QP */
     uint32_t    seg_size;           /* largest active message (header included), bytes */
     uint32_t    rx_queue_len;       /* receive buffers of the iface */
@@ -119,7 +120,8 @@ typedef struct doorbell_iface_params {
     double      cc_max_rate;        /* pacing ceiling, bytes/s; 0 = line rate */
 } doorbell_iface_params_t;
 
-/* Defaults for every field (device left NULL). */
+/* Defaults for every field (device left NULL): doorbell_defaults.h, the
+ * same values the UCX transport's UCX_DOORBELL_* variables default to. */
 void doorbell_iface_params_init(doorbell_iface_params_t *params);
 
 doorbell_status_t doorbell_iface_open(doorbell_pd_t *pd, const doorbell_iface_params_t *params,

@@ -289,15 +289,15 @@ extern "C" void doorbell_iface_params_init(doorbell_iface_params_t *params)
     *params               = {};
     params->device        = nullptr;
     params->mtu           = 0;
-    params->tx_queue_len  = 256;
-    params->tx_batch      = 64;
-    params->tx_moderation = 64;
-    params->am_credits    = 64;
-    params->seg_size      = 8192;
-    params->rx_queue_len  = 256;
-    params->rto_min_ns    = 1000000;    /* 1 ms */
-    params->rto_max_ns    = 1000000000; /* 1 s */
-    params->retry_count   = 7;
-    params->cc            = "none";
+    params->tx_queue_len  = DOORBELL_DEFAULT_TX_QUEUE_LEN;
+    params->tx_batch      = DOORBELL_DEFAULT_TX_BATCH;
+    params->tx_moderation = DOORBELL_DEFAULT_TX_MODERATION;
+    params->am_credits    = DOORBELL_DEFAULT_AM_CREDITS;
+    params->seg_size      = DOORBELL_DEFAULT_SEG_SIZE;
+    params->rx_queue_len  = DOORBELL_DEFAULT_RX_QUEUE_LEN;
+    params->rto_min_ns    = uint64_t(DOORBELL_DEFAULT_RTO_MIN_MS) * 1000000;
+    params->rto_max_ns    = uint64_t(DOORBELL_DEFAULT_RTO_MAX_MS) * 1000000;
+    params->retry_count   = DOORBELL_DEFAULT_RETRY_COUNT;
+    params->cc            = DOORBELL_DEFAULT_CC;
     params->ibrc_gain     = 0;
 }

@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <iterator>
 #include <sstream>
 
 namespace doorbell::pacing {
@@ -43,29 +44,28 @@ bool finite_nonneg(double v)
 
 const char *policy_name(Policy policy)
 {
-    switch (policy) {
-    case Policy::kIbrc:
-        return "ibrc";
-    case Policy::kDcqcn:
-        return "dcqcn";
-    case Policy::kTimely:
-        return "timely";
-    case Policy::kNone:
-        return "none";
-    }
-    return "?";
+    static constexpr const char *kNames[] = {
+#define DOORBELL_PACING_POLICY_NAME(upper, camel, name) name,
+        DOORBELL_PACING_POLICIES(DOORBELL_PACING_POLICY_NAME)
+#undef DOORBELL_PACING_POLICY_NAME
+    };
+    size_t i = size_t(policy);
+    return i < std::size(kNames) ? kNames[i] : "?";
 }
 
 bool parse_policy(std::string_view name, Policy *policy_p, std::string *error_p)
 {
-    for (Policy p : {Policy::kIbrc, Policy::kDcqcn, Policy::kTimely, Policy::kNone}) {
-        if (name == policy_name(p)) {
-            *policy_p = p;
+    std::string expected; /* "ibrc, dcqcn, timely or none" */
+    for (size_t i = 0; i < std::size(kPolicies); ++i) {
+        if (name == policy_name(kPolicies[i])) {
+            *policy_p = kPolicies[i];
             return true;
         }
+        expected += i == 0 ? "" : i + 1 == std::size(kPolicies) ? " or " : ", ";
+        expected += policy_name(kPolicies[i]);
     }
     return fail(error_p, "unknown congestion control policy '" + std::string(name) +
-                             "' (expected ibrc, dcqcn, timely or none)");
+                             "' (expected " + expected + ")");
 }
 
 bool parse_gain(std::string_view text, double *gain_p, std::string *error_p)

@@ -14,16 +14,24 @@
 
 #include "dcqcn.h"
 #include "ibrc.h"
+#include "policies.h"
 #include "timely.h"
 #include "token_bucket.h"
 
 namespace doorbell::pacing {
 
+// The policies of policies.h, in its order.
 enum class Policy {
-    kIbrc,
-    kDcqcn,
-    kTimely,
-    kNone
+#define DOORBELL_PACING_POLICY_ENUM(upper, camel, name) k##camel,
+    DOORBELL_PACING_POLICIES(DOORBELL_PACING_POLICY_ENUM)
+#undef DOORBELL_PACING_POLICY_ENUM
+};
+
+// Every policy, in the order of policies.h.
+inline constexpr Policy kPolicies[] = {
+#define DOORBELL_PACING_POLICY_VALUE(upper, camel, name) Policy::k##camel,
+    DOORBELL_PACING_POLICIES(DOORBELL_PACING_POLICY_VALUE)
+#undef DOORBELL_PACING_POLICY_VALUE
 };
 
 struct Config {
@@ -103,7 +111,7 @@ private:
     Counters                                     counters_;
 };
 
-// Parses "ibrc" | "dcqcn" | "timely" | "none".
+// Parses a policy's name (policies.h: "ibrc", "dcqcn", "timely", "none").
 bool        parse_policy(std::string_view name, Policy *policy_p, std::string *error_p);
 const char *policy_name(Policy policy);
 // Parses "auto" (0) or a positive number (1/s).

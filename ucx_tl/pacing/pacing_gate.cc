@@ -103,10 +103,10 @@ void register_pacing_policy(const std::string &policy, PacingFactory factory)
 std::string resolve_pacing_policy(const char *policy, bool loopback)
 {
     if (policy == nullptr) {
-        return "none";
+        return policy_name(Policy::kNone);
     }
-    if (std::string_view(policy) == "auto") {
-        return loopback ? "none" : "ibrc";
+    if (std::string_view(policy) == DOORBELL_PACING_AUTO) {
+        return policy_name(loopback ? Policy::kNone : Policy::kIbrc);
     }
     return policy;
 }

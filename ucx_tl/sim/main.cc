@@ -241,8 +241,7 @@ void run_scenarios(Context &ctx)
         run_one(ctx, c);
         return;
     }
-    for (pacing::Policy p : {pacing::Policy::kIbrc, pacing::Policy::kDcqcn, pacing::Policy::kTimely,
-                             pacing::Policy::kNone}) {
+    for (pacing::Policy p : pacing::kPolicies) {
         SimConfig k = c;
         k.cc.policy = p;
         run_one(ctx, k);

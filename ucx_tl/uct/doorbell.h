@@ -15,6 +15,7 @@
 #include <ucs/datastruct/queue.h>
 
 #include "doorbell_core.h"
+#include "pacing/policies.h"
 
 
 #define UCT_DOORBELL_NAME          "doorbell"
@@ -23,15 +24,16 @@
 #define UCT_DOORBELL_AM_MAX_HDR    128 /* am_zcopy header, sent as iov[0] */
 
 
-/* Pacing policies (UCX_DOORBELL_CC), in the order of uct_doorbell_cc_names */
+/* Pacing policies (UCX_DOORBELL_CC): the pacing library's list, then auto */
+/* clang-format off */
+#define UCT_DOORBELL_CC_ENUM(_upper, _camel, _name) UCT_DOORBELL_CC_##_upper,
 typedef enum uct_doorbell_cc {
-    UCT_DOORBELL_CC_IBRC,
-    UCT_DOORBELL_CC_DCQCN,
-    UCT_DOORBELL_CC_TIMELY,
-    UCT_DOORBELL_CC_NONE,
+    DOORBELL_PACING_POLICIES(UCT_DOORBELL_CC_ENUM)
     UCT_DOORBELL_CC_AUTO,
     UCT_DOORBELL_CC_LAST
 } uct_doorbell_cc_t;
+#undef UCT_DOORBELL_CC_ENUM
+/* clang-format on */
 
 
 typedef struct uct_doorbell_md_config {

@@ -20,15 +20,16 @@
 static uct_iface_ops_t uct_doorbell_iface_ops;
 static unsigned uct_doorbell_iface_deliver_deferred(uct_doorbell_iface_t *iface);
 
+/* UCX_DOORBELL_CC: the pacing library's policies, then "auto" */
 /* clang-format off */
+#define UCT_DOORBELL_CC_NAME(_upper, _camel, _name) \
+    [UCT_DOORBELL_CC_##_upper] = _name,
 static const char *uct_doorbell_cc_names[] = {
-    [UCT_DOORBELL_CC_IBRC]   = "ibrc",
-    [UCT_DOORBELL_CC_DCQCN]  = "dcqcn",
-    [UCT_DOORBELL_CC_TIMELY] = "timely",
-    [UCT_DOORBELL_CC_NONE]   = "none",
-    [UCT_DOORBELL_CC_AUTO]   = "auto",
-    [UCT_DOORBELL_CC_LAST]   = NULL
+    DOORBELL_PACING_POLICIES(UCT_DOORBELL_CC_NAME)
+    [UCT_DOORBELL_CC_AUTO] = DOORBELL_PACING_AUTO,
+    [UCT_DOORBELL_CC_LAST] = NULL
 };
+#undef UCT_DOORBELL_CC_NAME
 /* clang-format on */
 
 /* clang-format off */
@@ -37,13 +38,13 @@ static ucs_config_field_t uct_doorbell_iface_config_table[] = {
      ucs_offsetof(uct_doorbell_iface_config_t, super),
      UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
 
-    {"TX_BATCH", "64",
+    {"TX_BATCH", DOORBELL_STRINGIFY(DOORBELL_DEFAULT_TX_BATCH),
      "Largest number of work requests one doorbell covers. An idle queue rings\n"
      "the doorbell at once; a busy one coalesces up to this many requests into\n"
      "one batch (one sendmmsg call on the UDP device).",
      ucs_offsetof(uct_doorbell_iface_config_t, tx_batch), UCS_CONFIG_TYPE_UINT},
 
-    {"TX_MODERATION", "64",
+    {"TX_MODERATION", DOORBELL_STRINGIFY(DOORBELL_DEFAULT_TX_MODERATION),
      "Request a signaled completion once every this many work requests. A flush\n"
      "always requests one, so it never waits for the moderation interval.",
      ucs_offsetof(uct_doorbell_iface_config_t, tx_moderation),
@@ -54,7 +55,7 @@ static ucs_config_field_t uct_doorbell_iface_config_table[] = {
      "segmented. \"auto\" takes the largest the device allows.",
      ucs_offsetof(uct_doorbell_iface_config_t, mtu), UCS_CONFIG_TYPE_MEMUNITS},
 
-    {"SEG_SIZE", "8k",
+    {"SEG_SIZE", DOORBELL_STRINGIFY(DOORBELL_DEFAULT_SEG_SIZE),
      "Largest active message including its header, in bytes; this is also the\n"
      "size of each receive buffer and the largest bcopy put or get. Where an\n"
      "active message takes several packets, the software device rounds its\n"
@@ -62,35 +63,35 @@ static ucs_config_field_t uct_doorbell_iface_config_table[] = {
      ucs_offsetof(uct_doorbell_iface_config_t, seg_size),
      UCS_CONFIG_TYPE_MEMUNITS},
 
-    {"TX_QUEUE_LEN", "256",
+    {"TX_QUEUE_LEN", DOORBELL_STRINGIFY(DOORBELL_DEFAULT_TX_QUEUE_LEN),
      "Number of work-request slots in the send ring of each queue pair; a power\n"
      "of two. A full ring makes sends return UCS_ERR_NO_RESOURCE.",
      ucs_offsetof(uct_doorbell_iface_config_t, tx_queue_len),
      UCS_CONFIG_TYPE_UINT},
 
-    {"RX_QUEUE_LEN", "256",
+    {"RX_QUEUE_LEN", DOORBELL_STRINGIFY(DOORBELL_DEFAULT_RX_QUEUE_LEN),
      "Number of receive buffers of the interface, each SEG_SIZE bytes.",
      ucs_offsetof(uct_doorbell_iface_config_t, rx_queue_len),
      UCS_CONFIG_TYPE_UINT},
 
-    {"AM_CREDITS", "64",
+    {"AM_CREDITS", DOORBELL_STRINGIFY(DOORBELL_DEFAULT_AM_CREDITS),
      "Number of active messages a queue pair may have in flight before it waits\n"
      "for the peer to return credits; an active message is never dropped.",
      ucs_offsetof(uct_doorbell_iface_config_t, am_credits),
      UCS_CONFIG_TYPE_UINT},
 
-    {"RTO_MIN", "50ms",
+    {"RTO_MIN", DOORBELL_STRINGIFY(DOORBELL_DEFAULT_RTO_MIN_MS) "ms",
      "First retransmit timeout. It doubles on every retry up to RTO_MAX. It is\n"
      "well above ASYNC_INTERVAL: a peer acknowledges from its progress, and a\n"
      "shorter timeout resends whole windows whenever a busy host delays that.\n"
      "Losses inside a window are repaired at once by NAKs, not by this timer.",
      ucs_offsetof(uct_doorbell_iface_config_t, rto_min), UCS_CONFIG_TYPE_TIME},
 
-    {"RTO_MAX", "1s",
+    {"RTO_MAX", DOORBELL_STRINGIFY(DOORBELL_DEFAULT_RTO_MAX_MS) "ms",
      "Ceiling of the retransmit timeout backoff.",
      ucs_offsetof(uct_doorbell_iface_config_t, rto_max), UCS_CONFIG_TYPE_TIME},
 
-    {"RETRY_COUNT", "35",
+    {"RETRY_COUNT", DOORBELL_STRINGIFY(DOORBELL_DEFAULT_RETRY_COUNT),
      "Number of retransmits of one packet before the peer is declared\n"
      "unreachable and the endpoint fails with a timeout. With the default\n"
      "RTO_MIN and RTO_MAX this is about 30 seconds of silence, as UCX's ud\n"
@@ -98,7 +99,7 @@ static ucs_config_field_t uct_doorbell_iface_config_table[] = {
      ucs_offsetof(uct_doorbell_iface_config_t, retry_count),
      UCS_CONFIG_TYPE_UINT},
 
-    {"CC", "auto",
+    {"CC", DOORBELL_DEFAULT_CC,
      "Pacing policy of each queue pair: ibrc (closed-loop rate control on RTT,\n"
      "ECN and loss), dcqcn, timely, none (send as fast as the window allows), or\n"
      "auto: ibrc, except none on a loopback device (nothing on it to pace: its\n"
