@@ -88,13 +88,6 @@ TEST(UdpPutSignal, SetAfterMultiPacketDataThenAdds)
     EXPECT_EQ(0, pair.error_a.count) << pair.error_a.message;
 }
 
-TEST(UdpPutSignal, UnknownSignalOpIsRefusedAtPost)
-{
-    LoopbackPair   pair;
-    doorbell_wqe_t w = put_signal(nullptr, 0, 0, 0, 0, 0, 2, 1);
-    EXPECT_EQ(DOORBELL_ERR_UNSUPPORTED, doorbell_qp_post(pair.qa, &w, 1));
-}
-
 /* The signal lands after the data: every time the target is looked at,
  * a signal that says "round r" comes with round r's data complete. */
 TEST(UdpPutSignal, SignalNeverOvertakesDataUnderFaults)

@@ -222,23 +222,6 @@ TEST(UdpAm, ReceiverOutOfBuffersNeverDropsAnAm)
     EXPECT_EQ(0, pair.error_a.count) << pair.error_a.message;
 }
 
-TEST(UdpAm, CreditsLimitAmsInFlight)
-{
-    doorbell_iface_params_t p = lo_params();
-    p.am_credits              = 3;
-    LoopbackPair pair(p, p);
-    AmStream     stream;
-    doorbell_iface_set_am_handler(pair.b, append_am, &stream);
-    for (int i = 0; i < 3; ++i) {
-        ASSERT_EQ(DOORBELL_OK, doorbell_qp_am_short(pair.qa, 1, i, nullptr, 0));
-    }
-    EXPECT_EQ(DOORBELL_ERR_NO_RESOURCE, doorbell_qp_am_short(pair.qa, 1, 3, nullptr, 0));
-    EXPECT_FALSE(doorbell_qp_can_send(pair.qa));
-    ASSERT_TRUE(pair.wait([&] { return doorbell_qp_can_send(pair.qa) != 0; }));
-    EXPECT_EQ(DOORBELL_OK, doorbell_qp_am_short(pair.qa, 1, 3, nullptr, 0));
-    ASSERT_TRUE(pair.wait([&] { return stream.count == 4; }));
-}
-
 TEST(UdpAm, HandlerMayPostAndUseHeadroom)
 {
     LoopbackPair pair;
