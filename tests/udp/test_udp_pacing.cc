@@ -1,4 +1,7 @@
-/* The pacing seam: a gate in front of sendmmsg, fed by the wire. */
+/* The UDP device's pacing: a gate in front of sendmmsg, fed by the wire (a
+ * fake gate the test opens and closes, and the real IBRC gate behind a
+ * recording wrapper); the pacing parameters checked at open. The seam itself
+ * is tested in tests/pacing. */
 #include "loopback_pair.h"
 
 #include "devices/udp/fault_injector.h"
@@ -71,6 +74,65 @@ void register_fake()
         ++g_log.gates;
         return std::make_unique<FakeGate>(g_log);
     });
+}
+
+/// What the device told a real gate (RecordingGate) and where its rate went.
+struct Record {
+    uint64_t sends = 0, acks = 0, rtts = 0, asks = 0, losses = 0;
+    uint64_t sent_bytes = 0;
+    double   min_rate = 1e300, max_rate = 0;
+};
+
+class RecordingGate final : public PacingGate {
+public:
+    RecordingGate(std::unique_ptr<PacingGate> inner, Record *rec) :
+        inner_(std::move(inner)), rec_(rec)
+    {
+    }
+    uint64_t next_send_ns(uint64_t now_ns, uint32_t bytes) override
+    {
+        ++rec_->asks;
+        return inner_->next_send_ns(now_ns, bytes);
+    }
+    void on_send(uint64_t now_ns, uint32_t bytes) override
+    {
+        ++rec_->sends;
+        rec_->sent_bytes += bytes;
+        inner_->on_send(now_ns, bytes);
+        note();
+    }
+    void on_ack(uint64_t now_ns, uint64_t acked, uint64_t ce, uint64_t rtt) override
+    {
+        ++rec_->acks;
+        rec_->rtts += rtt != 0;
+        inner_->on_ack(now_ns, acked, ce, rtt);
+        note();
+    }
+    void on_loss(uint64_t now_ns) override
+    {
+        ++rec_->losses;
+        inner_->on_loss(now_ns);
+    }
+    double rate() const override { return inner_->rate(); }
+
+private:
+    void note()
+    {
+        rec_->min_rate = std::min(rec_->min_rate, inner_->rate());
+        rec_->max_rate = std::max(rec_->max_rate, inner_->rate());
+    }
+    std::unique_ptr<PacingGate> inner_;
+    Record                     *rec_;
+};
+
+Record g_record;
+
+doorbell_iface_params_t paced(const char *cc, double gain = 0)
+{
+    doorbell_iface_params_t p = lo_params();
+    p.cc                      = cc;
+    p.ibrc_gain               = gain;
+    return p;
 }
 
 /// Params whose QPs get a FakeGate (fresh log; open: it lets packets pass).
@@ -332,12 +394,6 @@ TEST(UdpPacing, CeIsReadOnceSmallDatagramsQueueUp)
  * unpaced: there the window is the only thing between the peers. */
 TEST(UdpPacing, AutoPacesNetworkDevicesAndNotLoopback)
 {
-    EXPECT_EQ("ibrc", resolve_pacing_policy("auto", false));
-    EXPECT_EQ("none", resolve_pacing_policy("auto", true));
-    EXPECT_EQ("ibrc", resolve_pacing_policy("ibrc", true)); /* asked for */
-    EXPECT_EQ("timely", resolve_pacing_policy("timely", false));
-    EXPECT_EQ("none", resolve_pacing_policy(nullptr, false));
-
     doorbell_iface_params_t p = lo_params();
     p.cc                      = "auto";
     LoopbackPair pair(p, p);
@@ -380,4 +436,101 @@ TEST(UdpPacing, RttSampleExcludesTheReceiversAckDelay)
     EXPECT_EQ(v, *reinterpret_cast<uint64_t *>(target.bytes.data()));
     ASSERT_GE(whole, ack_delay); /* the ACK was deferred, not asked for */
     EXPECT_LE(g_log.max_rtt, whole - ack_delay);
+}
+
+TEST(UdpPacing, BadGainFailsAtOpen)
+{
+    doorbell_pd_t *pd = nullptr;
+    ASSERT_EQ(DOORBELL_OK, doorbell_pd_create(&pd));
+    doorbell_iface_t *i = nullptr;
+    auto              p = paced("ibrc", -3);
+    EXPECT_EQ(DOORBELL_ERR_INVALID_PARAM, doorbell_iface_open(pd, &p, &i));
+    EXPECT_NE(std::string(doorbell_last_error()).find("gain"), std::string::npos);
+    doorbell_pd_destroy(pd);
+}
+
+TEST(UdpPacing, IbrcGateSeesTheTraffic)
+{
+    PacingFactory ibrc = find_pacing_policy("ibrc");
+    ASSERT_TRUE(ibrc);
+    g_record = Record{};
+    register_pacing_policy("ibrc-recorded", [ibrc](const PacingContext &ctx) {
+        PacingContext c = ctx;
+        c.policy        = "ibrc";
+        return std::unique_ptr<PacingGate>(new RecordingGate(ibrc(c), &g_record));
+    });
+    {
+        LoopbackPair pair(paced("ibrc-recorded"), paced("ibrc-recorded"));
+        const size_t len = 4 << 20;
+        Region       target(pair.pd, len, DOORBELL_ACCESS_REMOTE_WRITE);
+        auto         data = pattern(len, 11);
+        iovec        iov{data.data(), len};
+        Completion   c;
+        ASSERT_EQ(DOORBELL_INPROGRESS,
+                  doorbell_qp_put_zcopy(pair.qa, &iov, 1, target.addr(), target.rkey, &c));
+        ASSERT_TRUE(pair.wait([&] { return c.count == 1; }));
+        EXPECT_EQ(DOORBELL_OK, c.status);
+        EXPECT_EQ(0, std::memcmp(target.bytes.data(), data.data(), len));
+        doorbell_counters_t ca = pair.counters(pair.a);
+        EXPECT_EQ(g_record.sends, ca.tx_packets);
+        EXPECT_GE(g_record.sent_bytes, len);
+    }
+    EXPECT_GE(g_record.asks, g_record.sends);
+    EXPECT_GT(g_record.acks, 0u);
+    EXPECT_GT(g_record.rtts, 0u);
+    // IBRC starts at 1/16 of the iface's line rate and never leaves [floor, line].
+    EXPECT_GT(g_record.min_rate, 0);
+    EXPECT_LE(g_record.max_rate, 10e9);
+}
+
+TEST(UdpPacing, BadRatesOrTargetFailAtOpen)
+{
+    doorbell_pd_t *pd = nullptr;
+    ASSERT_EQ(DOORBELL_OK, doorbell_pd_create(&pd));
+    doorbell_iface_t *i = nullptr;
+    auto              p = paced("ibrc");
+    p.cc_min_rate       = 2e6;
+    p.cc_max_rate       = 1e6;
+    EXPECT_EQ(DOORBELL_ERR_INVALID_PARAM, doorbell_iface_open(pd, &p, &i));
+    EXPECT_NE(std::string(doorbell_last_error()).find("pacing rates"), std::string::npos);
+    p                    = paced("ibrc");
+    p.cc_target_delay_ns = 2000000000ull;
+    EXPECT_EQ(DOORBELL_ERR_INVALID_PARAM, doorbell_iface_open(pd, &p, &i));
+    EXPECT_NE(std::string(doorbell_last_error()).find("target delay"), std::string::npos);
+    doorbell_pd_destroy(pd);
+}
+
+TEST(UdpPacing, RateBoundsAndTargetReachTheController)
+{
+    PacingFactory ibrc = find_pacing_policy("ibrc");
+    ASSERT_TRUE(ibrc);
+    g_record = Record{};
+    PacingContext seen;
+    register_pacing_policy("ibrc-bounded", [ibrc, &seen](const PacingContext &ctx) {
+        seen            = ctx;
+        PacingContext c = ctx;
+        c.policy        = "ibrc";
+        return std::unique_ptr<PacingGate>(new RecordingGate(ibrc(c), &g_record));
+    });
+    auto p               = paced("ibrc-bounded");
+    p.cc_target_delay_ns = 300000;
+    p.cc_min_rate        = 1e6;
+    p.cc_max_rate        = 40e6;
+    {
+        LoopbackPair pair(p, p);
+        const size_t len = 1 << 20;
+        Region       target(pair.pd, len, DOORBELL_ACCESS_REMOTE_WRITE);
+        auto         data = pattern(len, 12);
+        iovec        iov{data.data(), len};
+        Completion   c;
+        ASSERT_EQ(DOORBELL_INPROGRESS,
+                  doorbell_qp_put_zcopy(pair.qa, &iov, 1, target.addr(), target.rkey, &c));
+        ASSERT_TRUE(pair.wait([&] { return c.count == 1; }));
+        EXPECT_EQ(0, std::memcmp(target.bytes.data(), data.data(), len));
+    }
+    EXPECT_EQ(300000u, seen.target_delay_ns);
+    EXPECT_EQ(1e6, seen.min_rate);
+    EXPECT_EQ(40e6, seen.max_rate);
+    EXPECT_GE(g_record.min_rate, 1e6);
+    EXPECT_LE(g_record.max_rate, 40e6);
 }

@@ -1,0 +1,88 @@
+// The pacing seam itself (pacing_gate.h), without a device: the built-in
+// policy behind every name, the registry, what "auto" resolves to, and a
+// built-in gate held inside the rate bounds of its context. How each device
+// drives its gates is tested beside the device (tests/udp, tests/verbs).
+#include <gtest/gtest.h>
+
+#include "pacer.h"
+#include "pacing_gate.h"
+
+using namespace doorbell::pacing;
+
+namespace {
+
+PacingContext context(const char *policy)
+{
+    PacingContext c;
+    c.device    = "test0";
+    c.policy    = policy;
+    c.gain      = 0;
+    c.line_rate = 1.25e9; /* 10 Gb/s */
+    c.mtu       = 1500;
+    return c;
+}
+
+} // namespace
+
+TEST(PacingGate, EveryPolicyButNoneHasABuiltinGate)
+{
+    for (Policy p : kPolicies) {
+        PacingFactory f = find_pacing_policy(policy_name(p));
+        EXPECT_EQ(p != Policy::kNone, bool(f)) << policy_name(p);
+        if (f) {
+            EXPECT_NE(nullptr, f(context(policy_name(p)))) << policy_name(p);
+        }
+    }
+    EXPECT_FALSE(find_pacing_policy("cubic"));
+    EXPECT_FALSE(find_pacing_policy(DOORBELL_PACING_AUTO)); /* resolved first */
+}
+
+TEST(PacingGate, ARegisteredPolicyIsFoundByItsName)
+{
+    int made = 0;
+    register_pacing_policy("gate-test-registered", [&made](const PacingContext &ctx) {
+        ++made;
+        EXPECT_EQ("test0", ctx.device);
+        PacingContext c = ctx;
+        c.policy        = "timely"; /* the built-in gate runs its own name */
+        return builtin_pacing_policy("timely")(c);
+    });
+    PacingFactory f = find_pacing_policy("gate-test-registered");
+    ASSERT_TRUE(f);
+    EXPECT_NE(nullptr, f(context("gate-test-registered")));
+    EXPECT_EQ(1, made);
+}
+
+/* "auto" paces a network device with IBRC and leaves a loopback device
+ * unpaced: there the window is the only thing between the peers. */
+TEST(PacingGate, AutoIsIbrcOnANetworkDeviceAndNoneOnLoopback)
+{
+    EXPECT_EQ("ibrc", resolve_pacing_policy("auto", false));
+    EXPECT_EQ("none", resolve_pacing_policy("auto", true));
+    EXPECT_EQ("ibrc", resolve_pacing_policy("ibrc", true)); /* asked for */
+    EXPECT_EQ("timely", resolve_pacing_policy("timely", false));
+    EXPECT_EQ("none", resolve_pacing_policy(nullptr, false));
+}
+
+TEST(PacingGate, ABuiltinGateKeepsToItsContextsRateBounds)
+{
+    PacingContext c = context("ibrc");
+    c.min_rate      = 1e6;
+    c.max_rate      = 40e6;
+    auto gate       = builtin_pacing_policy("ibrc")(c);
+    ASSERT_NE(nullptr, gate);
+    uint64_t now = 1000000;
+    /* a clean path: the rate climbs, to the ceiling at most */
+    for (int i = 0; i < 2000; ++i, now += 20000) {
+        gate->on_send(now, 1500);
+        gate->on_ack(now, 1500, 0, 20000);
+        EXPECT_LE(gate->rate(), 40e6);
+    }
+    EXPECT_GT(gate->base_rtt_ns(), 0u);
+    /* every packet marked and lost: cut to the floor at least */
+    for (int i = 0; i < 2000; ++i, now += 20000) {
+        gate->on_ack(now, 1500, 1500, 400000);
+        gate->on_loss(now);
+        EXPECT_GE(gate->rate(), 1e6);
+    }
+}
