@@ -16,6 +16,11 @@
  *             own send queue, ring its doorbell record and UAR, and poll
  *             its CQ (doorbell_gpu_producer.h); no host thread is involved.
  *
+ * Errors: as in the core's C API (doorbell_core.h), a call returns a
+ * doorbell_status_t and leaves a message naming the device and the cause in
+ * doorbell_last_error() on the calling thread; a queue that fails on the
+ * engine thread reports why through doorbell_gpu_queue_status().
+ *
  * Threading: the engine owns its iface while it exists (it alone calls
  * progress and posts); queue create/destroy may be called from any thread.
  * Completions of the posted WQEs must be delivered to
@@ -65,7 +70,9 @@ typedef struct doorbell_gpu_memory_ops {
     void (*unmap_host)(void *arg, void *host);
 } doorbell_gpu_memory_ops_t;
 
-/* What the engine drives: the device's progress, and a post per queue. */
+/* What the engine drives: the device's progress, and a post per queue. A
+ * post that fails leaves its message in doorbell_last_error(), as
+ * doorbell_qp_post does; the queue's failure carries it. */
 typedef unsigned (*doorbell_gpu_progress_func_t)(void *arg);
 typedef doorbell_status_t (*doorbell_gpu_post_func_t)(void *arg, const doorbell_wqe_t *wqes,
                                                       unsigned count);
@@ -149,6 +156,12 @@ doorbell_gpu_mode_t doorbell_gpu_queue_mode(const doorbell_gpu_queue_t *queue);
 /* Marks the queue failed (e.g. its QP reported an asynchronous error). */
 void doorbell_gpu_queue_fail(doorbell_gpu_queue_t *queue, doorbell_status_t status,
                              const char *message);
+
+/* Whether the queue works: DOORBELL_OK, or the status of its first failure
+ * (the one its producers' waits return), with the message naming the
+ * device, the queue and the cause made this thread's doorbell_last_error().
+ * A failure found on the engine thread is reported here, not printed. */
+doorbell_status_t doorbell_gpu_queue_status(const doorbell_gpu_queue_t *queue);
 
 typedef struct doorbell_gpu_queue_counters {
     uint64_t wqes;        /* WQEs taken from the ring and posted */

@@ -7,6 +7,8 @@
 #include "doorbell_gpu_core.h"
 #include "doorbell_gpu_mlx5.h"
 
+#include "core/error.h"
+
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -63,11 +65,9 @@ unsigned iface_progress(void *arg)
 
 doorbell_status_t qp_post(void *arg, const doorbell_wqe_t *wqes, unsigned count)
 {
-    doorbell_status_t st = doorbell_qp_post(static_cast<doorbell_qp_t *>(arg), wqes, count);
-    if ((st != DOORBELL_OK) && (st != DOORBELL_INPROGRESS) && (st != DOORBELL_ERR_NO_RESOURCE)) {
-        std::fprintf(stderr, "doorbell gpu: doorbell_qp_post: %s\n", doorbell_last_error());
-    }
-    return st;
+    /* a failure's message stays in doorbell_last_error(): the engine
+     * fails the queue with it */
+    return doorbell_qp_post(static_cast<doorbell_qp_t *>(arg), wqes, count);
 }
 
 void qp_error(void *arg, doorbell_qp_t *qp, doorbell_status_t status, const char *message)
@@ -87,7 +87,9 @@ void qp_error(void *arg, doorbell_qp_t *qp, doorbell_status_t status, const char
 }
 
 /* The fallback to CPU-proxy mode, said once per engine (device) with the
- * reason. */
+ * reason: a notice, not an error (the queue works, only slower), and loud
+ * because a silent fallback is what users of GPU-initiated RDMA trip over;
+ * doorbell_gpu_queue_mode() tells a program. */
 void say_proxy(CoreEngine *ce, const char *reason)
 {
     if (!ce->said_proxy.exchange(true)) {
@@ -318,8 +320,8 @@ doorbell_status_t doorbell_gpu_engine_create_for_iface(doorbell_iface_t *iface, 
     doorbell_status_t            st;
 
     if ((iface == nullptr) || (device == nullptr)) {
-        std::fprintf(stderr, "doorbell gpu: engine needs an iface and its device name\n");
-        return DOORBELL_ERR_INVALID_PARAM;
+        return doorbell::set_error(DOORBELL_ERR_INVALID_PARAM,
+                                   "GPU engine: needs an iface and its device name");
     }
     auto *ce   = new CoreEngine;
     ce->iface  = iface;
@@ -423,9 +425,9 @@ doorbell_status_t doorbell_gpu_queue_create_for_qp(doorbell_gpu_engine_t *engine
     doorbell_gpu_queue_params_t qpar;
 
     if ((ce == nullptr) || (qp == nullptr)) {
-        std::fprintf(stderr, "doorbell gpu: queue needs a QP and an engine made by "
-                             "doorbell_gpu_engine_create_for_iface\n");
-        return DOORBELL_ERR_INVALID_PARAM;
+        return doorbell::set_error(DOORBELL_ERR_INVALID_PARAM,
+                                   "GPU queue: needs a QP and an engine made by "
+                                   "doorbell_gpu_engine_create_for_iface");
     }
     if (params != nullptr) {
         qpar = *params;
@@ -439,9 +441,8 @@ doorbell_status_t doorbell_gpu_queue_create_for_qp(doorbell_gpu_engine_t *engine
             return st;
         }
         if (qpar.mode == DOORBELL_GPU_MODE_MLX5) {
-            std::fprintf(stderr, "doorbell gpu: %s: no IBGDA queue: %s\n", ce->device.c_str(),
-                         why.c_str());
-            return st;
+            return doorbell::set_error(st, "%s: no IBGDA queue: %s", ce->device.c_str(),
+                                       why.c_str());
         }
     }
     return queue_on_qp(engine, ce, qp, qpar, why.c_str(), queue_p);
@@ -456,7 +457,9 @@ doorbell_status_t doorbell_gpu_queue_create_for_peer(doorbell_gpu_engine_t      
     CoreEngine                 *ce = core_engine(engine);
     doorbell_gpu_queue_params_t qpar;
     if (ce == nullptr) {
-        return DOORBELL_ERR_INVALID_PARAM;
+        return doorbell::set_error(DOORBELL_ERR_INVALID_PARAM,
+                                   "GPU queue: needs an engine made by "
+                                   "doorbell_gpu_engine_create_for_iface");
     }
     if (params != nullptr) {
         qpar = *params;
@@ -492,9 +495,8 @@ doorbell_status_t doorbell_gpu_queue_create_for_peer(doorbell_gpu_engine_t      
             doorbell_gpu_engine_run_locked(engine, destroy_qp_locked, dc.qp);
         }
         if (qpar.mode == DOORBELL_GPU_MODE_MLX5) {
-            std::fprintf(stderr, "doorbell gpu: %s: no IBGDA queue: %s\n", ce->device.c_str(),
-                         why.c_str());
-            return st;
+            return doorbell::set_error(st, "%s: no IBGDA queue: %s", ce->device.c_str(),
+                                       why.c_str());
         }
         say_proxy(ce, why.c_str());
         qpar.mode = DOORBELL_GPU_MODE_PROXY;
@@ -502,9 +504,9 @@ doorbell_status_t doorbell_gpu_queue_create_for_peer(doorbell_gpu_engine_t      
     QpCall call = {ce->iface, device_addr, iface_addr, nullptr, DOORBELL_OK};
     doorbell_gpu_engine_run_locked(engine, create_qp_locked, &call);
     if (call.status != DOORBELL_OK) {
-        std::fprintf(stderr, "doorbell gpu: %s: cannot connect a QP: %s\n", ce->device.c_str(),
-                     doorbell_last_error());
-        return call.status;
+        std::string why = doorbell_last_error();
+        return doorbell::set_error(call.status, "%s: GPU queue: cannot connect a QP: %s",
+                                   ce->device.c_str(), why.c_str());
     }
     doorbell_status_t st = queue_on_qp(engine, ce, call.qp, qpar, why.c_str(), queue_p);
     if (st != DOORBELL_OK) {

@@ -5,6 +5,8 @@
  */
 #include "doorbell_gpu_cuda.h"
 
+#include "core/error.h"
+
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -17,8 +19,9 @@ namespace {
 
 doorbell_status_t cuda_failed(const char *call, cudaError_t err)
 {
-    std::fprintf(stderr, "doorbell gpu: cuda: %s failed: %s\n", call, cudaGetErrorString(err));
-    return (err == cudaErrorMemoryAllocation) ? DOORBELL_ERR_NO_MEMORY : DOORBELL_ERR_IO;
+    return doorbell::set_error((err == cudaErrorMemoryAllocation) ? DOORBELL_ERR_NO_MEMORY :
+                                                                    DOORBELL_ERR_IO,
+                               "cuda: %s failed: %s", call, cudaGetErrorString(err));
 }
 
 doorbell_status_t alloc_shared(void *, size_t bytes, void **host_p, void **device_p)

@@ -11,6 +11,8 @@
  */
 #include "doorbell_gpu.h"
 
+#include "core/error.h"
+
 #include <atomic>
 #include <chrono>
 #include <string>
@@ -34,46 +36,13 @@ constexpr uint32_t kMaxRingSize        = 1u << 24;
 constexpr uint64_t kDefaultTimeoutNs   = 10ull * 1000 * 1000 * 1000; ///< 10 s
 constexpr uint32_t kCookieMagic        = 0xdb9a7e11u;
 
-const char *status_name(doorbell_status_t st)
-{
-    switch (st) {
-    case DOORBELL_OK:
-        return "success";
-    case DOORBELL_INPROGRESS:
-        return "in progress";
-    case DOORBELL_ERR_NO_RESOURCE:
-        return "no resource";
-    case DOORBELL_ERR_INVALID_PARAM:
-        return "invalid parameter";
-    case DOORBELL_ERR_NO_MEMORY:
-        return "out of memory";
-    case DOORBELL_ERR_IO:
-        return "I/O error";
-    case DOORBELL_ERR_NO_DEVICE:
-        return "no such device";
-    case DOORBELL_ERR_UNREACHABLE:
-        return "unreachable";
-    case DOORBELL_ERR_REMOTE_ACCESS:
-        return "remote access error";
-    case DOORBELL_ERR_TIMED_OUT:
-        return "timed out";
-    case DOORBELL_ERR_CANCELED:
-        return "canceled";
-    case DOORBELL_ERR_UNSUPPORTED:
-        return "unsupported";
-    case DOORBELL_ERR_REMOTE:
-        return "remote error";
-    }
-    return "unknown status";
-}
-
 /* Host memory for rings that CPU threads fill. */
 doorbell_status_t host_alloc(void *, size_t bytes, void **host_p, void **device_p)
 {
     size_t rounded = (bytes + 63) & ~size_t(63);
     void  *p       = std::aligned_alloc(64, rounded);
     if (p == nullptr) {
-        return DOORBELL_ERR_NO_MEMORY;
+        return doorbell::set_error(DOORBELL_ERR_NO_MEMORY, "no memory for %zu ring bytes", rounded);
     }
     std::memset(p, 0, rounded);
     *host_p = p;
@@ -131,6 +100,9 @@ struct doorbell_gpu_queue {
     doorbell_gpu_token         *staged_token;
 
     std::atomic<bool> failed{false};
+    std::mutex        error_lock; /* guards the two below */
+    doorbell_status_t error_status = DOORBELL_OK;
+    std::string       error_message; /* why it failed: device, queue, cause */
     struct {
         std::atomic<uint64_t> wqes{0}, posts{0}, retries{0}, nops{0}, completions{0}, lowered{0};
     } counters;
@@ -151,13 +123,20 @@ struct doorbell_gpu_engine {
 
 namespace {
 
+/* The first failure is the queue's: its status every producer wait returns,
+ * its message what doorbell_gpu_queue_status() reports. */
 void queue_fail(doorbell_gpu_queue *q, doorbell_status_t st, const char *why)
 {
-    doorbell_gpu_ring_fail(q->host_ring, st);
-    if (!q->failed.exchange(true)) {
-        std::fprintf(stderr, "doorbell gpu: %s: queue %u failed: %s (%s)\n",
-                     q->engine->name.c_str(), q->id, why, status_name(st));
+    {
+        std::lock_guard<std::mutex> guard(q->error_lock);
+        if (q->error_status == DOORBELL_OK) {
+            q->error_status  = st;
+            q->error_message = q->engine->name + ": GPU queue " + std::to_string(q->id) +
+                               " failed: " + why + " (" + doorbell_status_string(st) + ")";
+        }
     }
+    doorbell_gpu_ring_fail(q->host_ring, st);
+    q->failed.store(true);
 }
 
 /* A WQE from a producer is checked before the device sees it. */
@@ -283,8 +262,9 @@ unsigned queue_poll(doorbell_gpu_engine *e, doorbell_gpu_queue *q)
     }
     if ((st != DOORBELL_OK) && (st != DOORBELL_INPROGRESS)) {
         e->free_tokens.push_back(q->staged_token);
-        q->staged = 0;
-        queue_fail(q, st, "posting a batch failed");
+        q->staged       = 0;
+        std::string why = std::string("posting a batch failed: ") + doorbell_last_error();
+        queue_fail(q, st, why.c_str());
         return 0;
     }
     unsigned n = q->staged_slots;
@@ -374,9 +354,8 @@ doorbell_status_t doorbell_gpu_engine_create(const doorbell_gpu_engine_params_t 
 {
     if ((params == nullptr) || (params->batch_max == 0) || (params->batch_max > 4096) ||
         (params->max_inflight == 0)) {
-        std::fprintf(stderr, "doorbell gpu: engine: batch_max must be 1..4096 and "
-                             "max_inflight > 0\n");
-        return DOORBELL_ERR_INVALID_PARAM;
+        return doorbell::set_error(DOORBELL_ERR_INVALID_PARAM,
+                                   "GPU engine: batch_max must be 1..4096 and max_inflight > 0");
     }
     auto *e = new (std::nothrow) doorbell_gpu_engine;
     if (e == nullptr) {
@@ -414,9 +393,8 @@ doorbell_status_t doorbell_gpu_engine_start(doorbell_gpu_engine_t *engine)
         engine->thread = std::thread(engine_run, engine);
     } catch (const std::system_error &err) {
         engine->running.store(false);
-        std::fprintf(stderr, "doorbell gpu: %s: cannot start the engine thread: %s\n",
-                     engine->name.c_str(), err.what());
-        return DOORBELL_ERR_IO;
+        return doorbell::set_error(DOORBELL_ERR_IO, "%s: cannot start the GPU engine thread: %s",
+                                   engine->name.c_str(), err.what());
     }
     return DOORBELL_OK;
 }
@@ -479,11 +457,10 @@ doorbell_status_t doorbell_gpu_queue_create(doorbell_gpu_engine_t             *e
     if ((params == nullptr) || ((params->post == nullptr) && !mlx5) || (params->size < 2) ||
         (params->size > kMaxRingSize) || (params->size & (params->size - 1)) ||
         (mlx5 && ((params->mlx5_host == nullptr) || (params->mlx5_device == nullptr)))) {
-        std::fprintf(stderr,
-                     "doorbell gpu: %s: queue needs a post function (MLX5 mode: "
-                     "the QP's views) and a power-of-two size in 2..%u\n",
-                     engine->name.c_str(), kMaxRingSize);
-        return DOORBELL_ERR_INVALID_PARAM;
+        return doorbell::set_error(DOORBELL_ERR_INVALID_PARAM,
+                                   "%s: a GPU queue needs a post function (MLX5 mode: the QP's "
+                                   "views) and a power-of-two size in 2..%u",
+                                   engine ? engine->name.c_str() : "(no engine)", kMaxRingSize);
     }
     auto *q = new (std::nothrow) doorbell_gpu_queue;
     if (q == nullptr) {
@@ -543,10 +520,13 @@ doorbell_status_t doorbell_gpu_queue_create(doorbell_gpu_engine_t             *e
 err_free_shared:
     q->memory.free_shared(q->memory.arg, q->shared_host);
 err_free:
-    std::fprintf(stderr, "doorbell gpu: %s: cannot allocate a ring of %u slots (%s)\n",
-                 engine->name.c_str(), params->size, status_name(st));
-    delete q;
-    return st;
+    /* the memory ops said why (doorbell_last_error); say what it was for */
+    {
+        std::string why = doorbell_last_error();
+        delete q;
+        return doorbell::set_error(st, "%s: cannot allocate a GPU ring of %u slots: %s",
+                                   engine->name.c_str(), params->size, why.c_str());
+    }
 }
 
 void doorbell_gpu_queue_destroy(doorbell_gpu_queue_t *queue)
@@ -582,6 +562,16 @@ void doorbell_gpu_queue_fail(doorbell_gpu_queue_t *queue, doorbell_status_t stat
                              const char *message)
 {
     queue_fail(queue, status, (message != nullptr) ? message : "failed");
+}
+
+doorbell_status_t doorbell_gpu_queue_status(const doorbell_gpu_queue_t *queue)
+{
+    auto                       *q = const_cast<doorbell_gpu_queue_t *>(queue);
+    std::lock_guard<std::mutex> guard(q->error_lock);
+    if (q->error_status == DOORBELL_OK) {
+        return DOORBELL_OK;
+    }
+    return doorbell::set_error(q->error_status, "%s", q->error_message.c_str());
 }
 
 void doorbell_gpu_queue_get_counters(const doorbell_gpu_queue_t    *queue,

@@ -5,10 +5,11 @@
 #include "doorbell_gpu_cuda.h"
 #include "doorbell_gpu_device.cuh"
 
+#include "core/error.h"
+
 #include <cuda_runtime.h>
 
 #include <chrono>
-#include <cstdio>
 
 namespace {
 
@@ -91,8 +92,8 @@ doorbell_status_t cuda_check(const char *what, cudaError_t err)
     if (err == cudaSuccess) {
         return DOORBELL_OK;
     }
-    std::fprintf(stderr, "doorbell gpu: cuda: %s failed: %s\n", what, cudaGetErrorString(err));
-    return DOORBELL_ERR_IO;
+    return doorbell::set_error(DOORBELL_ERR_IO, "cuda: %s failed: %s", what,
+                               cudaGetErrorString(err));
 }
 
 } /* namespace */
@@ -108,11 +109,9 @@ extern "C" doorbell_status_t doorbell_gpu_cuda_run_puts(const doorbell_gpu_ring_
     if ((args->blocks == 0) || (args->threads == 0) || (args->threads > 1024) ||
         ((args->kind == DOORBELL_GPU_KERNEL_BATCH) &&
          ((args->batch == 0) || (args->batch > kMaxBatch)))) {
-        std::fprintf(stderr,
-                     "doorbell gpu: put kernel: bad shape (blocks %u threads %u "
-                     "batch %u)\n",
-                     args->blocks, args->threads, args->batch);
-        return DOORBELL_ERR_INVALID_PARAM;
+        return doorbell::set_error(DOORBELL_ERR_INVALID_PARAM,
+                                   "put kernel: bad shape (blocks %u threads %u batch %u)",
+                                   args->blocks, args->threads, args->batch);
     }
     if ((st = cuda_check("cudaMalloc", cudaMalloc(&status, sizeof(int)))) != DOORBELL_OK) {
         return st;

@@ -262,6 +262,9 @@ TEST_F(gpu_engine, failed_post_and_bad_wqe_fail_the_queue)
     doorbell_gpu_engine_progress(engine_);
     EXPECT_TRUE(qp_.posted.empty()) << "a bad WQE never reaches the device";
     EXPECT_EQ(DOORBELL_ERR_INVALID_PARAM, doorbell_gpu_ring_wait_completed(r, end));
+    /* why, through the error channel: the queue's status and its message */
+    EXPECT_EQ(DOORBELL_ERR_INVALID_PARAM, doorbell_gpu_queue_status(q));
+    EXPECT_NE(nullptr, std::strstr(doorbell_last_error(), "opcode 42")) << doorbell_last_error();
 
     doorbell_gpu_queue_t     *q2 = make_queue(8, DOORBELL_GPU_MODE_DOORBELL);
     const doorbell_gpu_ring_t r2 = doorbell_gpu_queue_host_ring(q2);
@@ -270,6 +273,9 @@ TEST_F(gpu_engine, failed_post_and_bad_wqe_fail_the_queue)
     ASSERT_EQ(DOORBELL_OK, doorbell_gpu_ring_post(r2, &w, 1, &end));
     doorbell_gpu_engine_progress(engine_);
     EXPECT_EQ(DOORBELL_ERR_UNREACHABLE, doorbell_gpu_ring_wait_completed(r2, end));
+    EXPECT_EQ(DOORBELL_ERR_UNREACHABLE, doorbell_gpu_queue_status(q2));
+    EXPECT_NE(nullptr, std::strstr(doorbell_last_error(), "posting a batch failed"))
+        << doorbell_last_error();
 }
 
 TEST_F(gpu_engine, queue_failure_releases_a_blocked_waiter)
@@ -282,9 +288,15 @@ TEST_F(gpu_engine, queue_failure_releases_a_blocked_waiter)
     /* the engine never runs: the waiter can only be released by the failure */
     doorbell_status_t seen = DOORBELL_OK;
     std::thread       waiter([&] { seen = doorbell_gpu_ring_wait_completed(r, end); });
+    EXPECT_EQ(DOORBELL_OK, doorbell_gpu_queue_status(q));
     doorbell_gpu_queue_fail(q, DOORBELL_ERR_TIMED_OUT, "peer stopped answering");
     waiter.join();
     EXPECT_EQ(DOORBELL_ERR_TIMED_OUT, seen);
+    /* the first failure is the queue's: a later one changes nothing */
+    doorbell_gpu_queue_fail(q, DOORBELL_ERR_CANCELED, "closed");
+    EXPECT_EQ(DOORBELL_ERR_TIMED_OUT, doorbell_gpu_queue_status(q));
+    EXPECT_NE(nullptr, std::strstr(doorbell_last_error(), "peer stopped answering"))
+        << doorbell_last_error();
 }
 
 TEST_F(gpu_engine, rejects_bad_parameters)
@@ -298,11 +310,14 @@ TEST_F(gpu_engine, rejects_bad_parameters)
     qp.size = 100;
     EXPECT_EQ(DOORBELL_ERR_INVALID_PARAM, doorbell_gpu_queue_create(engine_, &qp, &q))
         << "not a power of two";
+    EXPECT_NE(nullptr, std::strstr(doorbell_last_error(), "power-of-two size"))
+        << doorbell_last_error();
     doorbell_gpu_engine_params_t ep;
     doorbell_gpu_engine_params_init(&ep);
     ep.batch_max             = 0;
     doorbell_gpu_engine_t *e = nullptr;
     EXPECT_EQ(DOORBELL_ERR_INVALID_PARAM, doorbell_gpu_engine_create(&ep, &e));
+    EXPECT_NE(nullptr, std::strstr(doorbell_last_error(), "batch_max")) << doorbell_last_error();
 }
 
 TEST_F(gpu_engine, put_signal_set_lowers_to_two_ordered_puts)
