@@ -4,6 +4,8 @@
 #include <poll.h>
 
 #include <cstring>
+#include <string>
+#include <vector>
 
 using namespace doorbell;
 using namespace doorbell::test;
@@ -77,9 +79,15 @@ public:
 
 TEST(VerbsWire, MalformedAndSpoofedHandshakesAreDropped)
 {
-    VerbsPair pair;
-    uint8_t   gid[18];
-    uint32_t  ud_qpn;
+    VerbsPair                pair;
+    std::vector<std::string> lines; /* the debug channel's */
+    doorbell_set_debug_handler(
+        [](void *arg, const char *m) {
+            static_cast<std::vector<std::string> *>(arg)->push_back(m);
+        },
+        &lines);
+    uint8_t  gid[18];
+    uint32_t ud_qpn;
     doorbell_iface_get_device_address(pair.b, gid);
     doorbell_iface_get_address(pair.b, &ud_qpn);
     RawUd raw(pair.fabric.provider);
@@ -111,6 +119,13 @@ TEST(VerbsWire, MalformedAndSpoofedHandshakesAreDropped)
     doorbell_iface_get_counters(pair.b, &c);
     EXPECT_EQ(5u, c.rx_dropped);
     EXPECT_EQ(0u, device(pair.b).passive_count());
+    doorbell_set_debug_handler(nullptr, nullptr);
+    /* each drop is said at debug level, naming the device */
+    size_t said = 0;
+    for (const std::string &l : lines) {
+        said += l.find("mlx5_1:1: dropped a malformed handshake") != std::string::npos;
+    }
+    EXPECT_GE(said, 3u) << lines.size() << " debug lines";
 
     /* the iface still connects */
     pair.connect();

@@ -53,6 +53,14 @@ const char *doorbell_status_string(doorbell_status_t status);
 /* Message of the last failure on this thread ("" if none). */
 const char *doorbell_last_error(void);
 
+/* Diagnostics below errors, one line each: why a device was skipped, a
+ * fallback a device took (normal pages for huge ones, software pacing),
+ * the capabilities it found, input it dropped. Process-wide; without a
+ * handler (the default) they are dropped. The UCT module hands them to
+ * UCX's log at debug level (UCX_LOG_LEVEL=debug). */
+typedef void (*doorbell_debug_cb_t)(void *arg, const char *message);
+void doorbell_set_debug_handler(doorbell_debug_cb_t cb, void *arg);
+
 /* ---------------------------------------------------------------- devices */
 
 typedef enum doorbell_device_kind {

@@ -1,5 +1,6 @@
 #include "error.h"
 
+#include <atomic>
 #include <cstdarg>
 #include <cstdio>
 
@@ -7,7 +8,12 @@ namespace doorbell {
 
 namespace {
 thread_local char t_last_error[512] = "";
-}
+
+/* set once by an adapter, read by any thread: the pair is published with
+ * the handler (release) and read after it (acquire) */
+std::atomic<doorbell_debug_cb_t> g_debug_cb{nullptr};
+std::atomic<void *>              g_debug_arg{nullptr};
+} // namespace
 
 doorbell_status_t set_error(doorbell_status_t status, const char *fmt, ...)
 {
@@ -18,7 +24,27 @@ doorbell_status_t set_error(doorbell_status_t status, const char *fmt, ...)
     return status;
 }
 
+void debug(const char *fmt, ...)
+{
+    doorbell_debug_cb_t cb = g_debug_cb.load(std::memory_order_acquire);
+    if (cb == nullptr) {
+        return;
+    }
+    char    line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    cb(g_debug_arg.load(std::memory_order_relaxed), line);
+}
+
 } // namespace doorbell
+
+extern "C" void doorbell_set_debug_handler(doorbell_debug_cb_t cb, void *arg)
+{
+    doorbell::g_debug_arg.store(arg, std::memory_order_relaxed);
+    doorbell::g_debug_cb.store(cb, std::memory_order_release);
+}
 
 extern "C" const char *doorbell_last_error(void)
 {

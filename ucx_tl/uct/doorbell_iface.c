@@ -921,6 +921,15 @@ UCT_TL_DEFINE_ENTRY(&uct_doorbell_component, doorbell,
                     UCT_DOORBELL_CONFIG_PREFIX, uct_doorbell_iface_config_table,
                     uct_doorbell_iface_config_t);
 
+/* The core's diagnostics (a device skipped, a fallback taken), in UCX's log
+ * at debug level. */
+static void uct_doorbell_log_debug(void *arg, const char *message)
+{
+    ucs_debug("doorbell: %s", message);
+}
+
 /* Debian's UCX loads only its compiled-in modules: this library is preloaded
  * and registers itself from a constructor. */
-UCT_SINGLE_TL_INIT(&uct_doorbell_component, doorbell, ctor, , )
+UCT_SINGLE_TL_INIT(&uct_doorbell_component, doorbell, ctor,
+                   doorbell_set_debug_handler(uct_doorbell_log_debug, NULL),
+                   doorbell_set_debug_handler(NULL, NULL))

@@ -5,29 +5,11 @@
 #include <sys/mman.h>
 
 #include <cerrno>
-#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 namespace doorbell::verbs {
-
-void debug(const char *fmt, ...)
-{
-    static const bool enabled = [] {
-        const char *v = getenv("DOORBELL_VERBS_DEBUG");
-        return v != nullptr && v[0] != '\0' && v[0] != '0';
-    }();
-    if (!enabled) {
-        return;
-    }
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "doorbell verbs: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-}
 
 BouncePool::~BouncePool()
 {

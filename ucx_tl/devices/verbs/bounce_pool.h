@@ -57,8 +57,4 @@ private:
     std::vector<bool>      is_free_; ///< per buffer
 };
 
-/// Debug output of the verbs device (DOORBELL_VERBS_DEBUG=1 in the
-/// environment); silent otherwise.
-[[gnu::format(printf, 1, 2)]] void debug(const char *fmt, ...);
-
 } // namespace doorbell::verbs

@@ -4,6 +4,7 @@
 #include "verbs_device.h"
 
 #include "core/clock.h"
+#include "core/error.h"
 
 #include <algorithm>
 #include <cmath>
