@@ -63,7 +63,8 @@ typedef struct mca_coll_doorbell_component_t {
                                       one active message (0: always puts) */
     char  *tls;              /* UCX transports of our UCP context */
     int    timeout_ms;       /* a peer silent this long is an error */
-    char  *topology_file;    /* host -> leaf map, or "" */
+    char  *leaves;           /* "host:leaf,..." map, or "" */
+    char  *topology_file;    /* host -> leaf map file, or "" */
     int    emulate_ranks_per_node; /* testing: k consecutive ranks = a node */
     int    output;                 /* opal_output stream */
 

@@ -42,6 +42,7 @@ mca_coll_doorbell_component_t mca_coll_doorbell_component = {
     2048,       /* doorbell_am_max */
     NULL,       /* doorbell_tls */
     30000,      /* doorbell_timeout (ms) */
+    NULL,       /* doorbell_leaves */
     NULL,       /* doorbell_topology_file */
     0,          /* doorbell_emulate_ranks_per_node */
     -1,         /* output */
@@ -90,6 +91,7 @@ static int mca_coll_doorbell_register(void)
     cm->pipeline_block   = defaults.pipeline_block;
     cm->algorithm_str    = "auto";
     cm->tls              = "doorbell";
+    cm->leaves           = "";
     cm->topology_file    = "";
 
     reg_int("priority",
@@ -156,10 +158,15 @@ static int mca_coll_doorbell_register(void)
             "Milliseconds a rank waits for a peer's data "
             "before the allreduce fails with MPI_ERR_OTHER (0: forever)",
             &cm->timeout_ms);
+    reg_string("leaves",
+               "Host names to leaf switches, \"hostA:leaf1,hostB:leaf1,"
+               "hostC:leaf2\", for two-hop aggregation; every rank must "
+               "see the same map. Takes precedence over topology_file",
+               &cm->leaves);
     reg_string("topology_file",
-               "File mapping host names to leaf "
-               "switches, one \"<host> <leaf>\" per line (the environment "
-               "variable DOORBELL_COLL_LEAVES=host:leaf,... also works)",
+               "File mapping host names to leaf switches, one \"<host> "
+               "<leaf>\" per line (# comments), when coll_doorbell_leaves "
+               "is empty",
                &cm->topology_file);
     reg_int("emulate_ranks_per_node",
             "Testing: treat every k consecutive "

@@ -1,7 +1,7 @@
 /*
  * Where ranks sit: nodes from host names (or, for tests, every k
  * consecutive ranks, named "node<k>"), leaves from a map of host -> leaf
- * switch: the environment variable DOORBELL_COLL_LEAVES
+ * switch: the MCA parameter coll_doorbell_leaves
  * ("hostA:leaf1,hostB:leaf1,hostC:leaf2") or the file named by
  * coll_doorbell_topology_file (one "<host> <leaf>" per line, # comments).
  * Without a map, or when a host is missing from it, nodes are the only
@@ -96,7 +96,6 @@ int mca_coll_doorbell_topology(mca_coll_doorbell_module_t *module,
     int n = ompi_comm_size(module->comm), k = cm->emulate_ranks_per_node;
     mca_coll_doorbell_leaf_entry_t *map;
     char(*names)[DOORBELL_NAME_LEN];
-    const char  *env        = getenv("DOORBELL_COLL_LEAVES");
     const char **leaf_names = NULL;
     char        *text       = NULL;
     int          i, j, entries, leaves = 0;
@@ -122,8 +121,8 @@ int mca_coll_doorbell_topology(mca_coll_doorbell_module_t *module,
     }
 
     *have_leaves_p = 0;
-    if (env != NULL && env[0] != '\0') {
-        text = strdup(env);
+    if (cm->leaves != NULL && cm->leaves[0] != '\0') {
+        text = strdup(cm->leaves);
     } else if (cm->topology_file != NULL && cm->topology_file[0] != '\0') {
         text = read_file(cm->topology_file);
         if (text == NULL) {

@@ -146,9 +146,9 @@ INSTANTIATE_TEST_SUITE_P(Alg, CollMpiAlgorithm,
 TEST(CollMpiTopology, LeafMapDrivesHierarchical)
 {
     skip_without_mpirun();
-    MpiRun r = run("DOORBELL_COLL_LEAVES=node0:leafA,node1:leafA,node2:leafB " +
-                   mpirun(5,
-                          "-x DOORBELL_COLL_LEAVES --mca coll_doorbell_verbose 3"
+    MpiRun r = run(mpirun(5,
+                          "--mca coll_doorbell_leaves node0:leafA,node1:leafA,node2:leafB"
+                          " --mca coll_doorbell_verbose 3"
                           " --mca coll_doorbell_emulate_ranks_per_node 2",
                           "2"));
     ASSERT_EQ(r.status, 0) << r.out.substr(r.out.size() > 6000 ? r.out.size() - 6000 : 0);
@@ -210,8 +210,8 @@ TEST(CollMpiParams, OmpiInfoListsParameters)
          {"coll_doorbell_priority", "coll_doorbell_verbose", "coll_doorbell_enable",
           "coll_doorbell_np", "coll_doorbell_allreduce_algorithm", "coll_doorbell_small_max",
           "coll_doorbell_net_small_max", "coll_doorbell_hier_max", "coll_doorbell_ring_min",
-          "coll_doorbell_tls", "coll_doorbell_timeout", "coll_doorbell_topology_file",
-          "coll_doorbell_scratch_size", "coll_doorbell_am_max"})
+          "coll_doorbell_tls", "coll_doorbell_timeout", "coll_doorbell_leaves",
+          "coll_doorbell_topology_file", "coll_doorbell_scratch_size", "coll_doorbell_am_max"})
         EXPECT_NE(r.out.find(p), std::string::npos) << p;
 }
 
