@@ -249,6 +249,11 @@ void IfaceCore::dump_counters() const
         {"tail_probes", c.tail_probes},
         {"rx_timestamped", c.rx_timestamped},
     };
+    print_counters(rows);
+}
+
+void IfaceCore::print_counters(std::span<const std::pair<const char *, uint64_t>> rows) const
+{
     for (const auto &[counter, value] : rows) {
         fprintf(stderr, "%s %s %llu\n", name.c_str(), counter,
                 static_cast<unsigned long long>(value));
@@ -259,24 +264,18 @@ void resolve_params(doorbell_iface_params_t &p)
 {
     doorbell_iface_params_t d;
     doorbell_iface_params_init(&d);
-    if (p.tx_queue_len == 0)
-        p.tx_queue_len = d.tx_queue_len;
-    if (p.tx_batch == 0)
-        p.tx_batch = d.tx_batch;
-    if (p.tx_moderation == 0)
-        p.tx_moderation = d.tx_moderation;
-    if (p.am_credits == 0)
-        p.am_credits = d.am_credits;
-    if (p.seg_size == 0)
-        p.seg_size = d.seg_size;
-    if (p.rx_queue_len == 0)
-        p.rx_queue_len = d.rx_queue_len;
-    if (p.rto_min_ns == 0)
-        p.rto_min_ns = d.rto_min_ns;
-    if (p.rto_max_ns == 0)
-        p.rto_max_ns = d.rto_max_ns;
-    if (p.retry_count == 0)
-        p.retry_count = d.retry_count;
+    using P = doorbell_iface_params_t;
+    for (uint32_t P::*field : {&P::tx_queue_len, &P::tx_batch, &P::tx_moderation, &P::am_credits,
+                               &P::seg_size, &P::rx_queue_len, &P::retry_count}) {
+        if (p.*field == 0) {
+            p.*field = d.*field;
+        }
+    }
+    for (uint64_t P::*field : {&P::rto_min_ns, &P::rto_max_ns}) {
+        if (p.*field == 0) {
+            p.*field = d.*field;
+        }
+    }
     p.tx_queue_len = std::max<uint32_t>(std::bit_ceil(p.tx_queue_len), 4);
     p.seg_size     = std::max<uint32_t>(p.seg_size, 64);
     p.rto_max_ns   = std::max(p.rto_max_ns, p.rto_min_ns);

@@ -13,7 +13,9 @@
 
 #include <cstdint>
 #include <deque>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 struct doorbell_iface {
@@ -137,6 +139,8 @@ public:
     void report_error(QpCore &qp, doorbell_status_t status, const std::string &message);
     /// Prints counters as "<device> <counter> <value>" lines to stderr.
     void dump_counters() const;
+    /// The same for a device's own counters (stats at close).
+    void print_counters(std::span<const std::pair<const char *, uint64_t>> rows) const;
 
     ProtectionDomain       &pd;
     doorbell_iface_params_t params; ///< resolved (no zero defaults)

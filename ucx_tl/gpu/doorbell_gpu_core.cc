@@ -46,6 +46,15 @@ struct CoreEngine {
     std::unordered_map<doorbell_qp_t *, doorbell_gpu_queue_t *> by_qp;
     std::unordered_map<doorbell_gpu_queue_t *, CoreQueue>       queues;
     std::atomic<bool>                                           said_proxy{false};
+
+    /// A queue made on one of this engine's QPs: found by its QP (errors)
+    /// and by itself (destroy).
+    void remember(doorbell_gpu_queue_t *queue, const CoreQueue &cq)
+    {
+        std::lock_guard<std::mutex> guard(lock);
+        by_qp[cq.qp]  = queue;
+        queues[queue] = cq;
+    }
 };
 
 std::mutex                                                g_lock;
@@ -381,9 +390,7 @@ doorbell_status_t try_mlx5(doorbell_gpu_engine_t *engine, CoreEngine *ce, doorbe
     if (st != DOORBELL_OK) {
         return st;
     }
-    std::lock_guard<std::mutex> guard(ce->lock);
-    ce->by_qp[qp]        = *queue_p;
-    ce->queues[*queue_p] = CoreQueue{qp, owned, m};
+    ce->remember(*queue_p, CoreQueue{qp, owned, m});
     return DOORBELL_OK;
 }
 
@@ -401,9 +408,7 @@ doorbell_status_t queue_on_qp(doorbell_gpu_engine_t *engine, CoreEngine *ce, doo
     if (st != DOORBELL_OK) {
         return st;
     }
-    std::lock_guard<std::mutex> guard(ce->lock);
-    ce->by_qp[qp]        = *queue_p;
-    ce->queues[*queue_p] = CoreQueue{qp, false, nullptr};
+    ce->remember(*queue_p, CoreQueue{qp, false, nullptr});
     return DOORBELL_OK;
 }
 
@@ -411,6 +416,32 @@ bool wants_mlx5(const CoreEngine *ce, doorbell_gpu_mode_t mode)
 {
     return (ce->kind == DOORBELL_DEVICE_VERBS) &&
            ((mode == DOORBELL_GPU_MODE_AUTO) || (mode == DOORBELL_GPU_MODE_MLX5));
+}
+
+/* MLX5 mode was asked for and cannot be had: why, as the call's error. */
+doorbell_status_t no_ibgda_queue(const CoreEngine *ce, doorbell_status_t st, const std::string &why)
+{
+    return doorbell::set_error(st, "%s: no IBGDA queue: %s", ce->device.c_str(), why.c_str());
+}
+
+/* What both queue constructors start from: the engine's binding (nullptr,
+ * with the message set, for an engine not made for an iface) and the
+ * parameters (the defaults where none are given). */
+CoreEngine *queue_start(doorbell_gpu_engine_t *engine, const doorbell_gpu_queue_params_t *params,
+                        doorbell_gpu_queue_params_t *qpar)
+{
+    CoreEngine *ce = core_engine(engine);
+    if (ce == nullptr) {
+        doorbell::set_error(DOORBELL_ERR_INVALID_PARAM, "GPU queue: needs an engine made by "
+                                                        "doorbell_gpu_engine_create_for_iface");
+        return nullptr;
+    }
+    if (params != nullptr) {
+        *qpar = *params;
+    } else {
+        doorbell_gpu_queue_params_init(qpar);
+    }
+    return ce;
 }
 
 } /* namespace */
@@ -421,18 +452,14 @@ doorbell_status_t doorbell_gpu_queue_create_for_qp(doorbell_gpu_engine_t *engine
                                                    const doorbell_gpu_queue_params_t *params,
                                                    doorbell_gpu_queue_t             **queue_p)
 {
-    CoreEngine                 *ce = core_engine(engine);
     doorbell_gpu_queue_params_t qpar;
-
-    if ((ce == nullptr) || (qp == nullptr)) {
-        return doorbell::set_error(DOORBELL_ERR_INVALID_PARAM,
-                                   "GPU queue: needs a QP and an engine made by "
-                                   "doorbell_gpu_engine_create_for_iface");
+    CoreEngine                 *ce = queue_start(engine, params, &qpar);
+    if (ce == nullptr) {
+        return DOORBELL_ERR_INVALID_PARAM;
     }
-    if (params != nullptr) {
-        qpar = *params;
-    } else {
-        doorbell_gpu_queue_params_init(&qpar);
+    if (qp == nullptr) {
+        return doorbell::set_error(DOORBELL_ERR_INVALID_PARAM, "%s: GPU queue: no QP given",
+                                   ce->device.c_str());
     }
     std::string why = "IBGDA needs a direct QP (doorbell_qp_create_direct)";
     if (wants_mlx5(ce, qpar.mode)) {
@@ -441,8 +468,7 @@ doorbell_status_t doorbell_gpu_queue_create_for_qp(doorbell_gpu_engine_t *engine
             return st;
         }
         if (qpar.mode == DOORBELL_GPU_MODE_MLX5) {
-            return doorbell::set_error(st, "%s: no IBGDA queue: %s", ce->device.c_str(),
-                                       why.c_str());
+            return no_ibgda_queue(ce, st, why);
         }
     }
     return queue_on_qp(engine, ce, qp, qpar, why.c_str(), queue_p);
@@ -454,17 +480,10 @@ doorbell_status_t doorbell_gpu_queue_create_for_peer(doorbell_gpu_engine_t      
                                                      const doorbell_gpu_queue_params_t *params,
                                                      doorbell_gpu_queue_t             **queue_p)
 {
-    CoreEngine                 *ce = core_engine(engine);
     doorbell_gpu_queue_params_t qpar;
+    CoreEngine                 *ce = queue_start(engine, params, &qpar);
     if (ce == nullptr) {
-        return doorbell::set_error(DOORBELL_ERR_INVALID_PARAM,
-                                   "GPU queue: needs an engine made by "
-                                   "doorbell_gpu_engine_create_for_iface");
-    }
-    if (params != nullptr) {
-        qpar = *params;
-    } else {
-        doorbell_gpu_queue_params_init(&qpar);
+        return DOORBELL_ERR_INVALID_PARAM;
     }
     std::string why;
     if (wants_mlx5(ce, qpar.mode)) {
@@ -495,8 +514,7 @@ doorbell_status_t doorbell_gpu_queue_create_for_peer(doorbell_gpu_engine_t      
             doorbell_gpu_engine_run_locked(engine, destroy_qp_locked, dc.qp);
         }
         if (qpar.mode == DOORBELL_GPU_MODE_MLX5) {
-            return doorbell::set_error(st, "%s: no IBGDA queue: %s", ce->device.c_str(),
-                                       why.c_str());
+            return no_ibgda_queue(ce, st, why);
         }
         say_proxy(ce, why.c_str());
         qpar.mode = DOORBELL_GPU_MODE_PROXY;

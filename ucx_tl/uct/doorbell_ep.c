@@ -129,22 +129,35 @@ ssize_t uct_doorbell_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
     return uct_doorbell_length_status(ret);
 }
 
-ucs_status_t uct_doorbell_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
-                                       size_t iovcnt, uint64_t remote_addr,
-                                       uct_rkey_t rkey, uct_completion_t *comp)
+/* A zero-copy RDMA write or read: the core calls take the same arguments. */
+typedef doorbell_status_t (*uct_doorbell_rma_zcopy_func_t)(
+    doorbell_qp_t *qp, const struct iovec *iov, size_t iovcnt,
+    uint64_t remote_addr, uint32_t rkey, void *cookie);
+
+static ucs_status_t uct_doorbell_ep_rma_zcopy(
+    uct_ep_h tl_ep, uct_doorbell_rma_zcopy_func_t op, const uct_iov_t *iov,
+    size_t iovcnt, uint64_t remote_addr, uct_rkey_t rkey,
+    uct_completion_t *comp, const char *name)
 {
     uct_doorbell_iface_t *iface = uct_doorbell_ep_iface(tl_ep);
     uct_doorbell_ep_t    *ep    = ucs_derived_of(tl_ep, uct_doorbell_ep_t);
     struct iovec          vec[UCT_DOORBELL_MAX_IOV];
     doorbell_status_t     status;
 
-    UCT_CHECK_IOV_SIZE(iovcnt, UCT_DOORBELL_MAX_IOV, "put_zcopy");
+    UCT_CHECK_IOV_SIZE(iovcnt, UCT_DOORBELL_MAX_IOV, name);
     UCT_DOORBELL_ENTER(iface);
-    status = doorbell_qp_put_zcopy(ep->qp, vec,
-                                   uct_doorbell_iov_convert(vec, iov, iovcnt),
-                                   remote_addr, (uint32_t)rkey, comp);
+    status = op(ep->qp, vec, uct_doorbell_iov_convert(vec, iov, iovcnt),
+                remote_addr, (uint32_t)rkey, comp);
     UCT_DOORBELL_LEAVE(iface);
     return uct_doorbell_status(status);
+}
+
+ucs_status_t uct_doorbell_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                       size_t iovcnt, uint64_t remote_addr,
+                                       uct_rkey_t rkey, uct_completion_t *comp)
+{
+    return uct_doorbell_ep_rma_zcopy(tl_ep, doorbell_qp_put_zcopy, iov, iovcnt,
+                                     remote_addr, rkey, comp, "put_zcopy");
 }
 
 ucs_status_t uct_doorbell_ep_get_bcopy(uct_ep_h              tl_ep,
@@ -168,18 +181,8 @@ ucs_status_t uct_doorbell_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
                                        size_t iovcnt, uint64_t remote_addr,
                                        uct_rkey_t rkey, uct_completion_t *comp)
 {
-    uct_doorbell_iface_t *iface = uct_doorbell_ep_iface(tl_ep);
-    uct_doorbell_ep_t    *ep    = ucs_derived_of(tl_ep, uct_doorbell_ep_t);
-    struct iovec          vec[UCT_DOORBELL_MAX_IOV];
-    doorbell_status_t     status;
-
-    UCT_CHECK_IOV_SIZE(iovcnt, UCT_DOORBELL_MAX_IOV, "get_zcopy");
-    UCT_DOORBELL_ENTER(iface);
-    status = doorbell_qp_get_zcopy(ep->qp, vec,
-                                   uct_doorbell_iov_convert(vec, iov, iovcnt),
-                                   remote_addr, (uint32_t)rkey, comp);
-    UCT_DOORBELL_LEAVE(iface);
-    return uct_doorbell_status(status);
+    return uct_doorbell_ep_rma_zcopy(tl_ep, doorbell_qp_get_zcopy, iov, iovcnt,
+                                     remote_addr, rkey, comp, "get_zcopy");
 }
 
 ucs_status_t uct_doorbell_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,

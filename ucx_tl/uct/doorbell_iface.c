@@ -1,7 +1,8 @@
 /**
  * doorbell interface: one core iface per UCT iface (a UDP socket on the
- * software device), its configuration, capabilities, progress, wake-up and
- * the callbacks through which the core delivers AMs, completions and errors.
+ * software device, a port on a verbs HCA), its configuration, capabilities,
+ * progress, wake-up and the callbacks through which the core delivers AMs,
+ * completions and errors.
  */
 
 #ifdef HAVE_CONFIG_H
@@ -560,6 +561,22 @@ void uct_doorbell_iface_qp_error(void *arg, doorbell_qp_t *qp,
               message);
 }
 
+/* The core's devices, in an array the caller frees; their number, or -1 when
+ * there is no memory for it. */
+static int uct_doorbell_device_list(doorbell_device_info_t **devices_p)
+{
+    int count = doorbell_query_devices(NULL, 0);
+
+    *devices_p = ucs_calloc(ucs_max(count, 1), sizeof(**devices_p),
+                            "doorbell devices");
+    if (*devices_p == NULL) {
+        ucs_error("doorbell: failed to allocate the device list");
+        return -1;
+    }
+    /* Devices may come and go between the two calls: take the smaller. */
+    return ucs_min(doorbell_query_devices(*devices_p, count), count);
+}
+
 static ucs_status_t uct_doorbell_iface_find_device(const char *dev_name,
                                                    doorbell_device_info_t *info)
 {
@@ -567,15 +584,10 @@ static ucs_status_t uct_doorbell_iface_find_device(const char *dev_name,
     ucs_status_t            status;
     int                     i, count;
 
-    count   = doorbell_query_devices(NULL, 0);
-    devices = ucs_calloc(ucs_max(count, 1), sizeof(*devices),
-                         "doorbell devices");
-    if (devices == NULL) {
-        ucs_error("doorbell: failed to allocate the device list");
+    count = uct_doorbell_device_list(&devices);
+    if (count < 0) {
         return UCS_ERR_NO_MEMORY;
     }
-
-    count  = ucs_min(doorbell_query_devices(devices, count), count);
     status = UCS_ERR_NO_DEVICE;
     for (i = 0; i < count; ++i) {
         if (!strcmp(devices[i].name, dev_name)) {
@@ -587,8 +599,8 @@ static ucs_status_t uct_doorbell_iface_find_device(const char *dev_name,
 
     ucs_free(devices);
     if (status != UCS_OK) {
-        ucs_error("doorbell: device %s not found (no such network interface"
-                  " with an IPv4 address)",
+        ucs_error("doorbell: device %s not found (neither a network interface"
+                  " with an IPv4 address nor an active verbs port)",
                   dev_name);
     }
     return status;
@@ -885,24 +897,18 @@ ucs_status_t uct_doorbell_query_tl_devices(uct_md_h                   md,
     uct_tl_device_resource_t *devices;
     int                       i, count;
 
-    count = doorbell_query_devices(NULL, 0);
-    if (count <= 0) {
-        *devices_p     = NULL;
-        *num_devices_p = 0;
-        return UCS_OK;
-    }
-
-    infos   = ucs_calloc(count, sizeof(*infos), "doorbell device infos");
-    devices = ucs_calloc(count, sizeof(*devices), "doorbell devices");
-    if ((infos == NULL) || (devices == NULL)) {
-        ucs_error("doorbell: failed to allocate the device list");
-        ucs_free(infos);
-        ucs_free(devices);
+    count = uct_doorbell_device_list(&infos);
+    if (count < 0) {
         return UCS_ERR_NO_MEMORY;
     }
-
-    /* Devices may come and go between the two calls: take the smaller. */
-    count = ucs_min(doorbell_query_devices(infos, count), count);
+    devices = (count > 0) ?
+                  ucs_calloc(count, sizeof(*devices), "doorbell tl devices") :
+                  NULL;
+    if ((count > 0) && (devices == NULL)) {
+        ucs_error("doorbell: failed to allocate the device list");
+        ucs_free(infos);
+        return UCS_ERR_NO_MEMORY;
+    }
     for (i = 0; i < count; ++i) {
         ucs_snprintf_zero(devices[i].name, sizeof(devices[i].name), "%s",
                           infos[i].name);

@@ -432,9 +432,7 @@ VerbsIface::~VerbsIface()
             {"hw_rate_updates", p.hw_rate_updates},
             {"paced_holds", p.paced_holds},
         };
-        for (const auto &[counter, value] : rows) {
-            fprintf(stderr, "%s %s %llu\n", name.c_str(), counter, (unsigned long long)value);
-        }
+        print_counters(rows);
         for (unsigned b = 0; b < kPostListBuckets; ++b) {
             fprintf(stderr, "%s post_list_%u %llu\n", name.c_str(), 1u << b,
                     (unsigned long long)p.post_list[b]);

@@ -479,29 +479,29 @@ void usage()
 
 int main(int argc, char **argv)
 {
-    Options o;
+    Options                                   o;
+    const std::pair<const char *, uint32_t *> numbers[] = {{"--puts", &o.puts},
+                                                           {"--lat", &o.lat},
+                                                           {"--bytes", &o.bytes},
+                                                           {"--batch", &o.batch},
+                                                           {"--threads", &o.threads},
+                                                           {"--rto-ms", &o.rto_ms},
+                                                           {"--engine-spins", &o.idle_spins}};
     for (int i = 1; i < argc; ++i) {
-        std::string a    = argv[i];
-        auto        next = [&]() -> uint32_t {
-            return (i + 1 < argc) ? uint32_t(std::strtoul(argv[++i], nullptr, 0)) : 0;
-        };
-        if (a == "--puts")
-            o.puts = next();
-        else if (a == "--lat")
-            o.lat = next();
-        else if (a == "--bytes")
-            o.bytes = next();
-        else if (a == "--batch")
-            o.batch = next();
-        else if (a == "--threads")
-            o.threads = next();
-        else if (a == "--rto-ms")
-            o.rto_ms = next();
-        else if (a == "--engine-spins")
-            o.idle_spins = next();
-        else if (a == "--no-gpu")
+        std::string a     = argv[i];
+        bool        taken = false;
+        for (const auto &[flag, value] : numbers) {
+            if (a == flag) {
+                *value = (i + 1 < argc) ? uint32_t(std::strtoul(argv[++i], nullptr, 0)) : 0;
+                taken  = true;
+            }
+        }
+        if (taken) {
+            continue;
+        }
+        if (a == "--no-gpu") {
             o.gpu = false;
-        else {
+        } else {
             usage();
             return (a == "-h" || a == "--help") ? 0 : 2;
         }
