@@ -101,6 +101,24 @@ Status gather_reduce(Round &r, const std::vector<int> &members, size_t off, uint
     return {};
 }
 
+// Member side of a level: the i-th member (i >= 1) puts its vector into the
+// leader's slot i-1, then waits for the leader's result and takes it.
+Status member_of(Round &r, int leader, size_t i, size_t off, uint32_t flag, size_t bcast_off,
+                 uint32_t bcast_flag, const Segment &seg)
+{
+    const size_t m = seg.bytes();
+    Status       st;
+    if (!(st = r.put(leader, seg.buf, m, off + (i - 1) * m, flag + static_cast<uint32_t>(i - 1)))
+             .ok())
+        return st;
+    if (!(st = r.wait(leader, bcast_flag)).ok())
+        return st;
+    if (!(st = r.quiet()).ok())
+        return st;
+    std::memcpy(seg.buf, r.at(bcast_off), m);
+    return {};
+}
+
 } // namespace
 
 size_t hierarchical_scratch(const Hierarchy &h, const Segment &seg, bool spine_ring, int pipeline)
@@ -129,32 +147,17 @@ Status hierarchical(Round &r, const Hierarchy &h, const Segment &seg, bool spine
     Status    st;
 
     // Up: node, then leaf.
-    if (me != node_leader) {
-        size_t i = static_cast<size_t>(node.me);
-        if (!(st = r.put(node_leader, seg.buf, m, l.node_off + (i - 1) * m,
-                         l.node_flag + static_cast<uint32_t>(i - 1)))
-                 .ok())
-            return st;
-        if (!(st = r.wait(node_leader, l.node_bcast_flag)).ok())
-            return st;
-        if (!(st = r.quiet()).ok())
-            return st;
-        std::memcpy(seg.buf, r.at(l.node_bcast_off), m);
-        return {};
-    }
+    if (me != node_leader)
+        return member_of(r, node_leader, static_cast<size_t>(node.me), l.node_off, l.node_flag,
+                         l.node_bcast_off, l.node_bcast_flag, seg);
     if (!(st = gather_reduce(r, node.ranks, l.node_off, l.node_flag, seg)).ok())
         return st;
     if (me != leaf_leader) {
         size_t i = static_cast<size_t>(std::find(leaf->begin(), leaf->end(), me) - leaf->begin());
-        if (!(st = r.put(leaf_leader, seg.buf, m, l.leaf_off + (i - 1) * m,
-                         l.leaf_flag + static_cast<uint32_t>(i - 1)))
+        if (!(st = member_of(r, leaf_leader, i, l.leaf_off, l.leaf_flag, l.leaf_bcast_off,
+                             l.leaf_bcast_flag, seg))
                  .ok())
             return st;
-        if (!(st = r.wait(leaf_leader, l.leaf_bcast_flag)).ok())
-            return st;
-        if (!(st = r.quiet()).ok())
-            return st;
-        std::memcpy(seg.buf, r.at(l.leaf_bcast_off), m);
     } else {
         if (!(st = gather_reduce(r, *leaf, l.leaf_off, l.leaf_flag, seg)).ok())
             return st;

@@ -7,6 +7,7 @@
 #include "reduce.h"
 
 #include <cstdint>
+#include <iterator>
 #include <type_traits>
 
 namespace doorbell::coll {
@@ -38,62 +39,41 @@ struct TypeInfo {
     size_t size;
 };
 
+// By doorbell_coll_dtype_t, in its order.
+// clang-format off
+constexpr TypeInfo kTypes[] = {
+    {Kind::kInt, 1},                                /* INT8 */
+    {Kind::kInt, 1},                                /* UINT8 */
+    {Kind::kInt, 2},                                /* INT16 */
+    {Kind::kInt, 2},                                /* UINT16 */
+    {Kind::kInt, 4},                                /* INT32 */
+    {Kind::kInt, 4},                                /* UINT32 */
+    {Kind::kInt, 8},                                /* INT64 */
+    {Kind::kInt, 8},                                /* UINT64 */
+    {Kind::kFloat, sizeof(float)},                  /* FLOAT */
+    {Kind::kFloat, sizeof(double)},                 /* DOUBLE */
+    {Kind::kFloat, sizeof(long double)},            /* LONG_DOUBLE */
+    {Kind::kComplex, sizeof(Cplx<float>)},          /* FLOAT_COMPLEX */
+    {Kind::kComplex, sizeof(Cplx<double>)},         /* DOUBLE_COMPLEX */
+    {Kind::kComplex, sizeof(Cplx<long double>)},    /* LONG_DOUBLE_COMPLEX */
+    {Kind::kBool, sizeof(bool)},                    /* BOOL */
+    {Kind::kLogical, 4},                            /* LOGICAL */
+    {Kind::kByte, 1},                               /* BYTE */
+    {Kind::kPair, sizeof(Pair<float, int>)},        /* FLOAT_INT */
+    {Kind::kPair, sizeof(Pair<double, int>)},       /* DOUBLE_INT */
+    {Kind::kPair, sizeof(Pair<long, int>)},         /* LONG_INT */
+    {Kind::kPair, sizeof(Pair<int, int>)},          /* 2INT */
+    {Kind::kPair, sizeof(Pair<short, int>)},        /* SHORT_INT */
+    {Kind::kPair, sizeof(Pair<long double, int>)},  /* LONG_DOUBLE_INT */
+    {Kind::kPair, sizeof(Pair<float, float>)},      /* 2FLOAT */
+    {Kind::kPair, sizeof(Pair<double, double>)},    /* 2DOUBLE */
+};
+// clang-format on
+static_assert(std::size(kTypes) == DOORBELL_COLL_DT_COUNT, "a row per doorbell_coll_dtype_t");
+
 constexpr TypeInfo type_info(doorbell_coll_dtype_t t)
 {
-    switch (t) {
-    case DOORBELL_COLL_DT_INT8:
-        return {Kind::kInt, 1};
-    case DOORBELL_COLL_DT_UINT8:
-        return {Kind::kInt, 1};
-    case DOORBELL_COLL_DT_INT16:
-        return {Kind::kInt, 2};
-    case DOORBELL_COLL_DT_UINT16:
-        return {Kind::kInt, 2};
-    case DOORBELL_COLL_DT_INT32:
-        return {Kind::kInt, 4};
-    case DOORBELL_COLL_DT_UINT32:
-        return {Kind::kInt, 4};
-    case DOORBELL_COLL_DT_INT64:
-        return {Kind::kInt, 8};
-    case DOORBELL_COLL_DT_UINT64:
-        return {Kind::kInt, 8};
-    case DOORBELL_COLL_DT_FLOAT:
-        return {Kind::kFloat, sizeof(float)};
-    case DOORBELL_COLL_DT_DOUBLE:
-        return {Kind::kFloat, sizeof(double)};
-    case DOORBELL_COLL_DT_LONG_DOUBLE:
-        return {Kind::kFloat, sizeof(long double)};
-    case DOORBELL_COLL_DT_FLOAT_COMPLEX:
-        return {Kind::kComplex, sizeof(Cplx<float>)};
-    case DOORBELL_COLL_DT_DOUBLE_COMPLEX:
-        return {Kind::kComplex, sizeof(Cplx<double>)};
-    case DOORBELL_COLL_DT_LONG_DOUBLE_COMPLEX:
-        return {Kind::kComplex, sizeof(Cplx<long double>)};
-    case DOORBELL_COLL_DT_BOOL:
-        return {Kind::kBool, sizeof(bool)};
-    case DOORBELL_COLL_DT_LOGICAL:
-        return {Kind::kLogical, 4};
-    case DOORBELL_COLL_DT_BYTE:
-        return {Kind::kByte, 1};
-    case DOORBELL_COLL_DT_FLOAT_INT:
-        return {Kind::kPair, sizeof(Pair<float, int>)};
-    case DOORBELL_COLL_DT_DOUBLE_INT:
-        return {Kind::kPair, sizeof(Pair<double, int>)};
-    case DOORBELL_COLL_DT_LONG_INT:
-        return {Kind::kPair, sizeof(Pair<long, int>)};
-    case DOORBELL_COLL_DT_2INT:
-        return {Kind::kPair, sizeof(Pair<int, int>)};
-    case DOORBELL_COLL_DT_SHORT_INT:
-        return {Kind::kPair, sizeof(Pair<short, int>)};
-    case DOORBELL_COLL_DT_LONG_DOUBLE_INT:
-        return {Kind::kPair, sizeof(Pair<long double, int>)};
-    case DOORBELL_COLL_DT_2FLOAT:
-        return {Kind::kPair, sizeof(Pair<float, float>)};
-    case DOORBELL_COLL_DT_2DOUBLE:
-        return {Kind::kPair, sizeof(Pair<double, double>)};
-    default:
-        return {Kind::kByte, 0};
-    }
+    return unsigned(t) < std::size(kTypes) ? kTypes[t] : TypeInfo{Kind::kByte, 0};
 }
 
 // Elementwise loop; F computes one result from (lower, higher).

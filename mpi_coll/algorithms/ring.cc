@@ -49,13 +49,33 @@ Status ring(Round &r, const Group &g, Base base, const Segment &seg, int pipelin
     auto flag = [&](int step, size_t b) {
         return base.slot + static_cast<uint32_t>(static_cast<size_t>(step) * P + b);
     };
+    // Sub-block b of a chunk, at its place in the vector (empty: skipped).
+    auto sub_block = [&](const Span &chunk, size_t b) {
+        Span sub = part(chunk.count, P, b);
+        sub.start += chunk.start;
+        return sub;
+    };
+    // For each sub-block of the chunk the left neighbour sends at a step,
+    // once its flag says it is in: fn(b, sub, where it landed).
+    auto receive = [&](int step, const Span &chunk, auto &&fn) -> Status {
+        for (size_t b = 0; b < P; b++) {
+            Span sub = sub_block(chunk, b);
+            if (sub.count == 0)
+                continue;
+            Status st = r.wait(left, flag(step, b));
+            if (st.ok())
+                st = fn(b, sub, r.at(off(step, chunk, sub)));
+            if (!st.ok())
+                return st;
+        }
+        return {};
+    };
     Status st;
 
     // Reduce-scatter step 0: send our own chunk.
     Span own = part(seg.count, n, me);
     for (size_t b = 0; b < P; b++) {
-        Span sub = part(own.count, P, b);
-        sub.start += own.start;
+        Span sub = sub_block(own, b);
         if (sub.count == 0)
             continue;
         if (!(st = r.put(right, seg.in_at(sub.start), sub.count * seg.esize, off(0, own, sub),
@@ -67,27 +87,19 @@ Status ring(Round &r, const Group &g, Base base, const Segment &seg, int pipelin
     // finishes chunk me+1 in place and starts the allgather with it).
     for (int s = 0; s < n - 1; s++) {
         Span chunk = part(seg.count, n, (me - s - 1 + n) % n);
-        for (size_t b = 0; b < P; b++) {
-            Span sub = part(chunk.count, P, b);
-            sub.start += chunk.start;
-            if (sub.count == 0)
-                continue;
-            if (!(st = r.wait(left, flag(s, b))).ok())
-                return st;
-            unsigned char       *in   = r.at(off(s, chunk, sub));
+        st         = receive(s, chunk, [&](size_t b, const Span &sub, unsigned char *in) {
             const unsigned char *mine = seg.in_at(sub.start);
-            unsigned char       *out  = seg.at(sub.start);
             size_t               len  = sub.count * seg.esize;
             if (s < n - 2) {
                 reduce(seg.dtype, seg.op, in, mine, in, sub.count);
-                st = r.put(right, in, len, off(s + 1, chunk, sub), flag(s + 1, b));
-            } else {
-                reduce(seg.dtype, seg.op, in, mine, out, sub.count);
-                st = r.put(right, out, len, off(n - 1, chunk, sub), flag(n - 1, b));
+                return r.put(right, in, len, off(s + 1, chunk, sub), flag(s + 1, b));
             }
-            if (!st.ok())
-                return st;
-        }
+            unsigned char *out = seg.at(sub.start);
+            reduce(seg.dtype, seg.op, in, mine, out, sub.count);
+            return r.put(right, out, len, off(n - 1, chunk, sub), flag(n - 1, b));
+        });
+        if (!st.ok())
+            return st;
     }
     // Our own chunk was the step-0 source; the allgather overwrites it.
     if (!(st = r.quiet()).ok())
@@ -96,20 +108,15 @@ Status ring(Round &r, const Group &g, Base base, const Segment &seg, int pipelin
     for (int s = 0; s < n - 1; s++) {
         Span chunk = part(seg.count, n, (me - s + n) % n);
         int  step  = n - 1 + s;
-        for (size_t b = 0; b < P; b++) {
-            Span sub = part(chunk.count, P, b);
-            sub.start += chunk.start;
-            if (sub.count == 0)
-                continue;
-            if (!(st = r.wait(left, flag(step, b))).ok())
-                return st;
-            unsigned char *in  = r.at(off(step, chunk, sub));
-            size_t         len = sub.count * seg.esize;
+        st         = receive(step, chunk, [&](size_t b, const Span &sub, unsigned char *in) {
+            size_t len = sub.count * seg.esize;
             std::memcpy(seg.at(sub.start), in, len);
-            if (s < n - 2 &&
-                !(st = r.put(right, in, len, off(step + 1, chunk, sub), flag(step + 1, b))).ok())
-                return st;
-        }
+            if (s < n - 2)
+                return r.put(right, in, len, off(step + 1, chunk, sub), flag(step + 1, b));
+            return Status{};
+        });
+        if (!st.ok())
+            return st;
     }
     return {};
 }
