@@ -24,13 +24,8 @@ static std::string rate_text(std::optional<double> r)
 
 void check_congestion(Context &ctx, Report &out)
 {
-    if (ctx.inv.rdma.empty()) {
-        add_finding(out, "congestion", "host", Status::kWarn,
-                    "no RDMA NIC: no RoCE congestion counters",
-                    "nothing to fix unless this node should have an RDMA NIC")
-            .evidence.push_back(ctx.inv.rdma_absent_reason);
+    if (warn_no_rdma_nic(ctx, out, "congestion", "no RoCE congestion counters"))
         return;
-    }
     for (const RdmaDevice &dev : ctx.inv.rdma) {
         for (const RdmaPort &p : dev.ports) {
             std::string subject  = dev.name + " port " + std::to_string(p.num);

@@ -114,10 +114,9 @@ void compare_firmware(const std::vector<std::string> &lines, const std::string &
 void check_firmware(Context &ctx, Report &out)
 {
     if (ctx.inv.rdma.empty()) {
-        Finding &f = add_finding(
-            out, "firmware", "host", Status::kWarn, "no RDMA NIC: no firmware to check",
-            "install the HCA driver (mlx5_ib) so fw_ver appears under /sys/class/infiniband");
-        f.evidence.push_back(ctx.inv.rdma_absent_reason);
+        warn_host(out, "firmware", "no RDMA NIC: no firmware to check",
+                  "install the HCA driver (mlx5_ib) so fw_ver appears under /sys/class/infiniband",
+                  ctx.inv.rdma_absent_reason);
     }
     std::vector<std::string> lines;
     for (const RdmaDevice &dev : ctx.inv.rdma) {

@@ -172,14 +172,11 @@ static void check_bar1(Context &ctx, const PciFunction &gpu, Report &out)
 void check_gpudirect(Context &ctx, Report &out)
 {
     if (ctx.inv.gpus.empty()) {
-        Finding &f = add_finding(
-            out, "gpudirect", "host", Status::kWarn,
-            "no NVIDIA GPU on this host: GPUDirect checks skipped",
-            "nothing to fix unless this node should have a GPU (check `lspci -d 10de:`)");
-        f.evidence.push_back(
-            ctx.inv.pci_absent_reason.empty() ?
-                "/sys/bus/pci/devices: no function with vendor 0x10de and class 0x03xxxx" :
-                ctx.inv.pci_absent_reason);
+        warn_host(out, "gpudirect", "no NVIDIA GPU on this host: GPUDirect checks skipped",
+                  "nothing to fix unless this node should have a GPU (check `lspci -d 10de:`)",
+                  ctx.inv.pci_absent_reason.empty() ?
+                      "/sys/bus/pci/devices: no function with vendor 0x10de and class 0x03xxxx" :
+                      ctx.inv.pci_absent_reason);
         return;
     }
     check_modules(ctx, out);

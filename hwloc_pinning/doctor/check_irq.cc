@@ -185,12 +185,8 @@ static void check_nic(Context &ctx, const RdmaDevice &dev, const pin::Interrupts
 
 void check_irq(Context &ctx, Report &out)
 {
-    if (ctx.inv.rdma.empty()) {
-        add_finding(out, "irq", "host", Status::kWarn, "no RDMA NIC: no NIC interrupts to place",
-                    "nothing to fix unless this node should have an RDMA NIC")
-            .evidence.push_back(ctx.inv.rdma_absent_reason);
+    if (warn_no_rdma_nic(ctx, out, "irq", "no NIC interrupts to place"))
         return;
-    }
     ReadResult                                       text = ctx.fs.read("/proc/interrupts");
     std::optional<pin::Result<pin::InterruptsTable>> table;
     if (text.ok)

@@ -87,9 +87,9 @@ static std::set<int> banned_irqs(const std::string &args)
 void check_irqbalance(Context &ctx, Report &out)
 {
     if (!ctx.fs.is_dir("/proc/1")) {
-        add_finding(out, "irqbalance", "host", Status::kWarn,
-                    "cannot list processes: irqbalance state unknown", "mount /proc and re-run")
-            .evidence.push_back(evidence_line("/proc/1/comm", ctx.fs.read("/proc/1/comm")));
+        warn_host(out, "irqbalance", "cannot list processes: irqbalance state unknown",
+                  "mount /proc and re-run",
+                  evidence_line("/proc/1/comm", ctx.fs.read("/proc/1/comm")));
         return;
     }
     pin::IrqbalanceState state = pin::detect_irqbalance(pin_root(ctx));

@@ -72,14 +72,10 @@ static void check_link(Context &ctx, const PciFunction &fn, bool gpu, Report &ou
 void check_pcie(Context &ctx, Report &out)
 {
     if (ctx.inv.nics.empty() && ctx.inv.gpus.empty()) {
-        Finding &f = add_finding(
-            out, "pcie", "host", Status::kWarn,
-            "no RDMA NIC and no NVIDIA GPU on PCI: no link to check",
-            "nothing to fix unless this node should have them (check `lspci -d 15b3:` and `lspci -d 10de:`)");
-        f.evidence.push_back(
-            ctx.inv.pci_absent_reason.empty() ?
-                "/sys/bus/pci/devices: no Mellanox network function, no RDMA device, no NVIDIA GPU" :
-                ctx.inv.pci_absent_reason);
+        warn_host(
+            out, "pcie", "no RDMA NIC and no NVIDIA GPU on PCI: no link to check",
+            "nothing to fix unless this node should have them (check `lspci -d 15b3:` and `lspci -d 10de:`)",
+            no_nic_or_gpu(ctx.inv));
         return;
     }
     for (const PciFunction &n : ctx.inv.nics)

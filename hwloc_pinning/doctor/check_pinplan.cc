@@ -16,19 +16,13 @@ static constexpr size_t kMaxListed = 12;
 
 void check_pinplan(Context &ctx, Report &out)
 {
-    if (ctx.inv.rdma.empty()) {
-        add_finding(out, "pinplan", "host", Status::kWarn,
-                    "no RDMA NIC: no interrupt plan to compare",
-                    "nothing to fix unless this node should have an RDMA NIC")
-            .evidence.push_back(ctx.inv.rdma_absent_reason);
+    if (warn_no_rdma_nic(ctx, out, "pinplan", "no interrupt plan to compare"))
         return;
-    }
     if (!ctx.opt.root.empty() && ctx.opt.topology.empty()) {
-        add_finding(
-            out, "pinplan", "host", Status::kWarn,
-            "recorded tree without a topology: plan not computed",
-            "record it with `lstopo-no-graphics --of xml topo.xml` and pass --topology topo.xml")
-            .evidence.push_back("--root " + ctx.opt.root + " given without --topology");
+        warn_host(
+            out, "pinplan", "recorded tree without a topology: plan not computed",
+            "record it with `lstopo-no-graphics --of xml topo.xml` and pass --topology topo.xml",
+            "--root " + ctx.opt.root + " given without --topology");
         return;
     }
     pin::Result<pin::Machine> machine = pin::load_machine(ctx.opt.topology);

@@ -40,10 +40,10 @@ void check_rdma(Context &ctx, Report &out)
             f.evidence.push_back(inv.rdma_absent_reason);
             return;
         }
-        Finding &f = add_finding(
-            out, "rdma", "host", Status::kWarn, "no RDMA NIC on this host",
-            "install an RDMA NIC and its driver (mlx5_ib), or run doorbell over the udp device");
-        f.evidence.push_back(inv.rdma_absent_reason);
+        warn_host(
+            out, "rdma", "no RDMA NIC on this host",
+            "install an RDMA NIC and its driver (mlx5_ib), or run doorbell over the udp device",
+            inv.rdma_absent_reason);
         return;
     }
 

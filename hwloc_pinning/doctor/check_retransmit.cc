@@ -113,11 +113,7 @@ static void check_tcp(Context &ctx, Report &out)
 
 void check_retransmit(Context &ctx, Report &out)
 {
-    if (ctx.inv.rdma.empty())
-        add_finding(out, "retransmit", "host", Status::kWarn,
-                    "no RDMA NIC: no RDMA transport counters",
-                    "nothing to fix unless this node should have an RDMA NIC")
-            .evidence.push_back(ctx.inv.rdma_absent_reason);
+    warn_no_rdma_nic(ctx, out, "retransmit", "no RDMA transport counters");
     for (const RdmaDevice &dev : ctx.inv.rdma)
         for (const RdmaPort &p : dev.ports)
             check_port(ctx, dev, p, out);

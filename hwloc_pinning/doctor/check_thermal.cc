@@ -113,13 +113,8 @@ static void check_device(Context &ctx, const std::string &bdf, const std::string
 void check_thermal(Context &ctx, Report &out)
 {
     if (ctx.inv.nics.empty() && ctx.inv.gpus.empty()) {
-        add_finding(out, "thermal", "host", Status::kWarn,
-                    "no RDMA NIC and no NVIDIA GPU: no temperature to check",
-                    "nothing to fix unless this node should have them")
-            .evidence.push_back(
-                ctx.inv.pci_absent_reason.empty() ?
-                    "/sys/bus/pci/devices: no Mellanox network function, no RDMA device, no NVIDIA GPU" :
-                    ctx.inv.pci_absent_reason);
+        warn_host(out, "thermal", "no RDMA NIC and no NVIDIA GPU: no temperature to check",
+                  "nothing to fix unless this node should have them", no_nic_or_gpu(ctx.inv));
         return;
     }
     for (const PciFunction &n : ctx.inv.nics) {

@@ -41,6 +41,15 @@ using Report = std::vector<Finding>;
 // Appends a Finding and returns it so evidence can be added.
 Finding &add_finding(Report &out, const std::string &check, const std::string &subject,
                      Status status, const std::string &summary, const std::string &fix = "");
+// A warning about the host as a whole: what a check has nothing to look at
+// (no NIC, no GPU) or could not read, with the evidence line that says so.
+struct Inventory;
+
+// Why no RDMA NIC and no NVIDIA GPU is on PCI: the inventory's reason, or
+// what the PCI tree showed.
+std::string no_nic_or_gpu(const Inventory &inv);
+Finding    &warn_host(Report &out, const std::string &check, const std::string &summary,
+                      const std::string &fix, const std::string &evidence);
 // "path: value" or "path: <error>" for one read.
 std::string evidence_line(const std::string &path, const ReadResult &r);
 
@@ -116,6 +125,11 @@ struct Context {
 Inventory       take_inventory(const Fs &fs);
 CounterSnapshot read_counters(const Fs &fs, const Inventory &inv);
 std::string     read_hostname(const Fs &fs);
+
+// No RDMA NIC on this host: a warning that says what cannot be checked
+// ("no RDMA NIC: <what>"), and true; false when there is one.
+bool warn_no_rdma_nic(const Context &ctx, Report &out, const std::string &check,
+                      const std::string &what);
 
 // The checks, one per file. Each appends at least one Finding.
 void check_rdma(Context &ctx, Report &out);

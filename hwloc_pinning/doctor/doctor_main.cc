@@ -43,6 +43,17 @@ std::string usage_text()
 
 ParseResult parse_options(const std::vector<std::string> &args, Options &opt, std::string &error)
 {
+    /* the options that take a path */
+    const std::pair<const char *, std::string *> paths[] = {{"--root", &opt.root},
+                                                            {"--later", &opt.later_root},
+                                                            {"--topology", &opt.topology},
+                                                            {"--record", &opt.record}};
+    auto path_option = [&](const std::string &a) -> std::string * {
+        for (const auto &[flag, path] : paths)
+            if (a == flag)
+                return path;
+        return nullptr;
+    };
     for (size_t i = 0; i < args.size(); i++) {
         const std::string &a     = args[i];
         auto               value = [&](std::string &out) {
@@ -60,17 +71,8 @@ ParseResult parse_options(const std::vector<std::string> &args, Options &opt, st
             opt.json = true;
         } else if (a == "--mpi") {
             opt.mpi = true;
-        } else if (a == "--root") {
-            if (!value(opt.root))
-                return ParseResult::kError;
-        } else if (a == "--later") {
-            if (!value(opt.later_root))
-                return ParseResult::kError;
-        } else if (a == "--topology") {
-            if (!value(opt.topology))
-                return ParseResult::kError;
-        } else if (a == "--record") {
-            if (!value(opt.record))
+        } else if (std::string *path = path_option(a)) {
+            if (!value(*path))
                 return ParseResult::kError;
         } else if (a == "--interval") {
             if (!value(v))

@@ -111,6 +111,32 @@ Finding &add_finding(Report &out, const std::string &check, const std::string &s
     return out.back();
 }
 
+std::string no_nic_or_gpu(const Inventory &inv)
+{
+    return inv.pci_absent_reason.empty() ?
+               "/sys/bus/pci/devices: no Mellanox network function, no RDMA device, no NVIDIA GPU" :
+               inv.pci_absent_reason;
+}
+
+Finding &warn_host(Report &out, const std::string &check, const std::string &summary,
+                   const std::string &fix, const std::string &evidence)
+{
+    Finding &f = add_finding(out, check, "host", Status::kWarn, summary, fix);
+    f.evidence.push_back(evidence);
+    return f;
+}
+
+bool warn_no_rdma_nic(const Context &ctx, Report &out, const std::string &check,
+                      const std::string &what)
+{
+    if (!ctx.inv.rdma.empty())
+        return false;
+    warn_host(out, check, "no RDMA NIC: " + what,
+              "nothing to fix unless this node should have an RDMA NIC",
+              ctx.inv.rdma_absent_reason);
+    return true;
+}
+
 std::string evidence_line(const std::string &path, const ReadResult &r)
 {
     return path + ": " + (r.ok ? r.value : "<" + r.error + ">");
