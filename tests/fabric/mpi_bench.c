@@ -1,16 +1,25 @@
 /*
- * doorbell-mpi-bench: point-to-point latency and bandwidth between the first
- * and the last rank, and MPI_Allreduce over all ranks, 8 B to 1 MiB.
+ * doorbell-mpi-bench: point-to-point latency and bandwidth between two ranks
+ * (--pair; by default the first and the last), and MPI_Allreduce over all
+ * ranks, from --min to --max bytes in powers of two. scripts/run.sh runs the
+ * same binary, with the same options, once per stack and round.
  *
- * Output, one line per measurement (CSV, for scripts/report):
- *   latency,<bytes>,<us one way>        ping-pong, half the round trip
- *   bandwidth,<bytes>,<MB/s>            window of non-blocking sends, one ack
- *   allreduce,<bytes>,<us per call>     MPI_DOUBLE sum, bytes/8 elements
- * Progress goes to stderr. The number of iterations of each size is chosen
- * from a timed warm-up so that a size takes about --budget-ms on any network
- * (loopback or a 200 Mb/s spine).
+ * Output, one line per measurement (CSV, for scripts/report/mpi_report.py):
+ *   latency,<bytes>,<us one way>,<iterations>     ping-pong, half the round trip
+ *   bandwidth,<bytes>,<MB/s>,<iterations>         window of non-blocking sends, one ack
+ *   allreduce,<bytes>,<us per call>,<iterations>  MPI_DOUBLE sum, bytes/8 elements
+ * Progress goes to stderr.
  *
- *   doorbell-mpi-bench [--min B] [--max B] [--budget-ms MS] [--only latency|bandwidth|allreduce]
+ * Every size of every benchmark: a warm-up that repeats the call, doubling the
+ * count, until a fifth of the budget has passed (buffers, registrations, the
+ * protocol for that size, caches), then as many calls as the warm-up's rate
+ * says fit in --budget-ms (at least BENCH_MIN_ITERS), timed as one block that
+ * starts at a barrier, on the clock of the pair's first rank. So a size takes about 1.2-1.4 budgets on
+ * any network (loopback or a 200 Mb/s spine), except where BENCH_MIN_ITERS
+ * calls take longer.
+ *
+ *   doorbell-mpi-bench [--min B] [--max B] [--budget-ms MS] [--pair A,B]
+ *                      [--only latency|bandwidth|allreduce]
  */
 #include <mpi.h>
 
@@ -20,32 +29,41 @@
 #include <string.h>
 #include <time.h>
 
-#define BENCH_WINDOW    16 /* messages in flight per bandwidth round */
-#define BENCH_MIN_ITERS 3
-#define BENCH_MAX_ITERS 2000
+#define BENCH_WINDOW       16      /* messages in flight per bandwidth round */
+#define BENCH_MIN_ITERS    3       /* timed calls, however slow */
+#define BENCH_MAX_ITERS    1000000 /* timed calls, however fast */
+#define BENCH_WARMUP_SHARE 5       /* warm-up until budget / 5 has passed */
 
 struct bench_opts {
     size_t      min_bytes;
     size_t      max_bytes;
     double      budget_s; /* seconds per size and benchmark */
+    int         pair[2];  /* the ranks of the point-to-point tests; -1: last */
     const char *only;     /* NULL: all */
 };
 
-static int rank, nranks, peer;
+/* One benchmark's call, repeated: every rank calls it with the same arguments. */
+typedef void (*bench_op)(size_t len, int iters);
 
-/* Waits for a request sleeping between polls: the ranks that sit out a
+static int     rank, nranks, ping, pong;
+static char   *buf;
+static double *in, *out;
+
+/* Waits for a request, sleeping between polls: the ranks that sit out a
  * point-to-point test (and every rank between tests) must not take CPU time
- * from the two that are measured; the host may have fewer cores than ranks. */
+ * from the two that are measured; the host may have fewer cores than ranks.
+ * The nap grows to 1 ms, since a rank that sits out waits for a whole size. */
 static void bench_wait(MPI_Request *req)
 {
-    const struct timespec nap  = {0, 20000}; /* 20 us */
-    int                   done = 0;
+    struct timespec nap  = {0, 20000}; /* 20 us */
+    int             done = 0;
 
     for (;;) {
         MPI_Test(req, &done, MPI_STATUS_IGNORE);
         if (done)
             return;
         nanosleep(&nap, NULL);
+        nap.tv_nsec = nap.tv_nsec < 500000 ? nap.tv_nsec * 2 : 1000000;
     }
 }
 
@@ -57,88 +75,123 @@ static void bench_barrier(void)
     bench_wait(&req);
 }
 
-/* Rank 0 decides the iteration count from one timed warm-up iteration. */
-static int bench_iters(double warmup_s, const struct bench_opts *o)
+static int bench_bcast_int(int value)
 {
-    int iters = 0;
-
-    if (rank == 0) {
-        double n = warmup_s > 0 ? o->budget_s / warmup_s : BENCH_MAX_ITERS;
-        iters    = n < BENCH_MIN_ITERS ? BENCH_MIN_ITERS :
-                   n > BENCH_MAX_ITERS ? BENCH_MAX_ITERS :
-                                         (int)n;
-    }
     MPI_Request req;
-    MPI_Ibcast(&iters, 1, MPI_INT, 0, MPI_COMM_WORLD, &req);
+
+    MPI_Ibcast(&value, 1, MPI_INT, ping, MPI_COMM_WORLD, &req);
     bench_wait(&req);
-    return iters;
+    return value;
 }
 
-static void pingpong(char *buf, size_t len, int iters)
+static void pingpong(size_t len, int iters)
 {
     for (int i = 0; i < iters; i++) {
-        if (rank == 0) {
-            MPI_Send(buf, (int)len, MPI_CHAR, peer, 1, MPI_COMM_WORLD);
-            MPI_Recv(buf, (int)len, MPI_CHAR, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        } else if (rank == peer) {
-            MPI_Recv(buf, (int)len, MPI_CHAR, 0, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-            MPI_Send(buf, (int)len, MPI_CHAR, 0, 1, MPI_COMM_WORLD);
+        if (rank == ping) {
+            MPI_Send(buf, (int)len, MPI_CHAR, pong, 1, MPI_COMM_WORLD);
+            MPI_Recv(buf, (int)len, MPI_CHAR, pong, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else if (rank == pong) {
+            MPI_Recv(buf, (int)len, MPI_CHAR, ping, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Send(buf, (int)len, MPI_CHAR, ping, 1, MPI_COMM_WORLD);
         }
     }
 }
 
-static void stream(char *buf, size_t len, int iters)
+static void stream(size_t len, int iters)
 {
     MPI_Request req[BENCH_WINDOW];
     char        ack = 0;
 
     for (int i = 0; i < iters; i++) {
-        if (rank == 0) {
+        if (rank == ping) {
             for (int w = 0; w < BENCH_WINDOW; w++)
-                MPI_Isend(buf + (size_t)w * len, (int)len, MPI_CHAR, peer, 2, MPI_COMM_WORLD,
+                MPI_Isend(buf + (size_t)w * len, (int)len, MPI_CHAR, pong, 2, MPI_COMM_WORLD,
                           &req[w]);
             MPI_Waitall(BENCH_WINDOW, req, MPI_STATUSES_IGNORE);
-            MPI_Recv(&ack, 1, MPI_CHAR, peer, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        } else if (rank == peer) {
+            MPI_Recv(&ack, 1, MPI_CHAR, pong, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else if (rank == pong) {
             for (int w = 0; w < BENCH_WINDOW; w++)
-                MPI_Irecv(buf + (size_t)w * len, (int)len, MPI_CHAR, 0, 2, MPI_COMM_WORLD, &req[w]);
+                MPI_Irecv(buf + (size_t)w * len, (int)len, MPI_CHAR, ping, 2, MPI_COMM_WORLD,
+                          &req[w]);
             MPI_Waitall(BENCH_WINDOW, req, MPI_STATUSES_IGNORE);
-            MPI_Send(&ack, 1, MPI_CHAR, 0, 3, MPI_COMM_WORLD);
+            MPI_Send(&ack, 1, MPI_CHAR, ping, 3, MPI_COMM_WORLD);
         }
     }
 }
 
-static void allreduce(double *in, double *out, size_t count, int iters)
+static size_t allreduce_count(size_t len)
 {
-    for (int i = 0; i < iters; i++)
-        MPI_Allreduce(in, out, (int)count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    return len / sizeof(double) ? len / sizeof(double) : 1;
 }
 
-/* Runs the call once untimed, once timed to choose the count, then times
- * the chosen count; returns seconds per call. */
-#define BENCH_TIMED(call_with_iters, o, out_iters)                              \
-    ({                                                                          \
-        double t0_, t1_;                                                        \
-        int    n_ = 1;                                                          \
-        call_with_iters; /* untimed: buffers, registrations, protocol switch */ \
-        bench_barrier();                                                        \
-        t0_ = MPI_Wtime();                                                      \
-        call_with_iters;                                                        \
-        t1_ = MPI_Wtime();                                                      \
-        n_  = bench_iters(t1_ - t0_, o);                                        \
-        bench_barrier();                                                        \
-        t0_ = MPI_Wtime();                                                      \
-        for (int r_ = 0; r_ < n_; r_++) {                                       \
-            call_with_iters;                                                    \
-        }                                                                       \
-        t1_         = MPI_Wtime();                                              \
-        (out_iters) = n_;                                                       \
-        (t1_ - t0_) / n_;                                                       \
-    })
+static void allreduce(size_t len, int iters)
+{
+    for (int i = 0; i < iters; i++)
+        MPI_Allreduce(in, out, (int)allreduce_count(len), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+}
+
+/* Warms up, chooses the count from the warm-up's rate, and times that many
+ * calls; returns seconds per call (the clock of the pair's first rank, which
+ * takes part in every benchmark) and the count. That rank decides every step
+ * and tells the others, so all ranks make the same calls. */
+static double bench_time(bench_op op, size_t len, const struct bench_opts *o, int *iters_p)
+{
+    double spent = 0, t0, t1;
+    int    n     = 1, iters;
+
+    for (;;) {
+        bench_barrier();
+        t0 = MPI_Wtime();
+        op(len, n);
+        t1 = MPI_Wtime();
+        spent += t1 - t0;
+        iters = 0; /* 0: warm up again, with twice the calls */
+        if (rank == ping && (spent >= o->budget_s / BENCH_WARMUP_SHARE || n >= BENCH_MAX_ITERS)) {
+            double per = (t1 - t0) / n, want = per > 0 ? o->budget_s / per : BENCH_MAX_ITERS;
+            iters = want < BENCH_MIN_ITERS ? BENCH_MIN_ITERS :
+                    want > BENCH_MAX_ITERS ? BENCH_MAX_ITERS :
+                                             (int)want;
+        }
+        iters = bench_bcast_int(iters);
+        if (iters > 0)
+            break;
+        n *= 2;
+    }
+    bench_barrier();
+    t0 = MPI_Wtime();
+    op(len, iters);
+    t1       = MPI_Wtime();
+    *iters_p = iters;
+    return (t1 - t0) / iters;
+}
 
 static int wants(const struct bench_opts *o, const char *what)
 {
     return o->only == NULL || strcmp(o->only, what) == 0;
+}
+
+static int parse_size(const char *s, size_t *v)
+{
+    char              *end;
+    unsigned long long x = strtoull(s, &end, 0);
+
+    if (*s == '\0' || *s == '-' || *end != '\0')
+        return -1;
+    *v = (size_t)x;
+    return 0;
+}
+
+static int usage(const char *prog, const char *why)
+{
+    if (rank == 0) {
+        if (why)
+            fprintf(stderr, "%s: %s\n", prog, why);
+        fprintf(stderr,
+                "usage: %s [--min B] [--max B] [--budget-ms MS] [--pair A,B] "
+                "[--only latency|bandwidth|allreduce]\n",
+                prog);
+    }
+    return -1;
 }
 
 static int parse_opts(int argc, char **argv, struct bench_opts *o)
@@ -146,52 +199,78 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
     o->min_bytes = 8;
     o->max_bytes = 1 << 20;
     o->budget_s  = 0.05;
+    o->pair[0]   = 0;
+    o->pair[1]   = -1;
     o->only      = NULL;
     for (int i = 1; i < argc; i++) {
-        if (i + 1 < argc && strcmp(argv[i], "--min") == 0) {
-            o->min_bytes = strtoull(argv[++i], NULL, 0);
-        } else if (i + 1 < argc && strcmp(argv[i], "--max") == 0) {
-            o->max_bytes = strtoull(argv[++i], NULL, 0);
-        } else if (i + 1 < argc && strcmp(argv[i], "--budget-ms") == 0) {
-            o->budget_s = strtod(argv[++i], NULL) / 1000.0;
-        } else if (i + 1 < argc && strcmp(argv[i], "--only") == 0) {
-            o->only = argv[++i];
+        const char *arg = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        char       *end;
+
+        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0)
+            return usage(argv[0], NULL);
+        if (val == NULL)
+            return usage(argv[0], "an option without its value");
+        i++;
+        if (strcmp(arg, "--min") == 0) {
+            if (parse_size(val, &o->min_bytes) != 0)
+                return usage(argv[0], "--min takes a number of bytes");
+        } else if (strcmp(arg, "--max") == 0) {
+            if (parse_size(val, &o->max_bytes) != 0)
+                return usage(argv[0], "--max takes a number of bytes");
+        } else if (strcmp(arg, "--budget-ms") == 0) {
+            o->budget_s = strtod(val, &end) / 1000.0;
+            if (*end != '\0' || !(o->budget_s > 0))
+                return usage(argv[0], "--budget-ms takes a positive number of milliseconds");
+        } else if (strcmp(arg, "--pair") == 0) {
+            if (sscanf(val, "%d,%d", &o->pair[0], &o->pair[1]) != 2)
+                return usage(argv[0], "--pair takes two ranks, A,B");
+        } else if (strcmp(arg, "--only") == 0) {
+            if (strcmp(val, "latency") && strcmp(val, "bandwidth") && strcmp(val, "allreduce"))
+                return usage(argv[0], "--only takes latency, bandwidth or allreduce");
+            o->only = val;
         } else {
-            if (rank == 0)
-                fprintf(stderr,
-                        "usage: %s [--min B] [--max B] [--budget-ms MS] "
-                        "[--only latency|bandwidth|allreduce]\n",
-                        argv[0]);
-            return -1;
+            return usage(argv[0], "unknown option");
         }
     }
-    if (o->min_bytes < 1 || o->max_bytes < o->min_bytes || o->max_bytes > (1u << 26) ||
-        o->budget_s <= 0) {
-        if (rank == 0)
-            fprintf(stderr, "%s: need 1 <= --min <= --max <= 64 MiB and --budget-ms > 0\n",
-                    argv[0]);
-        return -1;
-    }
+    if (o->pair[1] == -1)
+        o->pair[1] = nranks - 1;
+    if (o->min_bytes < 1 || o->max_bytes < o->min_bytes || o->max_bytes > (1u << 26))
+        return usage(argv[0], "need 1 <= --min <= --max <= 64 MiB");
+    if (o->pair[0] < 0 || o->pair[1] < 0 || o->pair[0] >= nranks || o->pair[1] >= nranks ||
+        o->pair[0] == o->pair[1])
+        return usage(argv[0], "--pair needs two different ranks of the job");
     return 0;
+}
+
+static void report(const char *what, size_t len, double value, const char *unit, int iters)
+{
+    if (rank != ping)
+        return;
+    printf("%s,%zu,%.3f,%d\n", what, len, value, iters);
+    fflush(stdout);
+    fprintf(stderr, "  %-9s %8zu B  %10.2f %-4s (%d iters)\n", what, len, value, unit, iters);
 }
 
 int main(int argc, char **argv)
 {
     struct bench_opts o;
-    char             *buf;
-    double           *in, *out;
     int               iters;
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-    peer = nranks - 1;
-    if (parse_opts(argc, argv, &o) != 0 || nranks < 2) {
-        if (rank == 0 && nranks < 2)
+    if (nranks < 2) {
+        if (rank == 0)
             fprintf(stderr, "%s: needs at least 2 ranks\n", argv[0]);
         MPI_Finalize();
         return 2;
     }
+    if (parse_opts(argc, argv, &o) != 0) {
+        MPI_Finalize();
+        return 2;
+    }
+    ping = o.pair[0];
+    pong = o.pair[1];
 
     buf = malloc(o.max_bytes * BENCH_WINDOW);
     in  = malloc(o.max_bytes + sizeof(double));
@@ -205,31 +284,21 @@ int main(int argc, char **argv)
         in[i] = rank + 1;
 
     /* Connections are made lazily: make them all before anything is timed. */
-    for (int i = 0; i < 20; i++) {
-        pingpong(buf, 8, 1);
-        allreduce(in, out, 1, 1);
-    }
+    pingpong(8, 20);
+    allreduce(8, 20);
 
     for (size_t len = o.min_bytes; len <= o.max_bytes; len *= 2) {
         if (wants(&o, "latency")) {
-            double t = BENCH_TIMED(pingpong(buf, len, 1), &o, iters);
-            if (rank == 0) {
-                printf("latency,%zu,%.3f\n", len, t / 2 * 1e6);
-                fprintf(stderr, "  latency   %8zu B  %10.2f us   (%d iters)\n", len, t / 2 * 1e6,
-                        iters);
-            }
+            double t = bench_time(pingpong, len, &o, &iters);
+            report("latency", len, t / 2 * 1e6, "us", iters);
         }
         if (wants(&o, "bandwidth")) {
-            double t = BENCH_TIMED(stream(buf, len, 1), &o, iters);
-            if (rank == 0) {
-                double mbs = (double)len * BENCH_WINDOW / t / 1e6;
-                printf("bandwidth,%zu,%.3f\n", len, mbs);
-                fprintf(stderr, "  bandwidth %8zu B  %10.2f MB/s (%d iters)\n", len, mbs, iters);
-            }
+            double t = bench_time(stream, len, &o, &iters);
+            report("bandwidth", len, (double)len * BENCH_WINDOW / t / 1e6, "MB/s", iters);
         }
         if (wants(&o, "allreduce")) {
-            size_t count = len / sizeof(double) ? len / sizeof(double) : 1;
-            double t     = BENCH_TIMED(allreduce(in, out, count, 1), &o, iters);
+            size_t count = allreduce_count(len);
+            double t     = bench_time(allreduce, len, &o, &iters);
             /* Every element must be the sum of 1..nranks. */
             double want = (double)nranks * (nranks + 1) / 2;
             int    bad = out[0] != want || out[count - 1] != want, any_bad = 0;
@@ -239,14 +308,8 @@ int main(int argc, char **argv)
                     fprintf(stderr, "allreduce of %zu B returned a wrong sum\n", len);
                 MPI_Abort(MPI_COMM_WORLD, 3);
             }
-            if (rank == 0) {
-                printf("allreduce,%zu,%.3f\n", len, t * 1e6);
-                fprintf(stderr, "  allreduce %8zu B  %10.2f us   (%d iters)\n", len, t * 1e6,
-                        iters);
-            }
+            report("allreduce", len, t * 1e6, "us", iters);
         }
-        if (rank == 0)
-            fflush(stdout);
         if (len > SIZE_MAX / 2)
             break;
     }
