@@ -1,83 +1,152 @@
 #!/usr/bin/env bash
-# The OSU Micro-Benchmarks of a build you supply, side by side on the stock
-# Open MPI stacks (pml ob1 / btl tcp, pml ucx / UCX tcp) and on doorbell:
-# osu_latency, osu_bw (2 ranks), osu_mbw_mr (4 ranks, 2 pairs) and
-# osu_allreduce -c (4 ranks, results validated). One table with ratios,
-# plots and a report in results/osu-<timestamp>/ (scripts/report).
+# The OSU Micro-Benchmarks of a build you supply, on the stacks of the main
+# job (scripts/fabric/stacks.sh: plain mpirun, pml ucx with sm,tcp, and
+# doorbell's tune file), in the same layouts and alternating rounds, with the
+# same table (medians [min-max] over the rounds, doorbell's speed against
+# plain mpirun and the best stock stack), checks, plots and report in
+# results/osu-<timestamp>/ (scripts/report/mpi_report.py).
 #
-#   OMB_DIR=/path/to/omb scripts/osu.sh            on this host (loopback)
-#   OMB_DIR=/path/to/omb scripts/osu.sh --fabric   across the emulated fabric
-#                                                  (pairs cross the spine)
+# Benchmarks (--benches, default all):
+#   latency (osu_latency), bandwidth (osu_bw), bibw (osu_bibw)     2 ranks
+#   mbw_mr (osu_mbw_mr, 2 pairs), allreduce (osu_allreduce -c)    4 ranks
+#   put_latency (osu_put_latency), get_bw (osu_get_bw),
+#   acc_latency (osu_acc_latency): one-sided, OSU's defaults     2 ranks
+# The 2-rank benchmarks run on two ranks of this host, or on the fabric on
+# the first and the last host (under different leaves: across the spine).
+# A benchmark that fails on a stack is marked failed in its cells and the
+# round goes on: between hosts, Debian's Open MPI has no one-sided component
+# by default (osc rdma needs an RDMA-capable btl, and
+# /etc/openmpi/openmpi-mca-params.conf turns off osc ucx and pt2pt), so the
+# one-sided benchmarks fail on the fabric for any stack that selects none.
+#
+#   OMB_DIR=/path/to/omb scripts/osu.sh            on this host
+#   OMB_DIR=/path/to/omb scripts/osu.sh --fabric   across the emulated fabric (root)
 # options:
-#   --layout 2x2|4x1  on the fabric: 2 hosts x 2 ranks, one host per leaf
-#                   (default), or 4 hosts x 1 rank, two per leaf
+#   --layout 2x2|4x1  with --fabric: 2 hosts x 2 ranks, one host per leaf
+#                   (default), or 4 hosts x 1 rank, two hosts per leaf
+#   --rounds N      rounds of every stack (default 5; the checks want 5 or more)
+#   --stacks LIST   stacks, comma-separated (default plain,ucx,doorbell; also
+#                   ob1_tcp, ucx_tcp)
+#   --benches LIST  benchmarks, comma-separated (names above)
 #   --max BYTES     largest message (default 1048576)
-#   --iters N       iterations per size (default 200 here, 10 on the fabric)
+#   --iters N       iterations per size (default 100 here, 10 on the fabric)
 #   --out DIR       results folder
 #
-# OMB_DIR is an OSU Micro-Benchmarks build or install tree, built against
-# this Open MPI (./configure CC=mpicc CXX=mpicxx && make). doorbell ships no
-# OSU code.
+# OMB_DIR is an OSU Micro-Benchmarks build or install tree (7.0 or later),
+# built against this Open MPI (./configure CC=mpicc CXX=mpicxx && make).
+# doorbell ships no OSU code.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-log() { printf '[osu] %s\n' "$*" >&2; }
-die() { printf '[osu] error: %s\n' "$*" >&2; exit 1; }
+start=$SECONDS
+log() { printf '[osu %4ds] %s\n' "$((SECONDS - start))" "$*" >&2; }
+die() { printf '[osu] error: %s\n' "$*" >&2; exit 2; }
+need_value() { [[ $# -ge 2 && -n $2 ]] || die "$1 needs a value (see --help)"; }
 
-fabric=0 max=1048576 iters="" out="" layout=2x2
+# bench -> "program ranks": every benchmark this script knows.
+declare -A bench_prog=(
+  [latency]="osu_latency 2" [bandwidth]="osu_bw 2" [bibw]="osu_bibw 2"
+  [mbw_mr]="osu_mbw_mr 4" [allreduce]="osu_allreduce 4"
+  [put_latency]="osu_put_latency 2" [get_bw]="osu_get_bw 2" [acc_latency]="osu_acc_latency 2"
+)
+bench_order=(latency bandwidth bibw mbw_mr allreduce put_latency get_bw acc_latency)
+
+fabric=0 max=1048576 iters="" out="" layout="" rounds=5 stack_list="" bench_list=""
 while (($#)); do
   case $1 in
     --fabric) fabric=1; shift ;;
-    --layout) layout=$2; shift 2 ;;
-    --max) max=$2; shift 2 ;;
-    --iters) iters=$2; shift 2 ;;
-    --out) out=$2; shift 2 ;;
+    --layout|--rounds|--stacks|--benches|--max|--iters|--out)
+      need_value "$@"
+      case $1 in
+        --layout) layout=$2 ;;
+        --rounds) rounds=$2 ;;
+        --stacks) stack_list=$2 ;;
+        --benches) bench_list=$2 ;;
+        --max) max=$2 ;;
+        --iters) iters=$2 ;;
+        --out) out=$2 ;;
+      esac
+      shift 2 ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
   esac
 done
+in_range() { [[ $1 =~ ^[0-9]{1,9}$ ]] && ((10#$1 >= $2 && 10#$1 <= $3)); }
+in_range "$rounds" 1 100 || die "--rounds takes a whole number from 1 to 100, not '$rounds'"
+in_range "$max" 8 67108864 || die "--max takes a number of bytes from 8 to 67108864, not '$max'"
+rounds=$((10#$rounds)) max=$((10#$max))
+[[ -z $iters ]] || in_range "$iters" 1 100000000 || die "--iters takes a whole number from 1 to 100000000, not '$iters'"
+[[ -z $layout || $fabric == 1 ]] || die "--layout applies to --fabric only (this host runs 4 ranks)"
+layout=${layout:-2x2}
+((fabric == 0 || $(id -u) == 0)) || die "--fabric needs root (network namespaces)"
+benches=("${bench_order[@]}")
+if [[ -n $bench_list ]]; then
+  IFS=, read -r -a benches <<<"$bench_list"
+  for b in "${benches[@]}"; do
+    [[ -n ${bench_prog[$b]:-} ]] || die "--benches: unknown benchmark '$b' (known: ${bench_order[*]})"
+  done
+fi
 
-# 1. The user's OSU build.
+# 1. The stacks and the layout.
+install=${DOORBELL_INSTALL:-$root/install}
+fabric_tool=$install/bin/doorbell-fabric
+[[ -x $fabric_tool ]] || fabric_tool=$root/scripts/bin/doorbell-fabric
+fabric_name=dbosu
+# shellcheck source=scripts/fabric/stacks.sh
+source "$root/scripts/fabric/stacks.sh"
+if [[ -n $stack_list ]]; then stacks_select "$stack_list" || die "--stacks: $stacks_error"; fi
+layout_select || die "--layout: $stacks_error"
+mode=$([[ $fabric == 1 ]] && echo fabric || echo local)
+
+# 2. The user's OSU build.
 [[ -n ${OMB_DIR:-} ]] || die "OMB_DIR is not set: point it at an OSU Micro-Benchmarks build
     (download it from https://mvapich.cse.ohio-state.edu/benchmarks/, then
      ./configure CC=mpicc CXX=mpicxx && make, and OMB_DIR=<that folder>)"
 [[ -d $OMB_DIR ]] || die "OMB_DIR=$OMB_DIR is not a folder"
 declare -A omb
 missing=()
-for b in osu_latency osu_bw osu_mbw_mr osu_allreduce; do
-  p=$(find -L "$OMB_DIR" -maxdepth 7 -type f -name "$b" -perm -u+x 2>/dev/null | head -1)
-  if [[ -n $p ]]; then omb[$b]=$p; else missing+=("$b"); fi
+for b in "${benches[@]}"; do
+  prog=${bench_prog[$b]% *}
+  p=$(find -L "$OMB_DIR" -maxdepth 7 -type f -name "$prog" -perm -u+x 2>/dev/null | head -1)
+  if [[ -n $p ]]; then omb[$b]=$p; else missing+=("$prog"); fi
 done
-((${#missing[@]} == 0)) || die "OMB_DIR=$OMB_DIR is incomplete: ${missing[*]} not found (build c/mpi/pt2pt and c/mpi/collective)"
-allreduce_help=$("${omb[osu_allreduce]}" --help 2>&1 || true)
-grep -q -- '--validation' <<<"$allreduce_help" \
-  || die "${omb[osu_allreduce]} has no -c (validation): use OSU Micro-Benchmarks 7.0 or later"
-# Validate on MPI_INT: OSU's check of an MPI_CHAR sum (its default type)
-# overflows a char with 4 ranks and reports Fail on the stock stacks too.
-allreduce_opts=(-c)
-grep -q -- '--type' <<<"$allreduce_help" && allreduce_opts+=(-T mpi_int)
-
-install=${DOORBELL_INSTALL:-$root/install}
-fabric_tool=$install/bin/doorbell-fabric
-[[ -x $fabric_tool ]] || fabric_tool=$root/scripts/bin/doorbell-fabric
-fabric_name=dbosu
-# shellcheck source=fabric/stacks.sh
-source "$root/scripts/fabric/stacks.sh"
-mode=$([[ $fabric == 1 ]] && echo fabric || echo local)
-iters=${iters:-$([[ $fabric == 1 ]] && echo 10 || echo 200)}
-warmup=$(((iters + 9) / 10))
+((${#missing[@]} == 0)) || die "OMB_DIR=$OMB_DIR is incomplete: ${missing[*]} not found (build c/mpi/pt2pt, c/mpi/one-sided and c/mpi/collective)"
+declare -A bench_opts
 window=$([[ $fabric == 1 ]] && echo 16 || echo 64)
+for b in bandwidth bibw mbw_mr get_bw; do bench_opts[$b]="-W $window"; done
+if [[ -n ${omb[allreduce]:-} ]]; then
+  allreduce_help=$("${omb[allreduce]}" --help 2>&1 || true)
+  grep -q -- '--validation' <<<"$allreduce_help" \
+    || die "${omb[allreduce]} has no -c (validation): use OSU Micro-Benchmarks 7.0 or later"
+  # Validate on MPI_INT: OSU's check of an MPI_CHAR sum (its default type)
+  # overflows a char with 4 ranks and reports Fail on the stock stacks too.
+  bench_opts[allreduce]="-c"
+  grep -q -- '--type' <<<"$allreduce_help" && bench_opts[allreduce]+=" -T mpi_int"
+fi
+iters=${iters:-$([[ $fabric == 1 ]] && echo 10 || echo 100)}
+warmup=$(((iters + 9) / 10))
 
 out=${out:-results/osu-$(date -u +%Y%m%d-%H%M%S)}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 {
+  echo "suite=osu"
   echo "mode=$mode"
+  echo "layout=$([[ $fabric == 1 ]] && echo "$layout" || echo local)"
+  echo "layout_text=$layout_text"
+  echo "rounds=$rounds"
   echo "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "host=$(hostname) cores=$(nproc) kernel=$(uname -r)"
+  echo "host=$(hostname)"
+  echo "cores=$(nproc)"
+  echo "kernel=$(uname -r)"
   echo "openmpi=$(mpirun --version 2>/dev/null | head -1 | awk '{print $NF}')"
-  echo "omb=$OMB_DIR iters=$iters warmup=$warmup window=$window max=$max"
-  ((fabric)) && echo "layout=$layout ($layout_text)"
+  echo "commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "omb=$OMB_DIR"
+  echo "iters=$iters"
+  echo "warmup=$warmup"
+  echo "window=$window"
+  echo "max=$max"
+  echo "benches=$(IFS=,; echo "${benches[*]}")"
   stacks_env
 } > "$out/env.txt"
 
@@ -86,50 +155,53 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 pair=()
 if ((fabric)); then
-  [[ $(id -u) == 0 ]] || die "--fabric needs root (network namespaces)"
   log "fabric: $layout_text, 2 spines, 200 Mb/s spine links"
   "$fabric_tool" --name "$fabric_name" up "${layout_up[@]}" --spines 2 >&2
   mapfile -t hosts < <("$fabric_tool" --name "$fabric_name" hosts)
   pair=(--host "${hosts[0]},${hosts[-1]}")   # leaf 1 to leaf 2: across the spine
 fi
 
-# One OSU run; its data lines become "<bench>,<bytes>,<value>". osu_allreduce
-# -c adds a validation column: any "Fail" fails the run.
-osu_run() {   # stack bench np binary args...
-  local s=$1 bench=$2 np=$3 bin=$4; shift 4
-  local raw=$out/$s.$bench.txt
-  # shellcheck disable=SC2046
-  if ! timeout -k 10 600 "${launch[@]}" -np "$np" "${common[@]}" $(stack_args "$s") "$@" "$bin" \
-      -m "8:$max" -i "$iters" -x "$warmup" "${osu_extra[@]}" > "$raw" 2> "$out/$s.$bench.log"; then
-    log "  $s $bench failed (see $out/$s.$bench.log)"
-    return 1
+# One OSU run; its data lines become "<bench>,<bytes>,<value>" in the
+# round's CSV, or a failure "# failed <bench>" (the sizes it finished are
+# kept). Validation (-c) adds a column: any "Fail" fails the benchmark.
+osu_run() {   # stack round bench
+  local s=$1 r=$2 b=$3 np=${bench_prog[$3]#* } where=() why=""
+  local raw=$out/$s.r$r.$b.txt csv=$out/$s.r$r.csv
+  ((np == 2)) && where=("${pair[@]}")
+  # shellcheck disable=SC2046,SC2086
+  if ! timeout -k 10 600 "${launch[@]}" -np "$np" "${common[@]}" $(stack_args "$s") "${where[@]}" "${omb[$b]}" \
+      -m "8:$max" -i "$iters" -x "$warmup" ${bench_opts[$b]:-} > "$raw" 2> "$out/$s.r$r.$b.log"; then
+    why="failed (see $out/$s.r$r.$b.log)"
+  elif grep -q Fail "$raw"; then
+    why="validation FAILED (see $raw)"
   fi
-  if grep -q Fail "$raw"; then
-    log "  $s $bench: validation FAILED (see $raw)"
-    return 1
-  fi
-  awk -v b="$bench" '/^[0-9]/ { printf "%s,%s,%s\n", b, $1, $2 }' "$raw" >> "$out/$s.csv"
-  log "  $s $bench: $(awk '/^[0-9]/ {n++} END {print n+0}' "$raw") sizes"
+  awk -v b="$b" '/^[0-9]/ && !/Fail/ { printf "%s,%s,%s\n", b, $1, $2 }' "$raw" >> "$csv"
+  [[ -z $why ]] && return 0
+  log "    $s $b: $why"
+  echo "# failed $b" >> "$csv"
+  return 1
 }
 
-i=0
-for s in "${stacks[@]}"; do
-  i=$((i + 1))
-  : > "$out/$s.csv"
-  if [[ $s == doorbell && $doorbell_state != present ]]; then
-    log "[$i/${#stacks[@]}] $s: $doorbell_state"
-    echo "# not built" > "$out/$s.csv"
-    continue
-  fi
-  log "[$i/${#stacks[@]}] $s on $mode"
-  ok=1
-  osu_extra=();             osu_run "$s" latency 2 "${omb[osu_latency]}" "${pair[@]}" || ok=0
-  osu_extra=(-W "$window"); osu_run "$s" bandwidth 2 "${omb[osu_bw]}" "${pair[@]}" || ok=0
-  osu_extra=(-W "$window"); osu_run "$s" mbw_mr 4 "${omb[osu_mbw_mr]}" || ok=0
-  osu_extra=("${allreduce_opts[@]}"); osu_run "$s" allreduce 4 "${omb[osu_allreduce]}" || ok=0
-  if ((!ok)); then
-    { echo "# failed"; cat "$out/$s.csv"; } > "$out/$s.csv.tmp" && mv "$out/$s.csv.tmp" "$out/$s.csv"
-  fi
+loadavg() { cut -d' ' -f1-3 /proc/loadavg | tr ' ' /; }
+n=${#stacks[@]}
+for ((r = 1; r <= rounds; r++)); do
+  log "round $r/$rounds ($layout_text), load $(loadavg)"
+  for ((j = 0; j < n; j++)); do
+    s=${stacks[$(((j + r - 1) % n))]}
+    csv=$out/$s.r$r.csv
+    : > "$csv"
+    if [[ $s == doorbell && $doorbell_state != present ]]; then
+      ((r > 1)) || log "  $s: $doorbell_state"
+      echo "# not built" > "$csv"
+      continue
+    fi
+    log "  round $r/$rounds, $s ($(stack_label "$s")), $layout_text: ${benches[*]}"
+    before=$(loadavg) t0=$SECONDS failed=()
+    for b in "${benches[@]}"; do osu_run "$s" "$r" "$b" || failed+=("$b"); done
+    status=ok
+    ((${#failed[@]} == 0)) || status=failed:$(IFS=,; echo "${failed[*]}")
+    echo "round=$r stack=$s status=$status seconds=$((SECONDS - t0)) load_before=$before load_after=$(loadavg)" >> "$out/rounds.txt"
+  done
 done
 
 py=/usr/bin/python3

@@ -1,38 +1,57 @@
 #!/usr/bin/env bash
-# The main job: MPI point-to-point latency/bandwidth and MPI_Allreduce from
-# 8 B to 1 MiB, doorbell against the stock Open MPI stacks (pml ucx over tcp,
-# pml ob1 over btl tcp), with one table of ratios, plots and a markdown report
-# in results/<timestamp>/.
+# The main job: what a user compares. MPI point-to-point latency/bandwidth
+# and MPI_Allreduce from 8 B to 1 MiB through `mpirun --tune doorbell.tune`,
+# against plain `mpirun` (Open MPI's defaults: ob1, vader inside a host, tcp
+# between hosts) and pml ucx with UCX_TLS=sm,tcp,self (scripts/fabric/stacks.sh).
+# The stacks run in alternating rounds (each stack once per round, the order
+# rotating); the table shows every cell's median over the rounds with its
+# min-max, doorbell's speed against plain mpirun and against the best stock
+# stack, geometric means, plots, and the checks of issue 18 as PASS/FAIL
+# lines, in results/<timestamp>/ (scripts/report/mpi_report.py).
 #
-#   scripts/run.sh                4 ranks on this host (loopback)
-#   scripts/run.sh --fabric       4 ranks on an emulated 2-leaf, 2-spine fabric
-#                                 (doorbell-fabric; needs root)
+#   scripts/run.sh                4 ranks on this host; the point-to-point
+#                                 pair is two ranks of this host
+#   scripts/run.sh --fabric       across an emulated leaf-spine fabric (root):
+#                                 2 hosts x 2 ranks; the pair crosses the spine
 # options:
-#   --layout 2x2|4x1  on the fabric: 2 hosts x 2 ranks, one host per leaf
-#                     (default), or 4 hosts x 1 rank, two per leaf
+#   --layout 2x2|4x1  with --fabric: 2 hosts x 2 ranks, one host per leaf
+#                     (default), or 4 hosts x 1 rank, two hosts per leaf
+#   --rounds N        rounds of every stack (default 5; the checks want 5 or more)
+#   --stacks LIST     stacks, comma-separated (default plain,ucx,doorbell; also
+#                     ob1_tcp, ucx_tcp: tcp only)
 #   --max BYTES       largest message (default 1048576)
-#   --budget-ms MS    time per size and benchmark (default 50)
+#   --budget-ms MS    timed part of each size and benchmark, per round (default
+#                     50; the warm-up adds up to 40 %)
 #   --out DIR         results folder (default results/<UTC timestamp>)
 #   --keep-fabric     leave the fabric up afterwards (doorbell-fabric --name dbrun)
 #   --no-setup        do not call scripts/setup.sh first
 #   --no-bench-p2p    skip scripts/bench-p2p.sh (UCX-level, loopback)
-# environment: DOORBELL_INSTALL (default ./install).
+# A full default run takes about 1.5 minutes on one host (2 cores; plus
+# bench-p2p.sh), about 5 with --fabric. env: DOORBELL_INSTALL (default ./install).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
 start=$SECONDS
 log() { printf '[run %3ds] %s\n' "$((SECONDS - start))" "$*" >&2; }
-die() { printf '[run] error: %s\n' "$*" >&2; exit 1; }
+die() { printf '[run] error: %s\n' "$*" >&2; exit 2; }
+need_value() { [[ $# -ge 2 && -n $2 ]] || die "$1 needs a value (see --help)"; }
 
-fabric=0 max=1048576 budget=50 out="" keep=0 setup=1 p2p=1 layout=2x2
+fabric=0 max=1048576 budget=50 out="" keep=0 setup=1 p2p=1 layout="" rounds=5 stack_list=""
 while (($#)); do
   case $1 in
     --fabric) fabric=1; shift ;;
-    --layout) layout=$2; shift 2 ;;
-    --max) max=$2; shift 2 ;;
-    --budget-ms) budget=$2; shift 2 ;;
-    --out) out=$2; shift 2 ;;
+    --layout|--rounds|--stacks|--max|--budget-ms|--out)
+      need_value "$@"
+      case $1 in
+        --layout) layout=$2 ;;
+        --rounds) rounds=$2 ;;
+        --stacks) stack_list=$2 ;;
+        --max) max=$2 ;;
+        --budget-ms) budget=$2 ;;
+        --out) out=$2 ;;
+      esac
+      shift 2 ;;
     --keep-fabric) keep=1; shift ;;
     --no-setup) setup=0; shift ;;
     --no-bench-p2p) p2p=0; shift ;;
@@ -40,9 +59,29 @@ while (($#)); do
     *) die "unknown option '$1' (see --help)" ;;
   esac
 done
+in_range() { [[ $1 =~ ^[0-9]{1,9}$ ]] && ((10#$1 >= $2 && 10#$1 <= $3)); }
+in_range "$rounds" 1 100 || die "--rounds takes a whole number from 1 to 100, not '$rounds'"
+in_range "$max" 8 67108864 || die "--max takes a number of bytes from 8 to 67108864, not '$max'"
+rounds=$((10#$rounds)) max=$((10#$max))
+[[ $budget =~ ^[0-9]*[.]?[0-9]+$ && ! $budget =~ ^[0.]+$ ]] \
+  || die "--budget-ms takes a positive number of milliseconds, not '$budget'"
+[[ -z $layout || $fabric == 1 ]] || die "--layout applies to --fabric only (this host runs 4 ranks)"
+layout=${layout:-2x2}
+((keep == 0 || fabric == 1)) || die "--keep-fabric applies to --fabric only"
+((fabric == 0 || $(id -u) == 0)) || die "--fabric needs root (network namespaces)"
 
-# 1. Set up as needed: packages, build, install (idempotent).
+# 1. The stacks and the layout (checked before anything runs).
 install=${DOORBELL_INSTALL:-$root/install}
+fabric_tool=$install/bin/doorbell-fabric
+[[ -x $fabric_tool ]] || fabric_tool=$root/scripts/bin/doorbell-fabric
+fabric_name=dbrun
+# shellcheck source=scripts/fabric/stacks.sh
+source "$root/scripts/fabric/stacks.sh"
+if [[ -n $stack_list ]]; then stacks_select "$stack_list" || die "--stacks: $stacks_error"; fi
+layout_select || die "--layout: $stacks_error"
+mode=$([[ $fabric == 1 ]] && echo fabric || echo local)
+
+# 2. Set up as needed: packages, build, install (idempotent).
 if ((setup)); then
   log "set-up (scripts/setup.sh; idempotent)"
   bash scripts/setup.sh >&2
@@ -50,26 +89,26 @@ fi
 bench=$install/bin/doorbell-mpi-bench
 [[ -x $bench ]] || bench=$root/build/tests/fabric/doorbell-mpi-bench
 [[ -x $bench ]] || die "doorbell-mpi-bench is not built (run scripts/setup.sh)"
-fabric_tool=$install/bin/doorbell-fabric
-[[ -x $fabric_tool ]] || fabric_tool=$root/scripts/bin/doorbell-fabric
 
 out=${out:-results/$(date -u +%Y%m%d-%H%M%S)}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-mode=$([[ $fabric == 1 ]] && echo fabric || echo local)
-
-# 2. The stacks; what is installed decides the doorbell column.
-fabric_name=dbrun
-# shellcheck source=fabric/stacks.sh
-source "$root/scripts/fabric/stacks.sh"
 {
+  echo "suite=mpi-bench"
   echo "mode=$mode"
+  echo "layout=$([[ $fabric == 1 ]] && echo "$layout" || echo local)"
+  echo "layout_text=$layout_text"
+  echo "rounds=$rounds"
   echo "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "host=$(hostname) cores=$(nproc) kernel=$(uname -r)"
-  echo "openmpi=$(mpirun --version 2>/dev/null | head -1 | awk '{print $NF}') ucx=$(ucx_info -v 2>/dev/null | sed -n 's/^# Version \([^ ]*\).*/\1/p' | head -1)"
+  echo "host=$(hostname)"
+  echo "cores=$(nproc)"
+  echo "kernel=$(uname -r)"
+  echo "openmpi=$(mpirun --version 2>/dev/null | head -1 | awk '{print $NF}')"
+  echo "ucx=$(ucx_info -v 2>/dev/null | sed -n 's/^# Version \([^ ]*\).*/\1/p' | head -1)"
+  echo "commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "max=$max"
+  echo "budget_ms=$budget"
   stacks_env
-  ((fabric)) && echo "layout=$layout ($layout_text)"
-  echo "max=$max budget_ms=$budget"
 } > "$out/env.txt"
 
 # 3. The fabric, torn down on exit and on Ctrl-C.
@@ -79,28 +118,38 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 if ((fabric)); then
-  [[ $(id -u) == 0 ]] || die "--fabric needs root (network namespaces)"
   log "fabric: $layout_text, 2 spines, 200 Mb/s spine links"
   "$fabric_tool" --name "$fabric_name" up "${layout_up[@]}" --spines 2 >&2
   "$fabric_tool" --name "$fabric_name" status > "$out/fabric-before.txt" || true
 fi
 
-# 4. The measurements, one mpirun per stack.
-i=0
-for s in "${stacks[@]}"; do
-  i=$((i + 1))
-  if [[ $s == doorbell && $doorbell_state != present ]]; then
-    log "[$i/${#stacks[@]}] $s: $doorbell_state (install/lib/ucx/libuct_doorbell.so and the tune file are needed)"
-    echo "# not built" > "$out/$s.csv"
-    continue
-  fi
-  log "[$i/${#stacks[@]}] $s on $mode: latency, bandwidth, allreduce, 8 B..$max B"
-  # shellcheck disable=SC2086
-  if ! timeout -k 10 600 "${launch[@]}" -np 4 "${common[@]}" $(stack_args "$s") "$bench" --max "$max" --budget-ms "$budget" \
-      > "$out/$s.csv" 2> >(tee "$out/$s.log" | sed -u "s/^/[run]   /" >&2); then
-    log "$s failed (see $out/$s.log)"
-    { echo "# failed"; cat "$out/$s.csv"; } > "$out/$s.csv.tmp" && mv "$out/$s.csv.tmp" "$out/$s.csv"
-  fi
+# 4. The measurements: round after round, one mpirun per stack, the order
+# rotating so that no stack always follows the same one. rounds.txt keeps the
+# load average before and after every run.
+loadavg() { cut -d' ' -f1-3 /proc/loadavg | tr ' ' /; }
+n=${#stacks[@]}
+for ((r = 1; r <= rounds; r++)); do
+  log "round $r/$rounds ($layout_text), load $(loadavg)"
+  for ((j = 0; j < n; j++)); do
+    s=${stacks[$(((j + r - 1) % n))]}
+    csv=$out/$s.r$r.csv
+    if [[ $s == doorbell && $doorbell_state != present ]]; then
+      ((r > 1)) || log "  $s: $doorbell_state (install/lib/ucx/libuct_doorbell.so and the tune file are needed)"
+      echo "# not built" > "$csv"
+      continue
+    fi
+    log "  round $r/$rounds, $s ($(stack_label "$s")), $layout_text: latency, bandwidth, allreduce, 8 B..$max B"
+    before=$(loadavg) t0=$SECONDS status=ok
+    # shellcheck disable=SC2046
+    if ! timeout -k 10 600 "${launch[@]}" -np "$layout_ranks" "${common[@]}" $(stack_args "$s") \
+        "$bench" --max "$max" --budget-ms "$budget" \
+        > "$csv" 2> >(tee "$out/$s.r$r.log" | sed -u "s/^/[run]     /" >&2); then
+      status=failed
+      log "  $s failed in round $r (see $out/$s.r$r.log)"
+      { echo "# failed"; cat "$csv"; } > "$csv.tmp" && mv "$csv.tmp" "$csv"
+    fi
+    echo "round=$r stack=$s status=$status seconds=$((SECONDS - t0)) load_before=$before load_after=$(loadavg)" >> "$out/rounds.txt"
+  done
 done
 if ((fabric)); then "$fabric_tool" --name "$fabric_name" status > "$out/fabric-after.txt" || true; fi
 
@@ -114,9 +163,9 @@ if [[ -f scripts/bench-p2p.sh ]] && ((p2p)); then
   sed 's/^/[run]   /' "$out/bench-p2p.txt" >&2
 fi
 
-# 6. Table, plots, report.
+# 6. Table, checks, plots, report.
 log "report"
 py=/usr/bin/python3
 [[ -x $py ]] || py=python3
 "$py" scripts/report/mpi_report.py "$out"
-log "results in $out (report.md, table.md, latency.png, bandwidth.png, allreduce.png)"
+log "results in $out (report.md, table.md, checks.txt, latency.png, bandwidth.png, allreduce.png)"

@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""scripts/report/mpi_report.py on a canned results folder.
+"""scripts/report/mpi_report.py on a canned results folder, and the option
+errors of scripts/run.sh and scripts/osu.sh.
 
 canned/ holds 5 rounds of plain, ucx and doorbell at 8 B, 1 KiB and 1 MiB;
 doorbell's round 3 failed after the bandwidths (no allreduce). The expected
@@ -237,6 +238,41 @@ class Coverage(Canned):
                            stderr=subprocess.PIPE, universal_newlines=True)
         self.assertEqual(p.returncode, 2)
         self.assertIn("is not a folder", p.stderr)
+
+
+class ScriptOptions(unittest.TestCase):
+    """Option errors stop the scripts at once (exit 2), naming the option;
+    nothing is built, launched or written."""
+
+    def fails(self, script, args, message, env=None):
+        e = dict(os.environ, DOORBELL_INSTALL=os.path.join(SOURCE, "no-such-install"))
+        e.pop("OMB_DIR", None)
+        e.update(env or {})
+        p = subprocess.run(["bash", os.path.join(SOURCE, "scripts", script)] + args, env=e, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, universal_newlines=True, timeout=60)
+        self.assertEqual(p.returncode, 2, "%s %s: %s" % (script, args, p.stderr))
+        self.assertIn(message, p.stderr)
+        self.assertEqual(p.stdout, "")
+
+    def test_run_sh(self):
+        self.fails("run.sh", ["--rounds", "0"], "--rounds takes a whole number from 1 to 100, not '0'")
+        self.fails("run.sh", ["--rounds", "five"], "--rounds takes a whole number")
+        self.fails("run.sh", ["--rounds"], "--rounds needs a value")
+        self.fails("run.sh", ["--max", "4k"], "--max takes a number of bytes")
+        self.fails("run.sh", ["--budget-ms", "0"], "--budget-ms takes a positive number")
+        self.fails("run.sh", ["--layout", "2x2"], "--layout applies to --fabric only")
+        self.fails("run.sh", ["--stacks", "plain,ob2"], "unknown stack 'ob2' (known: plain ucx doorbell ob1_tcp ucx_tcp)")
+        self.fails("run.sh", ["--frabic"], "unknown option '--frabic'")
+        if os.geteuid() == 0:
+            self.fails("run.sh", ["--fabric", "--layout", "3x3", "--no-setup"], "unknown layout '3x3' (2x2 or 4x1)")
+
+    def test_osu_sh(self):
+        self.fails("osu.sh", ["--benches", "latency,osu_bw"], "unknown benchmark 'osu_bw'")
+        self.fails("osu.sh", ["--iters", "-1"], "--iters takes a whole number from 1")
+        self.fails("osu.sh", ["--rounds", "0"], "--rounds takes a whole number")
+        self.fails("osu.sh", ["--stacks", "mvapich"], "unknown stack 'mvapich'")
+        self.fails("osu.sh", [], "OMB_DIR is not set")
+        self.fails("osu.sh", [], "is incomplete: osu_latency", env={"OMB_DIR": HERE})
 
 
 if __name__ == "__main__":
