@@ -21,13 +21,13 @@ import re
 import statistics
 import sys
 
-# key -> label; the stock stacks are every stack but doorbell.
+# key -> label, in the table's order; the stock stacks are every stack but doorbell.
 STACKS = [
     ("plain", "plain mpirun"),
     ("ucx", "ucx sm,tcp"),
-    ("doorbell", "doorbell"),
     ("ob1_tcp", "ob1 / tcp"),
     ("ucx_tcp", "ucx / tcp"),
+    ("doorbell", "doorbell"),
 ]
 DOORBELL = "doorbell"
 PLAIN = "plain"
@@ -459,6 +459,21 @@ def load_table(a):
     return "\n".join(lines) + "\n"
 
 
+def busy_note(a):
+    """A warning when the machine had more runnable work than cores."""
+    try:
+        cores = int(a.env.get("cores", ""))
+        loads = [float(r[k].split("/")[0]) for r in read_rounds(a.out) for k in ("load_before", "load_after") if k in r]
+    except ValueError:
+        return ""
+    busy = [x for x in loads if x > cores]
+    if not busy:
+        return ""
+    return ("**The 1-minute load average exceeded the %d cores at %d of %d readings (up to %.2f): other work "
+            "shared the machine, so the numbers are noisy; final tables belong to a quiet machine.**"
+            % (cores, len(busy), len(loads), max(busy)))
+
+
 # ---------------------------------------------------------------- plots
 
 
@@ -580,6 +595,9 @@ def main(argv):
         load = load_table(a)
         if load:
             f.write("## Load average around every round\n\n%s\n" % load)
+            busy = busy_note(a)
+            if busy:
+                f.write(busy + "\n\n")
         p2p = os.path.join(out, "bench-p2p.txt")
         if os.path.exists(p2p):
             with open(p2p) as g:

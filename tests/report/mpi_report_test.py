@@ -156,6 +156,8 @@ class Outputs(Canned):
         self.assertIn("| 1 | 1.00/2.00/3.00 | 1.25/2.00/3.00 | plain: 3, ucx: 4, doorbell: 5 |", report)
         self.assertIn("| 3 | 3.00/2.00/3.00 | 3.25/2.00/3.00 | doorbell: 3 (failed), plain: 4, ucx: 5 |", report)
         self.assertIn("- doorbell: partial in 1 of 5 rounds (logs: doorbell.r*.log)", report)
+        # cores=2; 1-minute loads 1.00-5.25: above 2 in 5 readings of round 2 (2.00 is not) and all 18 of rounds 3-5
+        self.assertIn("exceeded the 2 cores at 23 of 30 readings (up to 5.25)", report)
         self.assertIn("5 alternating rounds", report)
 
     def test_plots_when_matplotlib_is_there(self):
