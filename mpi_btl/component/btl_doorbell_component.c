@@ -1,0 +1,531 @@
+/*
+ * The component: MCA parameters and their ranges, open/close, init (one
+ * module per selected device, addresses published through the modex) and
+ * progress.
+ */
+#include "btl_doorbell.h"
+
+#include "opal/mca/base/mca_base_var.h"
+#include "opal/mca/pmix/pmix.h"
+#include "opal/runtime/opal_progress.h"
+#include "opal/util/argv.h"
+#include "opal/util/show_help.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int                     mca_btl_doorbell_component_register(void);
+static int                     mca_btl_doorbell_component_open(void);
+static int                     mca_btl_doorbell_component_close(void);
+static mca_btl_base_module_t **mca_btl_doorbell_component_init(
+    int *num_btls, bool enable_progress_threads, bool enable_mpi_threads);
+
+/* clang-format off */
+mca_btl_doorbell_component_t mca_btl_doorbell_component = {
+    .super = {
+        .btl_version = {
+            MCA_BTL_DEFAULT_VERSION("doorbell"),
+            .mca_open_component            = mca_btl_doorbell_component_open,
+            .mca_close_component           = mca_btl_doorbell_component_close,
+            .mca_register_component_params = mca_btl_doorbell_component_register,
+        },
+        .btl_data = {
+            MCA_BASE_METADATA_PARAM_CHECKPOINT
+        },
+        .btl_init     = mca_btl_doorbell_component_init,
+        /* registered with opal_progress once a peer uses the btl: a job
+         * whose peers are all on this host never polls a socket for it */
+        .btl_progress = NULL,
+    },
+    .output = -1,
+};
+/* clang-format on */
+
+static const char *mca_btl_doorbell_cc_names[] = {"auto",   "ibrc", "dcqcn",
+                                                  "timely", "none", NULL};
+
+static void reg_int(const char *name, const char *desc, int *storage)
+{
+    (void)mca_base_component_var_register(
+        &mca_btl_doorbell_component.super.btl_version, name, desc,
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5,
+        MCA_BASE_VAR_SCOPE_READONLY, storage);
+}
+
+static void reg_uint(const char *name, const char *desc, unsigned int *storage)
+{
+    (void)mca_base_component_var_register(
+        &mca_btl_doorbell_component.super.btl_version, name, desc,
+        MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL, 0, 0, OPAL_INFO_LVL_5,
+        MCA_BASE_VAR_SCOPE_READONLY, storage);
+}
+
+static void reg_string(const char *name, const char *desc, char **storage)
+{
+    (void)mca_base_component_var_register(
+        &mca_btl_doorbell_component.super.btl_version, name, desc,
+        MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_1,
+        MCA_BASE_VAR_SCOPE_READONLY, storage);
+}
+
+static int mca_btl_doorbell_component_register(void)
+{
+    mca_btl_doorbell_component_t *cm  = &mca_btl_doorbell_component;
+    mca_btl_base_module_t        *btl = &mca_btl_doorbell_module_template.super;
+
+    cm->verbose      = 0;
+    cm->if_include   = "";
+    cm->if_exclude   = "";
+    cm->local        = 0;
+    cm->stats        = 0;
+    cm->seg_size     = 8192;
+    cm->mtu          = 0;
+    cm->tx_queue_len = 256;
+    cm->rx_queue_len = 256;
+    cm->am_credits   = 64;
+    cm->rto_min      = 50000;
+    cm->rto_max      = 1000000;
+    cm->retry_count  = 35;
+    cm->cc           = "auto";
+
+    reg_int("verbose",
+            "Verbosity 0-100: 1 modules and devices, 5 reachability of "
+            "each peer, 10 every operation that waits for resources",
+            &cm->verbose);
+    reg_string("if_include",
+               "Comma-separated devices to use (netdev names such as eth0, "
+               "or verbs ports such as mlx5_0:1); default: every device but "
+               "loopback (loopback too when btl_doorbell_local is 1). "
+               "Mutually exclusive with btl_doorbell_if_exclude",
+               &cm->if_include);
+    reg_string("if_exclude",
+               "Comma-separated devices not to use; mutually exclusive with "
+               "btl_doorbell_if_include",
+               &cm->if_exclude);
+    reg_int("local",
+            "0: reach only peers on other hosts and leave peers on this host "
+            "to shared memory (vader); 1: reach peers on this host too (over "
+            "the loopback device when it is selected), for tests on one host",
+            &cm->local);
+    reg_int("stats",
+            "1: print the counters of each module at finalize, one line per "
+            "device and process (operations, bytes, packets, retransmits), "
+            "to prove which traffic went over doorbell",
+            &cm->stats);
+    reg_uint("seg_size",
+             "Largest active message in bytes (1024-65472): the largest "
+             "eager message and send fragment; each send slot and receive "
+             "buffer holds one",
+             &cm->seg_size);
+    reg_uint("mtu",
+             "Largest packet payload on the wire in bytes (0: the device's "
+             "largest; else 576-65000)",
+             &cm->mtu);
+    reg_uint("tx_queue_len",
+             "Send slots of each queue pair, a power of two (16-65536); "
+             "what does not fit waits on the endpoint",
+             &cm->tx_queue_len);
+    reg_uint("rx_queue_len", "Receive buffers of each device (16-65536)",
+             &cm->rx_queue_len);
+    reg_uint("am_credits",
+             "Active messages a queue pair may have in flight before the "
+             "peer returns credits (1-tx_queue_len); never dropped",
+             &cm->am_credits);
+    reg_uint("rto_min",
+             "First retransmit timeout in microseconds (100-10000000); it "
+             "doubles per retry up to btl_doorbell_rto_max",
+             &cm->rto_min);
+    reg_uint("rto_max",
+             "Ceiling of the retransmit timeout in microseconds "
+             "(btl_doorbell_rto_min-60000000)",
+             &cm->rto_max);
+    reg_uint("retry_count",
+             "Retransmits of one packet without an answer before the peer "
+             "is declared failed (1-1000); the defaults allow about 30 "
+             "seconds of silence",
+             &cm->retry_count);
+    reg_string("cc",
+               "Pacing policy of each queue pair: auto (ibrc, none on "
+               "loopback), ibrc, dcqcn, timely or none",
+               &cm->cc);
+
+    /* the btl's standard knobs (eager_limit, max_send_size, flags, ...) */
+    btl->btl_exclusivity               = MCA_BTL_EXCLUSIVITY_DEFAULT;
+    btl->btl_eager_limit               = 8192;
+    btl->btl_rndv_eager_limit          = 8192;
+    btl->btl_max_send_size             = 8192;
+    btl->btl_rdma_pipeline_send_length = 8192;
+    btl->btl_rdma_pipeline_frag_size   = 1 << 20;
+    btl->btl_min_rdma_pipeline_size    = SIZE_MAX;
+    btl->btl_latency                   = 10;
+    btl->btl_bandwidth                 = 0; /* from the device */
+    btl->btl_flags = MCA_BTL_FLAGS_SEND | MCA_BTL_FLAGS_RDMA |
+                     MCA_BTL_FLAGS_RDMA_FLUSH;
+    btl->btl_get_limit = 1 << 30;
+    btl->btl_put_limit = 1 << 30;
+    return mca_btl_base_param_register(
+        &mca_btl_doorbell_component.super.btl_version, btl);
+}
+
+/* A value outside its documented range is refused with the parameter, the
+ * value and the range: the component then offers no module. */
+static int check_range(const char *name, unsigned long value, unsigned long min,
+                       unsigned long max)
+{
+    if (value >= min && value <= max) {
+        return 0;
+    }
+    BTL_DOORBELL_ERROR("btl_doorbell_%s = %lu is out of range [%lu, %lu]; "
+                       "the doorbell btl is disabled",
+                       name, value, min, max);
+    return -1;
+}
+
+static int mca_btl_doorbell_check_params(void)
+{
+    mca_btl_doorbell_component_t *cm  = &mca_btl_doorbell_component;
+    mca_btl_base_module_t        *btl = &mca_btl_doorbell_module_template.super;
+    uint32_t supported = MCA_BTL_FLAGS_SEND | MCA_BTL_FLAGS_RDMA |
+                         MCA_BTL_FLAGS_RDMA_FLUSH;
+    int bad = 0;
+    int i;
+
+    bad |= check_range("verbose", (unsigned)cm->verbose, 0, 100);
+    bad |= check_range("local", (unsigned)cm->local, 0, 1);
+    bad |= check_range("stats", (unsigned)cm->stats, 0, 1);
+    bad |= check_range("seg_size", cm->seg_size, 1024, 65472);
+    if (cm->mtu != 0) {
+        bad |= check_range("mtu", cm->mtu, 576, 65000);
+    }
+    bad |= check_range("tx_queue_len", cm->tx_queue_len, 16, 65536);
+    if (cm->tx_queue_len & (cm->tx_queue_len - 1)) {
+        BTL_DOORBELL_ERROR("btl_doorbell_tx_queue_len = %u is not a power of "
+                           "two; the doorbell btl is disabled",
+                           cm->tx_queue_len);
+        bad = -1;
+    }
+    bad |= check_range("rx_queue_len", cm->rx_queue_len, 16, 65536);
+    bad |= check_range("am_credits", cm->am_credits, 1, cm->tx_queue_len);
+    bad |= check_range("rto_min", cm->rto_min, 100, 10000000);
+    bad |= check_range("rto_max", cm->rto_max, cm->rto_min, 60000000);
+    bad |= check_range("retry_count", cm->retry_count, 1, 1000);
+    for (i = 0; mca_btl_doorbell_cc_names[i] != NULL; i++) {
+        if (strcmp(cm->cc, mca_btl_doorbell_cc_names[i]) == 0) {
+            break;
+        }
+    }
+    if (mca_btl_doorbell_cc_names[i] == NULL) {
+        BTL_DOORBELL_ERROR("btl_doorbell_cc = \"%s\" is not one of auto, ibrc, "
+                           "dcqcn, timely, none; the doorbell btl is disabled",
+                           cm->cc);
+        bad = -1;
+    }
+    /* ob1 subtracts its largest header (about 100 bytes) from the limits */
+    bad |= check_range("eager_limit", btl->btl_eager_limit, 256, cm->seg_size);
+    bad |= check_range("max_send_size", btl->btl_max_send_size, 256,
+                       cm->seg_size);
+    bad |= check_range("rndv_eager_limit", btl->btl_rndv_eager_limit, 0,
+                       btl->btl_eager_limit);
+    bad |= check_range("get_limit", btl->btl_get_limit, 1, 1ul << 30);
+    bad |= check_range("put_limit", btl->btl_put_limit, 1, 1ul << 30);
+    bad |= check_range("rdma_pipeline_frag_size",
+                       btl->btl_rdma_pipeline_frag_size, 1, btl->btl_put_limit);
+    if ((btl->btl_flags & ~supported) != 0 ||
+        !(btl->btl_flags & MCA_BTL_FLAGS_SEND)) {
+        BTL_DOORBELL_ERROR("btl_doorbell_flags = 0x%x: the btl offers send "
+                           "(0x%x, required), put (0x%x), get (0x%x) and "
+                           "flush (0x%x) only; the doorbell btl is disabled",
+                           btl->btl_flags, MCA_BTL_FLAGS_SEND,
+                           MCA_BTL_FLAGS_PUT, MCA_BTL_FLAGS_GET,
+                           MCA_BTL_FLAGS_RDMA_FLUSH);
+        bad = -1;
+    }
+    return bad ? OPAL_ERR_BAD_PARAM : OPAL_SUCCESS;
+}
+
+static int mca_btl_doorbell_component_open(void)
+{
+    mca_btl_doorbell_component_t *cm = &mca_btl_doorbell_component;
+
+    cm->output = opal_output_open(NULL);
+    opal_output_set_verbosity(cm->output, cm->verbose);
+    cm->num_modules         = 0;
+    cm->pd                  = NULL;
+    cm->progress_registered = 0;
+
+    if (OPAL_SUCCESS !=
+        mca_base_var_check_exclusive("opal", "btl", "doorbell", "if_include",
+                                     "btl", "doorbell", "if_exclude")) {
+        return OPAL_ERR_NOT_AVAILABLE;
+    }
+    return mca_btl_doorbell_check_params();
+}
+
+static int mca_btl_doorbell_component_close(void)
+{
+    mca_btl_doorbell_component_t *cm = &mca_btl_doorbell_component;
+
+    if (cm->progress_registered) {
+        opal_progress_unregister(mca_btl_doorbell_component_progress);
+        cm->progress_registered = 0;
+    }
+    if (cm->pd != NULL) {
+        doorbell_pd_destroy(cm->pd);
+        cm->pd = NULL;
+    }
+    if (cm->output >= 0) {
+        opal_output_close(cm->output);
+        cm->output = -1;
+    }
+    return OPAL_SUCCESS;
+}
+
+static int in_list(char **list, const char *name)
+{
+    for (int i = 0; list != NULL && list[i] != NULL; i++) {
+        if (strcmp(list[i], name) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Whether an open device reaches this host only (the UDP device on a
+ * 127.0.0.0/8 address). */
+static int mca_btl_doorbell_is_loopback(doorbell_iface_t             *iface,
+                                        const doorbell_device_info_t *info)
+{
+    uint8_t addr[MCA_BTL_DOORBELL_ADDR_MAX];
+
+    if (info->kind != DOORBELL_DEVICE_UDP ||
+        doorbell_iface_device_address_length(iface) != 4) {
+        return 0;
+    }
+    doorbell_iface_get_device_address(iface, addr);
+    return addr[0] == 127;
+}
+
+static void mca_btl_doorbell_iface_params(doorbell_iface_params_t *params,
+                                          const char              *device)
+{
+    mca_btl_doorbell_component_t *cm = &mca_btl_doorbell_component;
+
+    doorbell_iface_params_init(params);
+    params->device       = device;
+    params->mtu          = cm->mtu;
+    params->tx_queue_len = cm->tx_queue_len;
+    params->rx_queue_len = cm->rx_queue_len;
+    params->am_credits   = cm->am_credits;
+    params->seg_size     = cm->seg_size;
+    params->rto_min_ns   = (uint64_t)cm->rto_min * 1000;
+    params->rto_max_ns   = (uint64_t)cm->rto_max * 1000;
+    params->retry_count  = cm->retry_count;
+    params->cc           = cm->cc;
+}
+
+/* Opens the device as a module, or leaves it (NULL) when it is excluded by
+ * default (loopback without btl_doorbell_local) or fails to open. */
+static mca_btl_doorbell_module_t *mca_btl_doorbell_open_device(
+    const doorbell_device_info_t *info, int named)
+{
+    mca_btl_doorbell_component_t *cm = &mca_btl_doorbell_component;
+    mca_btl_doorbell_module_t    *module;
+    doorbell_iface_params_t       params;
+    doorbell_iface_t             *iface;
+    doorbell_status_t             status;
+
+    mca_btl_doorbell_iface_params(&params, info->name);
+    status = doorbell_iface_open(cm->pd, &params, &iface);
+    if (status != DOORBELL_OK) {
+        BTL_DOORBELL_ERROR("device %s: %s", info->name, doorbell_last_error());
+        return NULL;
+    }
+    if (mca_btl_doorbell_is_loopback(iface, info) && !cm->local && !named) {
+        BTL_DOORBELL_VERBOSE(1,
+                             "device %s is loopback: not used without "
+                             "btl_doorbell_local",
+                             info->name);
+        doorbell_iface_close(iface);
+        return NULL;
+    }
+
+    module = malloc(sizeof(*module));
+    if (module == NULL) {
+        doorbell_iface_close(iface);
+        return NULL;
+    }
+    *module          = mca_btl_doorbell_module_template;
+    module->iface    = iface;
+    module->device   = *info;
+    module->loopback = mca_btl_doorbell_is_loopback(iface, info);
+    if (mca_btl_doorbell_module_init(module) != OPAL_SUCCESS) {
+        doorbell_iface_close(iface);
+        free(module);
+        return NULL;
+    }
+    return module;
+}
+
+static int mca_btl_doorbell_modex_send(void)
+{
+    mca_btl_doorbell_component_t *cm = &mca_btl_doorbell_component;
+    mca_btl_doorbell_modex_t     *modex;
+    size_t                        size;
+    int                           rc;
+
+    size  = sizeof(*modex) + cm->num_modules * sizeof(modex->entries[0]);
+    modex = calloc(1, size);
+    if (modex == NULL) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    modex->magic   = MCA_BTL_DOORBELL_MODEX_MAGIC;
+    modex->version = MCA_BTL_DOORBELL_MODEX_VERSION;
+    modex->count   = (uint16_t)cm->num_modules;
+    for (int i = 0; i < cm->num_modules; i++) {
+        mca_btl_doorbell_modex_entry_t *e     = &modex->entries[i];
+        doorbell_iface_t               *iface = cm->modules[i]->iface;
+
+        e->kind            = (uint8_t)cm->modules[i]->device.kind;
+        e->device_addr_len = (uint8_t)doorbell_iface_device_address_length(
+            iface);
+        e->iface_addr_len = (uint8_t)doorbell_iface_address_length(iface);
+        doorbell_iface_get_device_address(iface, e->device_addr);
+        doorbell_iface_get_address(iface, e->iface_addr);
+    }
+    OPAL_MODEX_SEND(rc, OPAL_PMIX_GLOBAL,
+                    &mca_btl_doorbell_component.super.btl_version, modex, size);
+    free(modex);
+    return rc;
+}
+
+static void mca_btl_doorbell_close_modules(void)
+{
+    mca_btl_doorbell_component_t *cm = &mca_btl_doorbell_component;
+
+    for (int i = 0; i < cm->num_modules; i++) {
+        cm->modules[i]->super.btl_finalize(&cm->modules[i]->super);
+    }
+    cm->num_modules = 0;
+}
+
+static mca_btl_base_module_t **mca_btl_doorbell_component_init(
+    int *num_btls, bool enable_progress_threads, bool enable_mpi_threads)
+{
+    mca_btl_doorbell_component_t *cm      = &mca_btl_doorbell_component;
+    doorbell_device_info_t       *devices = NULL;
+    mca_btl_base_module_t       **btls;
+    char **include = opal_argv_split(cm->if_include, ',');
+    char **exclude = opal_argv_split(cm->if_exclude, ',');
+    int    count, i;
+
+    *num_btls = 0;
+    if (doorbell_pd_create(&cm->pd) != DOORBELL_OK) {
+        BTL_DOORBELL_ERROR("protection domain: %s", doorbell_last_error());
+        goto out;
+    }
+    count = doorbell_query_devices(NULL, 0);
+    if (count <= 0) {
+        BTL_DOORBELL_VERBOSE(1, "no device");
+        goto out;
+    }
+    devices = calloc(count, sizeof(*devices));
+    if (devices == NULL) {
+        goto out;
+    }
+    count = doorbell_query_devices(devices, count);
+    for (i = 0; include != NULL && include[i] != NULL; i++) {
+        int found = 0;
+        for (int d = 0; d < count; d++) {
+            found |= strcmp(devices[d].name, include[i]) == 0;
+        }
+        if (!found) {
+            BTL_DOORBELL_ERROR("btl_doorbell_if_include names \"%s\", which "
+                               "is not a device of this host (an interface "
+                               "with an IPv4 address, or a verbs port)",
+                               include[i]);
+        }
+    }
+    for (i = 0; i < count && cm->num_modules < MCA_BTL_DOORBELL_MAX_MODULES;
+         i++) {
+        mca_btl_doorbell_module_t *module;
+        int                        named = in_list(include, devices[i].name);
+
+        if ((include != NULL && !named) || in_list(exclude, devices[i].name)) {
+            continue;
+        }
+        module = mca_btl_doorbell_open_device(&devices[i], named);
+        if (module != NULL) {
+            BTL_DOORBELL_VERBOSE(
+                1,
+                "module on %s: eager_limit %zu, max_send_size %zu, "
+                "bandwidth %u Mb/s%s",
+                devices[i].name, module->super.btl_eager_limit,
+                module->super.btl_max_send_size, module->super.btl_bandwidth,
+                module->loopback ? ", loopback" : "");
+            cm->modules[cm->num_modules++] = module;
+        }
+    }
+    if (cm->num_modules == 0) {
+        goto out;
+    }
+    if (mca_btl_doorbell_modex_send() != OPAL_SUCCESS) {
+        BTL_DOORBELL_ERROR("publishing the addresses (modex) failed");
+        mca_btl_doorbell_close_modules();
+        goto out;
+    }
+    btls = malloc(cm->num_modules * sizeof(*btls));
+    if (btls == NULL) {
+        mca_btl_doorbell_close_modules();
+        goto out;
+    }
+    for (i = 0; i < cm->num_modules; i++) {
+        btls[i] = &cm->modules[i]->super;
+    }
+    *num_btls = cm->num_modules;
+    free(devices);
+    opal_argv_free(include);
+    opal_argv_free(exclude);
+    return btls;
+
+out:
+    free(devices);
+    opal_argv_free(include);
+    opal_argv_free(exclude);
+    if (cm->pd != NULL) {
+        doorbell_pd_destroy(cm->pd);
+        cm->pd = NULL;
+    }
+    return NULL;
+}
+
+void mca_btl_doorbell_register_progress(void)
+{
+    mca_btl_doorbell_component_t *cm = &mca_btl_doorbell_component;
+
+    if (!cm->progress_registered) {
+        cm->progress_registered = 1;
+        opal_progress_register(mca_btl_doorbell_component_progress);
+        BTL_DOORBELL_VERBOSE(1, "progress registered");
+    }
+}
+
+int mca_btl_doorbell_component_progress(void)
+{
+    mca_btl_doorbell_component_t *cm    = &mca_btl_doorbell_component;
+    int                           count = 0;
+
+    for (int i = 0; i < cm->num_modules; i++) {
+        mca_btl_doorbell_module_t *module = cm->modules[i];
+
+        /* another thread progressing this device is as good as us */
+        if (OPAL_THREAD_TRYLOCK(&module->lock)) {
+            continue;
+        }
+        count += (int)doorbell_iface_progress(module->iface);
+        if (!opal_list_is_empty(&module->pending_eps)) {
+            count += (int)mca_btl_doorbell_module_drain(module);
+        }
+        OPAL_THREAD_UNLOCK(&module->lock);
+    }
+    return count;
+}
