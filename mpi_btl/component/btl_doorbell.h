@@ -29,6 +29,8 @@
 
 #include "core/doorbell_core.h"
 
+#include <pthread.h>
+
 BEGIN_C_DECLS
 
 /* Header bytes a user fragment carries before the user's data (ob1's
@@ -93,8 +95,19 @@ struct mca_btl_doorbell_module_t {
     opal_free_list_t        max_frags;   /* buffers of btl_max_send_size */
     opal_free_list_t        user_frags;  /* header room, data in place */
     opal_free_list_t        rdma_ops;    /* put/get contexts */
-    opal_recursive_mutex_t  lock;        /* the core's calls on one iface are
-                                     serialized (MPI_THREAD_MULTIPLE) */
+    /* The core's calls on one iface are serialized by this lock, taken when
+     * a second thread may call: the background progress thread, or
+     * MPI_THREAD_MULTIPLE. Callbacks into the upper layer never run on the
+     * background thread, nor under the lock with MPI_THREAD_MULTIPLE: they
+     * wait in `deferred` for the next foreground progress. */
+    opal_recursive_mutex_t lock;
+    int                    locking;       /* take the lock */
+    int                    defer_always;  /* MPI_THREAD_MULTIPLE */
+    volatile int           in_background; /* the background thread progresses */
+    volatile uint64_t      progress_calls; /* foreground progress calls */
+    uint64_t               progress_seen;  /* ... the background thread saw */
+    opal_list_t            deferred;       /* callbacks waiting */
+    opal_free_list_t       deferred_items;
     mca_btl_base_module_error_cb_fn_t error_cb;
     mca_btl_doorbell_stats_t          stats;
 };
@@ -108,6 +121,10 @@ typedef struct mca_btl_doorbell_component_t {
     doorbell_pd_t             *pd; /* regions of every module */
     int                        progress_registered; /* with opal_progress */
     int                        output;              /* opal_output stream */
+    int                        mpi_threads;         /* MPI_THREAD_MULTIPLE */
+    pthread_t                  async_thread;        /* background progress */
+    int                        async_running;
+    volatile int               async_stop;
 
     /* MCA parameters (btl_doorbell_<name>) */
     int          verbose;
@@ -124,6 +141,7 @@ typedef struct mca_btl_doorbell_component_t {
     unsigned int rto_max;
     unsigned int retry_count;
     char        *cc;
+    unsigned int async_interval;
 } mca_btl_doorbell_component_t;
 
 OPAL_MODULE_DECLSPEC extern mca_btl_doorbell_component_t
@@ -183,6 +201,48 @@ typedef struct mca_btl_doorbell_rdma_op_t {
 } mca_btl_doorbell_rdma_op_t;
 OBJ_CLASS_DECLARATION(mca_btl_doorbell_rdma_op_t);
 
+/* A callback the foreground owes the upper layer (see the module's lock). */
+enum {
+    MCA_BTL_DOORBELL_DEFER_AM,   /* a received message, its buffer held */
+    MCA_BTL_DOORBELL_DEFER_COMP, /* a put/get/flush completion */
+    MCA_BTL_DOORBELL_DEFER_SEND, /* a queued send that was posted */
+    MCA_BTL_DOORBELL_DEFER_ERROR /* a queue pair failed */
+};
+
+typedef struct mca_btl_doorbell_deferred_t {
+    opal_free_list_item_t    super;
+    int                      kind;
+    uint8_t                  am_id;
+    void                    *data;
+    size_t                   length;
+    mca_btl_doorbell_comp_t *comp;
+    mca_btl_doorbell_frag_t *frag;
+    doorbell_qp_t           *qp;
+    doorbell_status_t        status;
+    int                      rc;
+    char                     message[256];
+} mca_btl_doorbell_deferred_t;
+OBJ_CLASS_DECLARATION(mca_btl_doorbell_deferred_t);
+
+#define BTL_DOORBELL_LOCK(_m)             \
+    do {                                  \
+        if ((_m)->locking) {              \
+            opal_mutex_lock(&(_m)->lock); \
+        }                                 \
+    } while (0)
+#define BTL_DOORBELL_UNLOCK(_m)             \
+    do {                                    \
+        if ((_m)->locking) {                \
+            opal_mutex_unlock(&(_m)->lock); \
+        }                                   \
+    } while (0)
+
+/* Whether a callback of the core must wait for the foreground. */
+static inline int mca_btl_doorbell_defers(const mca_btl_doorbell_module_t *m)
+{
+    return m->in_background || m->defer_always;
+}
+
 /* What peers need to reach a region: its remote key. */
 struct mca_btl_base_registration_handle_t {
     uint32_t rkey;
@@ -208,6 +268,13 @@ typedef struct mca_btl_doorbell_reg_t {
 /* btl_doorbell_component.c */
 int  mca_btl_doorbell_component_progress(void);
 void mca_btl_doorbell_register_progress(void);
+
+/* btl_doorbell_progress.c */
+int mca_btl_doorbell_module_progress(mca_btl_doorbell_module_t *module);
+mca_btl_doorbell_deferred_t *mca_btl_doorbell_defer(
+    mca_btl_doorbell_module_t *module, int kind);
+void mca_btl_doorbell_async_start(void);
+void mca_btl_doorbell_async_stop(void);
 
 /* btl_doorbell_module.c */
 int      mca_btl_doorbell_module_init(mca_btl_doorbell_module_t *module);

@@ -73,20 +73,21 @@ static int mca_btl_doorbell_component_register(void)
     mca_btl_doorbell_component_t *cm  = &mca_btl_doorbell_component;
     mca_btl_base_module_t        *btl = &mca_btl_doorbell_module_template.super;
 
-    cm->verbose      = 0;
-    cm->if_include   = "";
-    cm->if_exclude   = "";
-    cm->local        = 0;
-    cm->stats        = 0;
-    cm->seg_size     = 8192;
-    cm->mtu          = 0;
-    cm->tx_queue_len = 256;
-    cm->rx_queue_len = 256;
-    cm->am_credits   = 64;
-    cm->rto_min      = 50000;
-    cm->rto_max      = 1000000;
-    cm->retry_count  = 35;
-    cm->cc           = "auto";
+    cm->verbose        = 0;
+    cm->if_include     = "";
+    cm->if_exclude     = "";
+    cm->local          = 0;
+    cm->stats          = 0;
+    cm->seg_size       = 8192;
+    cm->mtu            = 0;
+    cm->tx_queue_len   = 256;
+    cm->rx_queue_len   = 256;
+    cm->am_credits     = 64;
+    cm->rto_min        = 50000;
+    cm->rto_max        = 1000000;
+    cm->retry_count    = 35;
+    cm->cc             = "auto";
+    cm->async_interval = 10000;
 
     reg_int("verbose",
             "Verbosity 0-100: 1 modules and devices, 5 reachability of "
@@ -148,6 +149,12 @@ static int mca_btl_doorbell_component_register(void)
                "Pacing policy of each queue pair: auto (ibrc, none on "
                "loopback), ibrc, dcqcn, timely or none",
                &cm->cc);
+    reg_uint("async_interval",
+             "Period in microseconds of background progress (1000-1000000; "
+             "0: none): while the application does not progress a device, "
+             "a thread acknowledges, retransmits and answers RDMA reads for "
+             "it, as a NIC would; it never calls into MPI",
+             &cm->async_interval);
 
     /* the btl's standard knobs (eager_limit, max_send_size, flags, ...) */
     btl->btl_exclusivity               = MCA_BTL_EXCLUSIVITY_DEFAULT;
@@ -209,6 +216,9 @@ static int mca_btl_doorbell_check_params(void)
     bad |= check_range("rto_min", cm->rto_min, 100, 10000000);
     bad |= check_range("rto_max", cm->rto_max, cm->rto_min, 60000000);
     bad |= check_range("retry_count", cm->retry_count, 1, 1000);
+    if (cm->async_interval != 0) {
+        bad |= check_range("async_interval", cm->async_interval, 1000, 1000000);
+    }
     for (i = 0; mca_btl_doorbell_cc_names[i] != NULL; i++) {
         if (strcmp(cm->cc, mca_btl_doorbell_cc_names[i]) == 0) {
             break;
@@ -265,6 +275,7 @@ static int mca_btl_doorbell_component_close(void)
 {
     mca_btl_doorbell_component_t *cm = &mca_btl_doorbell_component;
 
+    mca_btl_doorbell_async_stop();
     if (cm->progress_registered) {
         opal_progress_unregister(mca_btl_doorbell_component_progress);
         cm->progress_registered = 0;
@@ -354,10 +365,12 @@ static mca_btl_doorbell_module_t *mca_btl_doorbell_open_device(
         doorbell_iface_close(iface);
         return NULL;
     }
-    *module          = mca_btl_doorbell_module_template;
-    module->iface    = iface;
-    module->device   = *info;
-    module->loopback = mca_btl_doorbell_is_loopback(iface, info);
+    *module              = mca_btl_doorbell_module_template;
+    module->iface        = iface;
+    module->device       = *info;
+    module->loopback     = mca_btl_doorbell_is_loopback(iface, info);
+    module->defer_always = cm->mpi_threads;
+    module->locking      = cm->mpi_threads || cm->async_interval != 0;
     if (mca_btl_doorbell_module_init(module) != OPAL_SUCCESS) {
         doorbell_iface_close(iface);
         free(module);
@@ -418,7 +431,8 @@ static mca_btl_base_module_t **mca_btl_doorbell_component_init(
     char **exclude = opal_argv_split(cm->if_exclude, ',');
     int    count, i;
 
-    *num_btls = 0;
+    *num_btls       = 0;
+    cm->mpi_threads = enable_mpi_threads;
     if (doorbell_pd_create(&cm->pd) != DOORBELL_OK) {
         BTL_DOORBELL_ERROR("protection domain: %s", doorbell_last_error());
         goto out;
@@ -506,6 +520,7 @@ void mca_btl_doorbell_register_progress(void)
         cm->progress_registered = 1;
         opal_progress_register(mca_btl_doorbell_component_progress);
         BTL_DOORBELL_VERBOSE(1, "progress registered");
+        mca_btl_doorbell_async_start();
     }
 }
 
@@ -515,17 +530,7 @@ int mca_btl_doorbell_component_progress(void)
     int                           count = 0;
 
     for (int i = 0; i < cm->num_modules; i++) {
-        mca_btl_doorbell_module_t *module = cm->modules[i];
-
-        /* another thread progressing this device is as good as us */
-        if (OPAL_THREAD_TRYLOCK(&module->lock)) {
-            continue;
-        }
-        count += (int)doorbell_iface_progress(module->iface);
-        if (!opal_list_is_empty(&module->pending_eps)) {
-            count += (int)mca_btl_doorbell_module_drain(module);
-        }
-        OPAL_THREAD_UNLOCK(&module->lock);
+        count += mca_btl_doorbell_module_progress(cm->modules[i]);
     }
     return count;
 }

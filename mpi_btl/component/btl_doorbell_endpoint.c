@@ -90,9 +90,9 @@ mca_btl_doorbell_endpoint_t *mca_btl_doorbell_endpoint_create(
         snprintf(ep->peer_name, sizeof(ep->peer_name), "%s", host);
     }
 
-    OPAL_THREAD_LOCK(&module->lock);
+    BTL_DOORBELL_LOCK(module);
     opal_list_append(&module->endpoints, &ep->super);
-    OPAL_THREAD_UNLOCK(&module->lock);
+    BTL_DOORBELL_UNLOCK(module);
     return ep;
 }
 
@@ -160,7 +160,19 @@ unsigned mca_btl_doorbell_endpoint_drain(mca_btl_doorbell_endpoint_t *ep)
         }
         opal_list_remove_first(&ep->pending_sends);
         /* a queued send owes its callback whatever its flags */
-        mca_btl_doorbell_frag_complete(frag, rc);
+        if (ep->module->defer_always) {
+            mca_btl_doorbell_deferred_t *d;
+
+            d = mca_btl_doorbell_defer(ep->module, MCA_BTL_DOORBELL_DEFER_SEND);
+            if (d != NULL) {
+                d->frag = frag;
+                d->rc   = rc;
+            } else {
+                mca_btl_doorbell_frag_complete(frag, rc);
+            }
+        } else {
+            mca_btl_doorbell_frag_complete(frag, rc);
+        }
         posted++;
     }
     while (!opal_list_is_empty(&ep->pending_rdma)) {
@@ -225,6 +237,19 @@ void mca_btl_doorbell_qp_error(void *arg, doorbell_qp_t *qp,
 {
     mca_btl_doorbell_module_t   *module = arg;
     mca_btl_doorbell_endpoint_t *ep;
+
+    if (module->in_background) {
+        mca_btl_doorbell_deferred_t *d;
+
+        d = mca_btl_doorbell_defer(module, MCA_BTL_DOORBELL_DEFER_ERROR);
+        if (d != NULL) {
+            d->qp     = qp;
+            d->status = status;
+            snprintf(d->message, sizeof(d->message), "%s",
+                     message != NULL ? message : "");
+            return;
+        }
+    }
 
     OPAL_LIST_FOREACH (ep, &module->endpoints, mca_btl_doorbell_endpoint_t) {
         if (ep->qp == qp) {

@@ -61,11 +61,20 @@ int mca_btl_doorbell_frag_lists_init(mca_btl_doorbell_module_t *module)
                                  OBJ_CLASS(mca_btl_doorbell_rdma_op_t), 0, 0,
                                  32, -1, 32, NULL, 0, NULL, NULL, NULL);
     }
+    if (rc == OPAL_SUCCESS) {
+        OBJ_CONSTRUCT(&module->deferred_items, opal_free_list_t);
+        rc = opal_free_list_init(&module->deferred_items,
+                                 sizeof(mca_btl_doorbell_deferred_t),
+                                 opal_cache_line_size,
+                                 OBJ_CLASS(mca_btl_doorbell_deferred_t), 0, 0,
+                                 16, -1, 64, NULL, 0, NULL, NULL, NULL);
+    }
     return rc;
 }
 
 void mca_btl_doorbell_frag_lists_fini(mca_btl_doorbell_module_t *module)
 {
+    OBJ_DESTRUCT(&module->deferred_items);
     OBJ_DESTRUCT(&module->rdma_ops);
     OBJ_DESTRUCT(&module->user_frags);
     OBJ_DESTRUCT(&module->max_frags);

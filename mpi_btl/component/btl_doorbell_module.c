@@ -111,11 +111,16 @@ int mca_btl_doorbell_module_init(mca_btl_doorbell_module_t *module)
 
     OBJ_CONSTRUCT(&module->endpoints, opal_list_t);
     OBJ_CONSTRUCT(&module->pending_eps, opal_list_t);
+    OBJ_CONSTRUCT(&module->deferred, opal_list_t);
     OBJ_CONSTRUCT(&module->lock, opal_recursive_mutex_t);
     memset(&module->stats, 0, sizeof(module->stats));
-    module->error_cb = NULL;
+    module->error_cb       = NULL;
+    module->in_background  = 0;
+    module->progress_calls = 0;
+    module->progress_seen  = 0;
     if (mca_btl_doorbell_frag_lists_init(module) != OPAL_SUCCESS) {
         OBJ_DESTRUCT(&module->lock);
+        OBJ_DESTRUCT(&module->deferred);
         OBJ_DESTRUCT(&module->pending_eps);
         OBJ_DESTRUCT(&module->endpoints);
         return OPAL_ERR_OUT_OF_RESOURCE;
@@ -254,13 +259,13 @@ static void mca_btl_doorbell_release_endpoint(mca_btl_doorbell_endpoint_t *ep)
 {
     mca_btl_doorbell_module_t *module = ep->module;
 
-    OPAL_THREAD_LOCK(&module->lock);
+    BTL_DOORBELL_LOCK(module);
     if (ep->in_pending) {
         opal_list_remove_item(&module->pending_eps, &ep->pending_item);
         ep->in_pending = 0;
     }
     opal_list_remove_item(&module->endpoints, &ep->super);
-    OPAL_THREAD_UNLOCK(&module->lock);
+    BTL_DOORBELL_UNLOCK(module);
     OBJ_RELEASE(ep);
 }
 
@@ -303,8 +308,14 @@ static int mca_btl_doorbell_finalize(mca_btl_base_module_t *btl)
     mca_btl_doorbell_component_t *cm     = &mca_btl_doorbell_component;
     opal_list_item_t             *item;
 
+    /* the background thread touches every module: it stops first */
+    mca_btl_doorbell_async_stop();
     if (cm->stats) {
         mca_btl_doorbell_print_stats(module);
+    }
+    while (NULL != (item = opal_list_remove_first(&module->deferred))) {
+        opal_free_list_return_st(&module->deferred_items,
+                                 (opal_free_list_item_t *)item);
     }
     while (NULL != (item = opal_list_get_first(&module->endpoints)) &&
            item != opal_list_get_end(&module->endpoints)) {
@@ -314,6 +325,7 @@ static int mca_btl_doorbell_finalize(mca_btl_base_module_t *btl)
     module->iface = NULL;
     mca_btl_doorbell_frag_lists_fini(module);
     OBJ_DESTRUCT(&module->lock);
+    OBJ_DESTRUCT(&module->deferred);
     OBJ_DESTRUCT(&module->pending_eps);
     OBJ_DESTRUCT(&module->endpoints);
 

@@ -29,9 +29,22 @@ static void mca_btl_doorbell_rdma_done(mca_btl_doorbell_comp_t *comp,
 void mca_btl_doorbell_completion(void *arg, void *cookie,
                                  doorbell_status_t status)
 {
-    mca_btl_doorbell_comp_t *comp = cookie;
+    mca_btl_doorbell_module_t *module = arg;
+    mca_btl_doorbell_comp_t   *comp   = cookie;
 
-    (void)arg;
+    if (OPAL_UNLIKELY(mca_btl_doorbell_defers(module))) {
+        mca_btl_doorbell_deferred_t *d;
+
+        d = mca_btl_doorbell_defer(module, MCA_BTL_DOORBELL_DEFER_COMP);
+        if (OPAL_LIKELY(d != NULL)) {
+            d->comp   = comp;
+            d->status = status;
+            return;
+        }
+        BTL_DOORBELL_ERROR("%s: out of memory deferring a completion; it "
+                           "runs now",
+                           module->device.name);
+    }
     comp->func(comp, status);
 }
 
@@ -103,13 +116,13 @@ static int mca_btl_doorbell_rdma(
     op->cbcontext      = cbcontext;
     op->cbdata         = cbdata;
 
-    OPAL_THREAD_LOCK(&module->lock);
+    BTL_DOORBELL_LOCK(module);
     rc = mca_btl_doorbell_endpoint_qp(endpoint);
     if (OPAL_LIKELY(rc == OPAL_SUCCESS) &&
         opal_list_is_empty(&endpoint->pending_rdma)) {
         rc = mca_btl_doorbell_post_rdma(op);
         if (OPAL_LIKELY(rc == OPAL_SUCCESS)) {
-            OPAL_THREAD_UNLOCK(&module->lock);
+            BTL_DOORBELL_UNLOCK(module);
             return OPAL_SUCCESS;
         }
     }
@@ -117,10 +130,10 @@ static int mca_btl_doorbell_rdma(
         opal_list_append(&endpoint->pending_rdma, &op->super.super);
         mca_btl_doorbell_endpoint_queue(endpoint);
         module->stats.queued++;
-        OPAL_THREAD_UNLOCK(&module->lock);
+        BTL_DOORBELL_UNLOCK(module);
         return OPAL_SUCCESS;
     }
-    OPAL_THREAD_UNLOCK(&module->lock);
+    BTL_DOORBELL_UNLOCK(module);
     opal_free_list_return(&module->rdma_ops, &op->super);
     return rc;
 }
@@ -173,10 +186,10 @@ static int mca_btl_doorbell_endpoint_waits(mca_btl_doorbell_module_t   *module,
 {
     int waits;
 
-    OPAL_THREAD_LOCK(&module->lock);
+    BTL_DOORBELL_LOCK(module);
     waits = (ep != NULL) ? ep->in_pending :
                            !opal_list_is_empty(&module->pending_eps);
-    OPAL_THREAD_UNLOCK(&module->lock);
+    BTL_DOORBELL_UNLOCK(module);
     return waits;
 }
 
@@ -196,7 +209,7 @@ int mca_btl_doorbell_flush(mca_btl_base_module_t   *btl,
         mca_btl_doorbell_component_progress();
     }
     for (;;) {
-        OPAL_THREAD_LOCK(&module->lock);
+        BTL_DOORBELL_LOCK(module);
         if (endpoint == NULL) {
             status = doorbell_iface_flush(module->iface, &flush.super);
         } else if (endpoint->qp == NULL) {
@@ -204,7 +217,7 @@ int mca_btl_doorbell_flush(mca_btl_base_module_t   *btl,
         } else {
             status = doorbell_qp_flush(endpoint->qp, &flush.super);
         }
-        OPAL_THREAD_UNLOCK(&module->lock);
+        BTL_DOORBELL_UNLOCK(module);
         if (status != DOORBELL_ERR_NO_RESOURCE) {
             break;
         }

@@ -145,16 +145,16 @@ int mca_btl_doorbell_send(mca_btl_base_module_t     *btl,
     frag->endpoint = endpoint;
     frag->tag      = tag;
 
-    OPAL_THREAD_LOCK(&module->lock);
+    BTL_DOORBELL_LOCK(module);
     rc = mca_btl_doorbell_endpoint_qp(endpoint);
     if (OPAL_UNLIKELY(rc != OPAL_SUCCESS)) {
-        OPAL_THREAD_UNLOCK(&module->lock);
+        BTL_DOORBELL_UNLOCK(module);
         return rc;
     }
     if (OPAL_LIKELY(opal_list_is_empty(&endpoint->pending_sends))) {
         rc = mca_btl_doorbell_post_frag(frag);
         if (OPAL_LIKELY(rc == OPAL_SUCCESS)) {
-            OPAL_THREAD_UNLOCK(&module->lock);
+            BTL_DOORBELL_UNLOCK(module);
             /* complete: the callback only if asked for */
             if (des->des_flags & MCA_BTL_DES_SEND_ALWAYS_CALLBACK) {
                 des->des_cbfunc(btl, endpoint, des, OPAL_SUCCESS);
@@ -165,7 +165,7 @@ int mca_btl_doorbell_send(mca_btl_base_module_t     *btl,
             return 1;
         }
         if (rc != OPAL_ERR_OUT_OF_RESOURCE) {
-            OPAL_THREAD_UNLOCK(&module->lock);
+            BTL_DOORBELL_UNLOCK(module);
             return rc;
         }
     }
@@ -181,7 +181,7 @@ int mca_btl_doorbell_send(mca_btl_base_module_t     *btl,
                                        frag->segments[1].seg_len :
                                        0)),
                          endpoint->peer_name);
-    OPAL_THREAD_UNLOCK(&module->lock);
+    BTL_DOORBELL_UNLOCK(module);
     return OPAL_SUCCESS;
 }
 
@@ -228,7 +228,7 @@ int mca_btl_doorbell_sendi(mca_btl_base_module_t   *btl,
                                             payload_size};
     ssize_t                       rc;
 
-    OPAL_THREAD_LOCK(&module->lock);
+    BTL_DOORBELL_LOCK(module);
     if (OPAL_UNLIKELY(total > module->limits.max_am_bcopy ||
                       mca_btl_doorbell_endpoint_qp(endpoint) != OPAL_SUCCESS ||
                       !opal_list_is_empty(&endpoint->pending_sends))) {
@@ -239,12 +239,12 @@ int mca_btl_doorbell_sendi(mca_btl_base_module_t   *btl,
     if (OPAL_LIKELY(rc >= 0)) {
         module->stats.sendis++;
         module->stats.send_bytes += (uint64_t)rc;
-        OPAL_THREAD_UNLOCK(&module->lock);
+        BTL_DOORBELL_UNLOCK(module);
         return OPAL_SUCCESS;
     }
 
 no_resource:
-    OPAL_THREAD_UNLOCK(&module->lock);
+    BTL_DOORBELL_UNLOCK(module);
     if (descriptor != NULL) {
         *descriptor = mca_btl_doorbell_alloc(btl, endpoint, order, total,
                                              flags);
@@ -253,7 +253,8 @@ no_resource:
 }
 
 /* The core's active message callback: the message is valid for the call,
- * which is all a btl receive callback may assume. */
+ * which is all a btl receive callback may assume. When the upper layer may
+ * not be called now, the buffer is held until the foreground delivers it. */
 doorbell_status_t mca_btl_doorbell_am_handler(void *arg, uint8_t am_id,
                                               void *data, size_t length)
 {
@@ -267,6 +268,21 @@ doorbell_status_t mca_btl_doorbell_am_handler(void *arg, uint8_t am_id,
     if (OPAL_UNLIKELY(reg->cbfunc == NULL)) {
         /* a tag no upper layer registered: not ours to interpret */
         module->stats.dropped++;
+        return DOORBELL_OK;
+    }
+    if (OPAL_UNLIKELY(mca_btl_doorbell_defers(module))) {
+        mca_btl_doorbell_deferred_t *d;
+
+        d = mca_btl_doorbell_defer(module, MCA_BTL_DOORBELL_DEFER_AM);
+        if (OPAL_LIKELY(d != NULL)) {
+            d->am_id  = am_id;
+            d->data   = data;
+            d->length = length;
+            return DOORBELL_INPROGRESS;
+        }
+        BTL_DOORBELL_ERROR("%s: out of memory holding a message for the "
+                           "foreground; it is lost",
+                           module->device.name);
         return DOORBELL_OK;
     }
     module->stats.recvs++;
