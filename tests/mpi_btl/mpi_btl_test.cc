@@ -1,0 +1,223 @@
+// The btl component under mpirun on this host: ob1 over btl self,doorbell
+// with btl_doorbell_local 1 (peers over lo), against plain mpirun (ob1 over
+// vader) running the same programs. Every byte is compared, the counters
+// prove the traffic went over doorbell, a failed peer ends in an error, and a
+// bad parameter is refused with its range.
+#include <gtest/gtest.h>
+
+#include "doorbell_spawn.h"
+
+#include <regex>
+#include <sstream>
+
+using namespace doorbell_test;
+
+namespace {
+
+const std::string kComponentPath = std::string(DOORBELL_BTL_DIR) +
+                                   ":/usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3";
+
+// mpirun with a bound: a hang becomes status 124 (timeout), not a stuck test.
+std::vector<std::string> mpirun(int ranks, int seconds = 200)
+{
+    return {"timeout",
+            "-k",
+            "10",
+            std::to_string(seconds),
+            "mpirun",
+            "--allow-run-as-root",
+            "--oversubscribe",
+            "-np",
+            std::to_string(ranks),
+            "--mca",
+            "mpi_yield_when_idle",
+            "1"};
+}
+
+// ob1 over doorbell only (self inside a process): every peer through the btl.
+std::vector<std::string> over_doorbell(int ranks, int seconds = 200)
+{
+    auto a = mpirun(ranks, seconds);
+    a.insert(a.end(), {"--mca", "mca_base_component_path", kComponentPath, "--mca", "pml", "ob1",
+                       "--mca", "btl", "self,doorbell", "--mca", "btl_doorbell_local", "1", "--mca",
+                       "btl_doorbell_if_include", "lo", "--mca", "btl_doorbell_stats", "1"});
+    return a;
+}
+
+std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string> &more)
+{
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+}
+
+std::string digest_of(const std::string &out)
+{
+    std::smatch m;
+    return std::regex_search(out, m, std::regex("digest ([0-9a-f]{16})")) ? m[1].str() : "";
+}
+
+// The counters one process printed for its lo module at finalize.
+struct Stats {
+    long sends = -1, sendis = -1, recvs = -1, gets = -1, get_bytes = -1, rx_packets = -1;
+};
+
+std::vector<Stats> lo_stats(const std::string &out)
+{
+    std::vector<Stats> all;
+    std::regex         line("btl:doorbell \\S+ lo stats: (.*)");
+    for (std::sregex_iterator it(out.begin(), out.end(), line), end; it != end; ++it) {
+        std::istringstream fields((*it)[1].str());
+        std::string        name;
+        long               value;
+        Stats              s;
+        while (fields >> name >> value) {
+            if (name == "sends")
+                s.sends = value;
+            else if (name == "sendis")
+                s.sendis = value;
+            else if (name == "recvs")
+                s.recvs = value;
+            else if (name == "gets")
+                s.gets = value;
+            else if (name == "get_bytes")
+                s.get_bytes = value;
+            else if (name == "rx_packets")
+                s.rx_packets = value;
+        }
+        all.push_back(s);
+    }
+    return all;
+}
+
+class Datatypes : public ::testing::TestWithParam<int> {};
+
+// Derived datatypes (nested resized/hindexed, indexed, vector, struct,
+// signature-compatible mismatches, counts that do not divide) from a few
+// bytes across the eager/rendezvous boundary to above 1 MiB: every received
+// byte equals the local datatype engine's, and the digest of all received
+// buffers equals plain mpirun's.
+TEST_P(Datatypes, EveryByteAsPlainMpirun)
+{
+    const int ranks = GetParam();
+    Child     plain = run(with(mpirun(ranks), {DOORBELL_DTYPE_CHECK}));
+    Child     btl   = run(with(over_doorbell(ranks), {DOORBELL_DTYPE_CHECK}));
+
+    ASSERT_EQ(plain.status, 0) << plain.output;
+    ASSERT_EQ(btl.status, 0) << btl.output;
+    EXPECT_TRUE(contains(btl.output, "0 wrong bytes, 0 bad counts")) << btl.output;
+    ASSERT_FALSE(digest_of(plain.output).empty()) << plain.output;
+    EXPECT_EQ(digest_of(btl.output), digest_of(plain.output)) << btl.output;
+
+    // every rank received over doorbell, eager and rendezvous (RDMA reads)
+    auto stats = lo_stats(btl.output);
+    ASSERT_EQ(stats.size(), static_cast<size_t>(ranks)) << btl.output;
+    for (const Stats &s : stats) {
+        EXPECT_GT(s.recvs, 0) << btl.output;
+        EXPECT_GT(s.sends + s.sendis, 0) << btl.output;
+        EXPECT_GT(s.gets, 0) << btl.output;
+        EXPECT_GT(s.get_bytes, 1 << 20) << btl.output;
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Btl, Datatypes, ::testing::Values(2, 4),
+                         [](const auto &info) { return std::to_string(info.param) + "ranks"; });
+
+// The tune file's stack on one host: vader carries the peers, doorbell opens
+// its device but never registers progress (the job does not poll a socket it
+// does not use), and the bytes are plain mpirun's.
+TEST(Tune, OneHostUsesSharedMemoryAndSameBytes)
+{
+    Child plain = run(with(mpirun(2), {DOORBELL_DTYPE_CHECK}));
+    Child tuned = run(with(mpirun(2), {"--tune", DOORBELL_TUNE_FILE, "--mca",
+                                       "btl_doorbell_verbose", "1", DOORBELL_DTYPE_CHECK}));
+    ASSERT_EQ(plain.status, 0) << plain.output;
+    ASSERT_EQ(tuned.status, 0) << tuned.output;
+    EXPECT_EQ(digest_of(tuned.output), digest_of(plain.output)) << tuned.output;
+    EXPECT_TRUE(contains(tuned.output, "btl:doorbell")) << "the btl did not open\n" << tuned.output;
+    EXPECT_FALSE(contains(tuned.output, "progress registered")) << tuned.output;
+}
+
+// One-sided MPI through ob1 over doorbell (osc pt2pt): puts, gets,
+// accumulate, fetch-and-op and compare-and-swap in fence and lock epochs,
+// every result checked, the bytes counted on doorbell.
+TEST(OneSided, Pt2ptOverDoorbellIsExact)
+{
+    Child c = run(with(over_doorbell(3), {"--mca", "osc", "pt2pt", DOORBELL_RMA_CHECK}));
+    ASSERT_EQ(c.status, 0) << c.output;
+    EXPECT_TRUE(contains(c.output, "rma-check: 3 ranks, 0 errors")) << c.output;
+    auto stats = lo_stats(c.output);
+    ASSERT_EQ(stats.size(), 3u) << c.output;
+    for (const Stats &s : stats) {
+        EXPECT_GT(s.recvs, 0) << c.output;
+        EXPECT_GE(s.get_bytes, 1 << 20) << c.output; // the 1 MiB put and get
+    }
+}
+
+// A peer that stops answering (a hung host: its process exists, its socket
+// queues, nothing comes back): the retransmit timeout ends the other rank's
+// communication with an error naming the device, the peer and the cause.
+TEST(Faults, StoppedPeerIsAnErrorNotAHang)
+{
+    Child c = run(
+        with(over_doorbell(2, 90),
+             {"--mca", "btl_doorbell_rto_min", "2000", "--mca", "btl_doorbell_rto_max", "20000",
+              "--mca", "btl_doorbell_retry_count", "4", DOORBELL_FAULT_CHECK, "stop"}));
+    EXPECT_NE(c.status, 0) << c.output;
+    EXPECT_NE(c.status, 124) << "hung until the bound\n" << c.output;
+    EXPECT_FALSE(contains(c.output, "ended normally")) << c.output;
+    EXPECT_TRUE(contains(c.output, "device lo lost peer")) << c.output;
+    EXPECT_TRUE(contains(c.output, "127.0.0.1:")) << c.output;
+    EXPECT_TRUE(contains(c.output, "peer timed out")) << c.output;
+}
+
+// A killed peer: the job ends with an error instead of waiting for it.
+TEST(Faults, KilledPeerEndsTheJob)
+{
+    Child c = run(
+        with(over_doorbell(2, 90),
+             {"--mca", "btl_doorbell_rto_min", "2000", "--mca", "btl_doorbell_rto_max", "20000",
+              "--mca", "btl_doorbell_retry_count", "4", DOORBELL_FAULT_CHECK, "kill"}));
+    EXPECT_NE(c.status, 0) << c.output;
+    EXPECT_NE(c.status, 124) << "hung until the bound\n" << c.output;
+    EXPECT_FALSE(contains(c.output, "ended normally")) << c.output;
+}
+
+struct BadParam {
+    const char *name, *value, *message;
+};
+
+void PrintTo(const BadParam &p, std::ostream *os)
+{
+    *os << p.name << "=" << p.value;
+}
+
+class Params : public ::testing::TestWithParam<BadParam> {};
+
+// An out-of-range value is refused at start-up with the parameter, the value
+// and the range; the btl then offers nothing and the job cannot start.
+TEST_P(Params, OutOfRangeRefusedWithItsRange)
+{
+    const BadParam &p = GetParam();
+    Child c = run(with(over_doorbell(2, 60), {"--mca", std::string("btl_doorbell_") + p.name,
+                                              p.value, DOORBELL_DTYPE_CHECK}));
+    EXPECT_NE(c.status, 0) << c.output;
+    EXPECT_TRUE(contains(c.output, p.message)) << c.output;
+    EXPECT_FALSE(contains(c.output, "dtype-check:")) << c.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Btl, Params,
+    ::testing::Values(
+        BadParam{"am_credits", "0", "btl_doorbell_am_credits = 0 is out of range [1, 256]"},
+        BadParam{"tx_queue_len", "100", "btl_doorbell_tx_queue_len = 100 is not a power of two"},
+        BadParam{"seg_size", "100000",
+                 "btl_doorbell_seg_size = 100000 is out of range [1024, 65472]"},
+        BadParam{"eager_limit", "65536",
+                 "btl_doorbell_eager_limit = 65536 is out of range [256, 8192]"},
+        BadParam{"cc", "fast", "btl_doorbell_cc = \"fast\" is not one of"},
+        BadParam{"async_interval", "10",
+                 "btl_doorbell_async_interval = 10 is out of range [1000, 1000000]"},
+        BadParam{"rto_max", "500", "btl_doorbell_rto_max = 500 is out of range [50000, 60000000]"}),
+    [](const auto &info) { return std::string(info.param.name); });
+
+} // namespace
