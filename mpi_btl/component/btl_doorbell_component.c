@@ -78,7 +78,7 @@ static int mca_btl_doorbell_component_register(void)
     cm->if_exclude     = "";
     cm->local          = 0;
     cm->stats          = 0;
-    cm->seg_size       = 8192;
+    cm->seg_size       = 32768;
     cm->mtu            = 0;
     cm->tx_queue_len   = 256;
     cm->rx_queue_len   = 256;
@@ -115,8 +115,8 @@ static int mca_btl_doorbell_component_register(void)
             &cm->stats);
     reg_uint("seg_size",
              "Largest active message in bytes (1024-65472): the largest "
-             "eager message and send fragment; each send slot and receive "
-             "buffer holds one",
+             "eager message and send fragment (btl_doorbell_eager_limit and "
+             "max_send_size are at most this); each send slot holds one",
              &cm->seg_size);
     reg_uint("mtu",
              "Largest packet payload on the wire in bytes (0: the device's "
@@ -156,11 +156,19 @@ static int mca_btl_doorbell_component_register(void)
              "it, as a NIC would; it never calls into MPI",
              &cm->async_interval);
 
-    /* the btl's standard knobs (eager_limit, max_send_size, flags, ...) */
+    /* The btl's standard knobs. Eager up to 32 KiB: above it ob1 takes the
+     * RDMA-read rendezvous, four one-way trips (RGET, read request, data,
+     * FIN) instead of one; on lo, eager against rendezvous, median one-way:
+     * 16 KiB 8.6 against 19.2 us, 32 KiB 13.1 against 21.1 us, 64 KiB 19.9
+     * against 24.4 us. 32 KiB slots keep a 256-slot send ring at 8 MiB of
+     * address space (touched as messages need it). min_rdma_pipeline_size
+     * unbounded: ob1 would otherwise send contiguous messages above
+     * eager_limit + rdma_pipeline_send_length through its pipelined put
+     * protocol instead of one zero-copy read. */
     btl->btl_exclusivity               = MCA_BTL_EXCLUSIVITY_DEFAULT;
-    btl->btl_eager_limit               = 8192;
-    btl->btl_rndv_eager_limit          = 8192;
-    btl->btl_max_send_size             = 8192;
+    btl->btl_eager_limit               = 32768;
+    btl->btl_rndv_eager_limit          = 32768;
+    btl->btl_max_send_size             = 32768;
     btl->btl_rdma_pipeline_send_length = 8192;
     btl->btl_rdma_pipeline_frag_size   = 1 << 20;
     btl->btl_min_rdma_pipeline_size    = SIZE_MAX;

@@ -209,16 +209,18 @@ void mca_btl_doorbell_endpoint_fail(mca_btl_doorbell_endpoint_t *ep,
     }
     ep->state = MCA_BTL_DOORBELL_EP_FAILED;
     snprintf(info, sizeof(info),
-             "btl:doorbell: device %s lost peer %s on %s: %s (%s)",
+             "btl:doorbell: %s on %s: device %s lost peer %s on %s: %s (%s)",
+             OPAL_NAME_PRINT(OPAL_PROC_MY_NAME), opal_process_info.nodename,
              module->device.name, OPAL_NAME_PRINT(ep->proc->proc_name),
              ep->peer_name, doorbell_status_string(status),
              message != NULL && message[0] != '\0' ? message : "no detail");
-    BTL_DOORBELL_ERROR("%s", info);
-
-    /* the upper layer decides first (ob1 aborts the job with this message) */
+    /* the upper layer decides (ob1 aborts the job with this message); a
+     * layer without an error callback still gets the message printed */
     if (module->error_cb != NULL) {
         module->error_cb(&module->super, MCA_BTL_ERROR_FLAGS_FATAL, ep->proc,
                          info);
+    } else {
+        opal_output(0, "%s", info);
     }
     mca_btl_doorbell_endpoint_dequeue(ep);
     while (NULL != (item = opal_list_remove_first(&ep->pending_sends))) {
