@@ -429,6 +429,37 @@ static void mca_btl_doorbell_close_modules(void)
     cm->num_modules = 0;
 }
 
+/* Whether another process may reach this one over doorbell: one on another
+ * host (now or spawned into the universe later), or one on this host when
+ * btl_doorbell_local is set. Peers on other hosts are added to ob1 lazily,
+ * on first use, so a process must poll its devices from the start: one that
+ * has not sent to a peer yet still receives from it. */
+static int mca_btl_doorbell_peers_possible(void)
+{
+    uint32_t on_host = (uint32_t)opal_process_info.num_local_peers + 1;
+    uint32_t univ = 0, job = 0, *u32;
+    int      rc;
+
+    if (mca_btl_doorbell_component.local && on_host > 1) {
+        return 1;
+    }
+    u32 = &univ;
+    OPAL_MODEX_RECV_VALUE(rc, OPAL_PMIX_UNIV_SIZE, &OPAL_PROC_MY_NAME, &u32,
+                          OPAL_UINT32);
+    if (rc != OPAL_SUCCESS) {
+        return 1; /* unknown: assume there are */
+    }
+    u32 = &job;
+    OPAL_MODEX_RECV_VALUE(rc, OPAL_PMIX_JOB_SIZE, &OPAL_PROC_MY_NAME, &u32,
+                          OPAL_UINT32);
+    if (rc != OPAL_SUCCESS) {
+        job = univ;
+    }
+    BTL_DOORBELL_VERBOSE(5, "%u processes on this host, job %u, universe %u",
+                         on_host, job, univ);
+    return univ > on_host || job > on_host;
+}
+
 static mca_btl_base_module_t **mca_btl_doorbell_component_init(
     int *num_btls, bool enable_progress_threads, bool enable_mpi_threads)
 {
@@ -441,6 +472,15 @@ static mca_btl_base_module_t **mca_btl_doorbell_component_init(
 
     *num_btls       = 0;
     cm->mpi_threads = enable_mpi_threads;
+    if (!mca_btl_doorbell_peers_possible()) {
+        /* as vader without local peers: a job on one host opens no socket
+         * and polls nothing for doorbell */
+        BTL_DOORBELL_VERBOSE(1, "every process of the job is on this host: "
+                                "the doorbell btl stays closed (peers on this "
+                                "host use shared memory; btl_doorbell_local 1 "
+                                "reaches them over doorbell)");
+        goto out;
+    }
     if (doorbell_pd_create(&cm->pd) != DOORBELL_OK) {
         BTL_DOORBELL_ERROR("protection domain: %s", doorbell_last_error());
         goto out;
@@ -504,6 +544,9 @@ static mca_btl_base_module_t **mca_btl_doorbell_component_init(
         btls[i] = &cm->modules[i]->super;
     }
     *num_btls = cm->num_modules;
+    /* peers may send before this process adds them (ob1 adds peers on
+     * other hosts lazily): poll from now on */
+    mca_btl_doorbell_register_progress();
     free(devices);
     opal_argv_free(include);
     opal_argv_free(exclude);

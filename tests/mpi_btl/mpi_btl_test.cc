@@ -122,9 +122,9 @@ TEST_P(Datatypes, EveryByteAsPlainMpirun)
 INSTANTIATE_TEST_SUITE_P(Btl, Datatypes, ::testing::Values(2, 4),
                          [](const auto &info) { return std::to_string(info.param) + "ranks"; });
 
-// The tune file's stack on one host: vader carries the peers, doorbell opens
-// its device but never registers progress (the job does not poll a socket it
-// does not use), and the bytes are plain mpirun's.
+// The tune file's stack on one host: vader carries the peers, the doorbell
+// btl stays closed (the job polls no socket it does not use), and the bytes
+// are plain mpirun's.
 TEST(Tune, OneHostUsesSharedMemoryAndSameBytes)
 {
     Child plain = run(with(mpirun(2), {DOORBELL_DTYPE_CHECK}));
