@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Point-to-point benchmark of the doorbell btl on lo (a benchmark, not a test:
-# it prints numbers). Two ranks on this host, doorbell-mpi-bench latency
+# it prints numbers). Two ranks on this host, doorbell-btl-bench latency
 # (ping-pong, one way) and bandwidth (a window of 16 non-blocking sends, one
-# acknowledgement), 8 B .. 1 MiB, three stacks:
+# acknowledgement), 8 B .. 1 MiB, each the median over its iterations, three
+# stacks:
 #   doorbell   the tune file, btls narrowed to self,doorbell over lo
 #              (btl_doorbell_local 1): ob1 over the doorbell btl
 #   ob1_tcp    pml ob1 over btl self,tcp on lo (plain mpirun between hosts)
@@ -11,16 +12,17 @@
 # of load on a shared host hits all of them; each cell is the median over the
 # rounds with its min-max.
 #   scripts/bench-btl.sh
-#   BENCH_ROUNDS=N (5)  BENCH_BUDGET_MS=MS (100, per size)  DOORBELL_PREFIX=dir
+#   BENCH_ROUNDS=N (5)  BENCH_ITERS=N (1000 ping-pongs per size; a quarter as
+#   many windows, a quarter of both above 64 KiB)  DOORBELL_PREFIX=dir
 # Run it under the machine-wide lock on a shared host:
 #   flock /tmp/doorbell-heavy.lock scripts/bench-btl.sh
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 prefix=${DOORBELL_PREFIX:-$root/install}
 rounds=${BENCH_ROUNDS:-5}
-budget=${BENCH_BUDGET_MS:-100}
+iters=${BENCH_ITERS:-1000}
 tune=$prefix/share/doorbell/doorbell.tune
-bench=$prefix/bin/doorbell-mpi-bench
+bench=$prefix/bin/doorbell-btl-bench
 log() { printf '[bench-btl] %s\n' "$*" >&2; }
 die() { printf '[bench-btl] error: %s\n' "$*" >&2; exit 1; }
 
@@ -46,7 +48,7 @@ for ((r = 0; r < rounds; r++)); do
     for what in latency bandwidth; do
       # shellcheck disable=SC2046
       timeout 600 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-        mpirun -np 2 $(stack_args "$s") "$bench" --only "$what" --budget-ms "$budget" \
+        mpirun -np 2 $(stack_args "$s") "$bench" --only "$what" --iters "$iters" \
         2>/dev/null | sed "s/^/$s,/" >> "$out/results.csv" ||
         die "$s $what failed"
     done
@@ -58,11 +60,11 @@ python3 - "$out/results.csv" "$rounds" <<'EOF'
 import collections, statistics, sys
 cells = collections.defaultdict(list)
 for line in open(sys.argv[1]):
-    stack, what, size, value = line.strip().split(',')
+    stack, what, size, value = line.strip().split(',')[:4]
     cells[(what, int(size), stack)].append(float(value))
 stacks = ['doorbell', 'ob1_tcp', 'ucx_tcp']
 for what, unit, better in (('latency', 'us, one way', min), ('bandwidth', 'MB/s', max)):
-    print(f'\n{what} ({unit}): median of {sys.argv[2]} rounds [min-max]')
+    print(f'\n{what} ({unit}): median of {sys.argv[2]} rounds [min-max] of each run\'s median')
     print(f'{"size":>8} ' + ' '.join(f'{s:>22}' for s in stacks) + f' {"doorbell/best other":>20}')
     for size in sorted({k[1] for k in cells if k[0] == what}):
         meds = {}
