@@ -213,7 +213,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadParam{"seg_size", "100000",
                  "btl_doorbell_seg_size = 100000 is out of range [1024, 65472]"},
         BadParam{"eager_limit", "65536",
-                 "btl_doorbell_eager_limit = 65536 is out of range [256, 32768]"},
+                 "btl_doorbell_eager_limit = 65536 is out of range [256, 40960]"},
         BadParam{"cc", "fast", "btl_doorbell_cc = \"fast\" is not one of"},
         BadParam{"async_interval", "10",
                  "btl_doorbell_async_interval = 10 is out of range [1000, 1000000]"},
