@@ -180,6 +180,10 @@ static int mca_btl_doorbell_component_register(void)
                      MCA_BTL_FLAGS_RDMA_FLUSH;
     btl->btl_get_limit = 1 << 30;
     btl->btl_put_limit = 1 << 30;
+    /* local buffers need no registration: the core reads and writes them by
+     * address (the verbs device keys them itself) */
+    btl->btl_get_local_registration_threshold = SIZE_MAX;
+    btl->btl_put_local_registration_threshold = SIZE_MAX;
     return mca_btl_base_param_register(
         &mca_btl_doorbell_component.super.btl_version, btl);
 }
