@@ -224,5 +224,44 @@ TEST_F(FabricHosts, DoorbellCarriesNothingInsideAHost)
     EXPECT_GT(d.spine, kSpineCrossed) << "too little crossed the spine";
 }
 
+// The tune file's stack (ob1 over btl self, vader and doorbell): on one host
+// the doorbell btl stays closed and vader carries everything; on two hosts
+// every rank's doorbell btl sends and receives over the fabric while the
+// ranks of each host keep their bytes off the loopback.
+TEST_F(FabricHosts, DoorbellBtlCarriesOnlyWhatCrosses)
+{
+    const std::string tune = kInstall + "/share/doorbell/doorbell.tune";
+    if (!std::filesystem::exists(tune) ||
+        !std::filesystem::exists(kInstall + "/lib/openmpi/mca_btl_doorbell.so"))
+        GTEST_SKIP() << "the btl or the tune file is not installed in " << kInstall;
+    const std::string stack = "--tune " + tune + " --mca btl_doorbell_stats 1 " +
+                              "--mca btl_doorbell_verbose 1 ";
+
+    Traffic before = traffic();
+    auto    r      = mpirun(one_host() + stack + kP2p);
+    ASSERT_EQ(r.rc, 0) << r.out;
+    EXPECT_NE(r.out.find("p2p OK 72 checks on 2 ranks"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("the doorbell btl stays closed"), std::string::npos) << r.out;
+    Traffic d = delta(before, traffic());
+    EXPECT_LT(d.loopback[0], kLoopbackQuiet) << "h1's ranks did not keep to shared memory";
+
+    before = traffic();
+    r      = mpirun("-np 4 " + stack + kP2p);
+    ASSERT_EQ(r.rc, 0) << r.out;
+    EXPECT_NE(r.out.find("p2p OK 432 checks on 4 ranks"), std::string::npos) << r.out;
+    d = delta(before, traffic());
+    std::regex line("btl:doorbell \\S+ fab0 stats: .* tx_packets ([0-9]+) rx_packets ([0-9]+) ");
+    int        modules = 0;
+    for (std::sregex_iterator it(r.out.begin(), r.out.end(), line), end; it != end; ++it) {
+        EXPECT_GT(std::stol((*it)[1].str()), 0) << r.out;
+        EXPECT_GT(std::stol((*it)[2].str()), 0) << r.out;
+        ++modules;
+    }
+    EXPECT_EQ(modules, 4) << r.out;
+    EXPECT_LT(d.loopback[0], kLoopbackQuiet) << "h1's ranks exchanged packets";
+    EXPECT_LT(d.loopback[1], kLoopbackQuiet) << "h2's ranks exchanged packets";
+    EXPECT_GT(d.spine, kSpineCrossed) << "too little crossed the spine";
+}
+
 } // namespace
 } // namespace doorbell::fabric_test
