@@ -25,7 +25,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (data_op && uint64_t(h.msg_offset) + h.length > h.msg_length) {
             abort();
         }
-        if (!data_op && h.length != 0) {
+        /* a signal's operand and an atomic's operands are the only other
+         * payloads */
+        uint32_t fixed = h.opcode == uint8_t(Opcode::kSignal)    ? 8 :
+                         h.opcode == uint8_t(Opcode::kAtomicReq) ? uint32_t(sizeof(AtomicArgs)) :
+                                                                   0;
+        if (!data_op && h.length != fixed) {
+            abort();
+        }
+        if ((h.opcode == uint8_t(Opcode::kAtomicReq) || h.opcode == uint8_t(Opcode::kAtomicResp)) &&
+            h.msg_length != 4 && h.msg_length != 8) {
             abort();
         }
     }

@@ -34,6 +34,9 @@ WireHeader header(Opcode op, uint32_t length, uint32_t msg_length, uint32_t offs
     if (op == Opcode::kNak) {
         h.am_id = uint8_t(NakCode::kSequence);
     }
+    if (op == Opcode::kAtomicReq) {
+        h.am_id = DOORBELL_ATOMIC_CSWAP;
+    }
     return h;
 }
 
@@ -79,6 +82,9 @@ std::vector<std::vector<uint8_t>> valid_samples()
         datagram(header(Opcode::kAck, 0, 0, 0), 0),
         datagram(header(Opcode::kNak, 0, 0, 0), 0),
         datagram(header(Opcode::kSignal, 8, 8, 0), 8),
+        datagram(header(Opcode::kAtomicReq, 16, 8, 0), 16),
+        datagram(header(Opcode::kAtomicReq, 16, 4, 0), 16),
+        datagram(header(Opcode::kAtomicResp, 0, 8, 0), 0),
     };
 }
 
@@ -113,6 +119,18 @@ void check_invariants(const ParseResult &r, const uint8_t *bytes, size_t len)
         ASSERT_EQ(0u, h.msg_offset);
         ASSERT_LE(h.am_id, uint8_t(DOORBELL_SIGNAL_ADD));
         ASSERT_GE(h.remote_addr + 8, h.remote_addr);
+        break;
+    case Opcode::kAtomicReq:
+        ASSERT_EQ(sizeof(AtomicArgs), h.length);
+        ASSERT_TRUE(h.msg_length == 4 || h.msg_length == 8);
+        ASSERT_EQ(0u, h.msg_offset);
+        ASSERT_LT(h.am_id, uint8_t(DOORBELL_ATOMIC_LAST));
+        ASSERT_GE(h.remote_addr + h.msg_length, h.remote_addr);
+        break;
+    case Opcode::kAtomicResp:
+        ASSERT_EQ(0u, h.length);
+        ASSERT_TRUE(h.msg_length == 4 || h.msg_length == 8);
+        ASSERT_TRUE(h.msg_length == 8 || (h.remote_addr >> 32) == 0);
         break;
     default:
         ASSERT_EQ(0u, h.length);
@@ -198,8 +216,8 @@ TEST(Parser, ClassifiesBadDataSegments)
     EXPECT_EQ(ParseStatus::kMalformed, parse(rr.data(), rr.size()).status);
     EXPECT_EQ(ParseStatus::kTruncated, parse(rr.data(), 36).status); /* no echo */
     /* only WRITE, SEND and READ_RESP travel in data segments */
-    for (Opcode op :
-         {Opcode::kAck, Opcode::kNak, Opcode::kReadReq, Opcode::kSignal, Opcode::kAckReq}) {
+    for (Opcode op : {Opcode::kAck, Opcode::kNak, Opcode::kReadReq, Opcode::kSignal,
+                      Opcode::kAckReq, Opcode::kAtomicReq, Opcode::kAtomicResp}) {
         auto other = data_datagram(segment(Opcode::kSend, 3000, 0), 100);
         other[5]   = uint8_t(op);
         EXPECT_EQ(ParseStatus::kMalformed, parse(other.data(), other.size()).status) << int(op);
@@ -238,6 +256,38 @@ TEST(Parser, SignalIsOneWordSetOrAdd)
     wrap.remote_addr = ~uint64_t(0) - 3; /* the word would wrap */
     auto w           = datagram(wrap, 8);
     EXPECT_EQ(ParseStatus::kMalformed, parse(w.data(), w.size()).status);
+}
+
+TEST(Parser, AtomicIsOneWordOfAKnownOperation)
+{
+    auto ok = datagram(header(Opcode::kAtomicReq, 16, 8, 0), 16);
+    EXPECT_EQ(ParseStatus::kOk, parse(ok.data(), ok.size()).status);
+    auto op  = header(Opcode::kAtomicReq, 16, 8, 0);
+    op.am_id = DOORBELL_ATOMIC_LAST; /* no such operation */
+    auto bad = datagram(op, 16);
+    EXPECT_EQ(ParseStatus::kMalformed, parse(bad.data(), bad.size()).status);
+    for (uint32_t size : {0u, 2u, 16u}) { /* 4 or 8 bytes only */
+        auto s = datagram(header(Opcode::kAtomicReq, 16, size, 0), 16);
+        EXPECT_EQ(ParseStatus::kMalformed, parse(s.data(), s.size()).status) << size;
+    }
+    auto args = datagram(header(Opcode::kAtomicReq, 8, 8, 0), 8); /* operands cut short */
+    EXPECT_EQ(ParseStatus::kMalformed, parse(args.data(), args.size()).status);
+    auto off = datagram(header(Opcode::kAtomicReq, 16, 8, 8), 16);
+    EXPECT_EQ(ParseStatus::kMalformed, parse(off.data(), off.size()).status);
+    auto wrap        = header(Opcode::kAtomicReq, 16, 8, 0);
+    wrap.remote_addr = ~uint64_t(0) - 3;
+    auto w           = datagram(wrap, 16);
+    EXPECT_EQ(ParseStatus::kMalformed, parse(w.data(), w.size()).status);
+    /* an answer carries no payload, and a 4-byte word's value fits it */
+    auto resp = datagram(header(Opcode::kAtomicResp, 8, 8, 0), 8);
+    EXPECT_EQ(ParseStatus::kMalformed, parse(resp.data(), resp.size()).status);
+    auto wide        = header(Opcode::kAtomicResp, 0, 4, 0);
+    wide.remote_addr = uint64_t(1) << 32;
+    auto wd          = datagram(wide, 0);
+    EXPECT_EQ(ParseStatus::kMalformed, parse(wd.data(), wd.size()).status);
+    wide.remote_addr = 0xffffffffu;
+    wd               = datagram(wide, 0);
+    EXPECT_EQ(ParseStatus::kOk, parse(wd.data(), wd.size()).status);
 }
 
 TEST(Parser, RandomBytesNeverCrashAndRarelyParse)

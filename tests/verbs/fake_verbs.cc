@@ -120,6 +120,7 @@ struct Send {
     uint64_t             remote_addr;
     uint32_t             rkey;
     uint64_t             compare_add = 0;
+    uint64_t             swap        = 0; ///< CMP_AND_SWP: the new value
     uint32_t             imm;
     ibv_ah_attr          ah;
     uint32_t             remote_qpn;
@@ -379,6 +380,8 @@ ibv_wc_opcode wc_opcode(ibv_wr_opcode op)
         return IBV_WC_RDMA_READ;
     case IBV_WR_ATOMIC_FETCH_AND_ADD:
         return IBV_WC_FETCH_ADD;
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+        return IBV_WC_COMP_SWAP;
     default:
         return IBV_WC_SEND;
     }
@@ -472,7 +475,8 @@ bool execute(FakeQp *q)
             }
             break;
         }
-        case IBV_WR_ATOMIC_FETCH_AND_ADD: {
+        case IBV_WR_ATOMIC_FETCH_AND_ADD:
+        case IBV_WR_ATOMIC_CMP_AND_SWP: {
             /* ConnectX executes atomics on a big-endian word and returns
              * the old value big-endian */
             if (s.sges.size() != 1 || s.sges[0].length != 8 ||
@@ -485,7 +489,11 @@ bool execute(FakeQp *q)
             } else {
                 auto    *word = reinterpret_cast<uint8_t *>(uintptr_t(s.remote_addr));
                 uint64_t old  = get_be(word, 8);
-                put_be(word, old + s.compare_add, 8);
+                if (s.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+                    put_be(word, old + s.compare_add, 8);
+                } else if (old == s.compare_add) {
+                    put_be(word, s.swap, 8);
+                }
                 put_be(reinterpret_cast<uint8_t *>(uintptr_t(s.sges[0].addr)), old, 8);
             }
             len = 8;
@@ -609,9 +617,11 @@ int op_post_send(ibv_qp *qp, ibv_send_wr *wr, ibv_send_wr **bad)
             s.remote_addr = wr->wr.atomic.remote_addr;
             s.rkey        = wr->wr.atomic.rkey;
             s.compare_add = wr->wr.atomic.compare_add;
+            s.swap        = wr->wr.atomic.swap;
             p.remote_addr = s.remote_addr;
             p.rkey        = s.rkey;
             p.compare_add = s.compare_add;
+            p.swap        = s.swap;
         } else {
             s.remote_addr = wr->wr.rdma.remote_addr;
             s.rkey        = wr->wr.rdma.rkey;

@@ -40,7 +40,7 @@ struct HcaConfig {
     bool        timestamps  = true;
     uint64_t    clock_khz   = 156250; ///< HCA core clock (mlx5: 156.25 MHz)
     bool        hw_pacing   = false;  ///< packet_pacing_caps on RC
-    bool        atomics     = true;   ///< atomic_cap (fetch-add, big-endian)
+    bool        atomics     = true;   ///< atomic_cap (fetch-add, compare-and-swap, big-endian)
     bool        mlx5        = true;   ///< mlx5dv_is_supported / init_obj
 };
 
@@ -51,7 +51,8 @@ struct PostedWr {
     std::vector<uint32_t> sge_lengths;
     uint64_t              remote_addr;
     uint32_t              rkey        = 0;
-    uint64_t              compare_add = 0; ///< atomics: the operand
+    uint64_t              compare_add = 0; ///< atomics: the operand (CMP_AND_SWP: the compare)
+    uint64_t              swap        = 0; ///< CMP_AND_SWP: the new value
     std::vector<uint8_t>  inline_data;     ///< inline WRs: the bytes
 };
 

@@ -613,6 +613,62 @@ extern "C" doorbell_status_t doorbell_qp_get_zcopy(doorbell_qp_t *qp, const stru
     });
 }
 
+namespace {
+
+const char *atomic_name(doorbell_atomic_op_t op)
+{
+    static const char *const names[] = {"add", "and", "or", "xor", "swap", "compare-and-swap"};
+    return unsigned(op) < DOORBELL_ATOMIC_LAST ? names[op] : "?";
+}
+
+} // namespace
+
+extern "C" doorbell_status_t doorbell_qp_atomic(doorbell_qp_t *qp, doorbell_atomic_op_t op,
+                                                unsigned size, uint64_t operand, uint64_t compare,
+                                                uint64_t remote_addr, uint32_t rkey,
+                                                uint64_t *result, void *cookie)
+{
+    return with_qp(qp, [&](auto &dev, auto &q) {
+        if (unsigned(op) >= DOORBELL_ATOMIC_LAST || (size != 4 && size != 8)) {
+            return set_error(DOORBELL_ERR_INVALID_PARAM,
+                             "%s: atomic operation %u on %u bytes: no such atomic",
+                             dev.name.c_str(), unsigned(op), size);
+        }
+        doorbell_iface_limits_t l = limits_of(&dev);
+        if (!(l.atomic_ops & (1u << op)) || !(l.atomic_sizes & size)) {
+            return set_error(DOORBELL_ERR_UNSUPPORTED,
+                             "%s: the device executes no %u-byte atomic %s (its atomics: ops "
+                             "0x%x, sizes 0x%x%s)",
+                             dev.name.c_str(), size, atomic_name(op), l.atomic_ops, l.atomic_sizes,
+                             l.atomic_ops == 0 ? ", none" : "");
+        }
+        if (remote_addr % size != 0) {
+            return set_error(DOORBELL_ERR_INVALID_PARAM,
+                             "%s: atomic %s at 0x%llx: not aligned to its %u bytes",
+                             dev.name.c_str(), atomic_name(op), (unsigned long long)remote_addr,
+                             size);
+        }
+        if (q.atomics_inflight >= DOORBELL_MAX_ATOMICS_INFLIGHT) {
+            return DOORBELL_ERR_NO_RESOURCE;
+        }
+        uint64_t          mask   = size == 8 ? ~uint64_t(0) : uint64_t(UINT32_MAX);
+        doorbell_status_t status = post_one(dev, q, true, [&](doorbell_wqe_t &w, SlotContext &c) {
+            w.opcode         = DOORBELL_OP_ATOMIC;
+            w.am_id          = uint8_t(op);
+            w.length         = size;
+            w.rkey           = rkey;
+            w.remote_addr    = remote_addr;
+            w.local_addr     = uintptr_t(result);
+            w.atomic_operand = operand & mask;
+            w.atomic_compare = op == DOORBELL_ATOMIC_CSWAP ? compare & mask : 0;
+            c.kind           = SlotKind::kCookie;
+            c.cookie         = cookie;
+            ++q.atomics_inflight; /* before the doorbell: it may complete */
+        });
+        return status == DOORBELL_OK ? DOORBELL_INPROGRESS : status;
+    });
+}
+
 extern "C" doorbell_status_t doorbell_qp_post(doorbell_qp_t *qp, const doorbell_wqe_t *wqes,
                                               unsigned count)
 {

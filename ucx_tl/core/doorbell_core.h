@@ -90,8 +90,9 @@ typedef struct doorbell_pd doorbell_pd_t;
 typedef struct doorbell_mr doorbell_mr_t;
 
 enum doorbell_access {
-    DOORBELL_ACCESS_REMOTE_READ  = 1u << 0,
-    DOORBELL_ACCESS_REMOTE_WRITE = 1u << 1
+    DOORBELL_ACCESS_REMOTE_READ   = 1u << 0,
+    DOORBELL_ACCESS_REMOTE_WRITE  = 1u << 1,
+    DOORBELL_ACCESS_REMOTE_ATOMIC = 1u << 2 /* target of doorbell_qp_atomic */
 };
 
 doorbell_status_t doorbell_pd_create(doorbell_pd_t **pd_p);
@@ -154,6 +155,12 @@ typedef struct doorbell_iface_limits {
     size_t max_iov;       /* entries per zcopy */
     size_t max_am_header; /* am_zcopy header */
     size_t max_am_zcopy;  /* am_zcopy header + payload */
+    /* atomics (doorbell_qp_atomic) the device executes: one bit
+     * (1u << doorbell_atomic_op_t) per operation, 0 for none */
+    uint32_t atomic_ops;
+    uint32_t atomic_sizes;      /* word sizes it takes: 4 | 8 (bytes) */
+    uint32_t atomic_big_endian; /* 1: the target word is big-endian (the
+                                   HCA's order), not the host's */
 } doorbell_iface_limits_t;
 void doorbell_iface_query_limits(const doorbell_iface_t *iface, doorbell_iface_limits_t *limits);
 
@@ -271,6 +278,39 @@ doorbell_status_t doorbell_qp_get_bcopy(doorbell_qp_t *qp, doorbell_unpack_cb_t 
                                         void *cookie);
 doorbell_status_t doorbell_qp_get_zcopy(doorbell_qp_t *qp, const struct iovec *iov, size_t iovcnt,
                                         uint64_t remote_addr, uint32_t rkey, void *cookie);
+
+/* Atomics: one read-modify-write of an aligned 4- or 8-byte word at
+ * remote_addr, executed once at the target (whatever the network loses or
+ * repeats) and never torn by another atomic of the same device. The target
+ * checks the key, the bounds, the alignment and DOORBELL_ACCESS_REMOTE_ATOMIC
+ * of the region; a rejected atomic completes with DOORBELL_ERR_REMOTE_ACCESS
+ * and leaves the word untouched. Returns INPROGRESS, then cookie completes;
+ * by then *result (unless NULL) holds the word's value before the operation,
+ * zero-extended for a 4-byte word. UNSUPPORTED for an operation or a size the
+ * device lacks (doorbell_iface_limits_t::atomic_ops, atomic_sizes);
+ * INVALID_PARAM for a misaligned address; NO_RESOURCE when the QP has
+ * DOORBELL_MAX_ATOMICS_INFLIGHT atomics incomplete (or its ring is full).
+ * A 4-byte atomic uses the low 32 bits of operand and compare. Atomics of
+ * one device are atomic with each other, not with the CPU's or another
+ * device's on the same word, unless the device says so (see docs/core.md). */
+typedef enum doorbell_atomic_op {
+    DOORBELL_ATOMIC_ADD   = 0, /* word += operand */
+    DOORBELL_ATOMIC_AND   = 1, /* word &= operand */
+    DOORBELL_ATOMIC_OR    = 2, /* word |= operand */
+    DOORBELL_ATOMIC_XOR   = 3, /* word ^= operand */
+    DOORBELL_ATOMIC_SWAP  = 4, /* word = operand */
+    DOORBELL_ATOMIC_CSWAP = 5, /* if (word == compare) word = operand */
+    DOORBELL_ATOMIC_LAST
+} doorbell_atomic_op_t;
+
+/* Atomics a QP keeps incomplete at most (an InfiniBand QP's max_rd_atomic):
+ * the UDP device's targets remember this many answers per QP to execute each
+ * atomic exactly once. */
+#define DOORBELL_MAX_ATOMICS_INFLIGHT 16
+
+doorbell_status_t doorbell_qp_atomic(doorbell_qp_t *qp, doorbell_atomic_op_t op, unsigned size,
+                                     uint64_t operand, uint64_t compare, uint64_t remote_addr,
+                                     uint32_t rkey, uint64_t *result, void *cookie);
 
 /* Raw WQEs (the GPU engine and tools post these): data referenced by
  * local_addr must stay valid until the WQE completes. */

@@ -19,6 +19,9 @@ enum doorbell_opcode {
     DOORBELL_OP_SEND       = 3, /* active message into a pre-posted receive buffer */
     DOORBELL_OP_PUT_SIGNAL = 4, /* PUT, then (ordered after it) an 8-byte
                                    signal update at signal_addr */
+    DOORBELL_OP_ATOMIC     = 5, /* one atomic on the length-byte word at
+                                   remote_addr (doorbell_qp_atomic); the old
+                                   value to local_addr when it is not 0 */
     DOORBELL_OP_LAST
 };
 
@@ -36,17 +39,24 @@ enum doorbell_signal_op {
 #define DOORBELL_WQE_INLINE_MAX 16 /* bytes of payload carried in the WQE itself */
 
 typedef struct doorbell_wqe {
-    uint8_t  opcode;       /* enum doorbell_opcode */
-    uint8_t  flags;        /* enum doorbell_wqe_flags */
-    uint8_t  am_id;        /* SEND: active-message id; PUT_SIGNAL: signal op */
-    uint8_t  inline_len;   /* bytes in inline_data when DOORBELL_WQE_INLINE */
-    uint32_t rkey;         /* remote key of remote_addr */
-    uint64_t remote_addr;  /* target virtual address (bytes) */
-    uint64_t local_addr;   /* source (PUT/SEND) or destination (GET) address */
-    uint32_t length;       /* payload bytes */
-    uint32_t signal_rkey;  /* PUT_SIGNAL: remote key of signal_addr */
-    uint64_t signal_addr;  /* PUT_SIGNAL: remote address of a 64-bit word */
-    uint64_t signal_value; /* PUT_SIGNAL: operand of the signal op */
+    uint8_t  opcode;      /* enum doorbell_opcode */
+    uint8_t  flags;       /* enum doorbell_wqe_flags */
+    uint8_t  am_id;       /* SEND: active-message id; PUT_SIGNAL: signal op;
+                              ATOMIC: doorbell_atomic_op */
+    uint8_t  inline_len;  /* bytes in inline_data when DOORBELL_WQE_INLINE */
+    uint32_t rkey;        /* remote key of remote_addr */
+    uint64_t remote_addr; /* target virtual address (bytes) */
+    uint64_t local_addr;  /* source (PUT/SEND) or destination (GET) address */
+    uint32_t length;      /* payload bytes (ATOMIC: the word's, 4 or 8) */
+    uint32_t signal_rkey; /* PUT_SIGNAL: remote key of signal_addr */
+    union {
+        uint64_t signal_addr;    /* PUT_SIGNAL: remote address of a 64-bit word */
+        uint64_t atomic_compare; /* ATOMIC CSWAP: the value expected */
+    };
+    union {
+        uint64_t signal_value;   /* PUT_SIGNAL: operand of the signal op */
+        uint64_t atomic_operand; /* ATOMIC: the operand (CSWAP: the new value) */
+    };
     union {
         uint64_t wr_id; /* completion cookie returned to the poster */
         uint8_t  inline_data[DOORBELL_WQE_INLINE_MAX];

@@ -64,7 +64,11 @@ uint8_t *QpCore::bounce(SlotContext &ctx)
 void QpCore::complete_to(uint64_t end)
 {
     for (; done < end; ++done) {
-        if (ring.wqe(done).flags & DOORBELL_WQE_SIGNALED) {
+        const doorbell_wqe_t &w = ring.wqe(done);
+        if (w.opcode == DOORBELL_OP_ATOMIC && atomics_inflight > 0) {
+            --atomics_inflight;
+        }
+        if (w.flags & DOORBELL_WQE_SIGNALED) {
             cq.push_back({done, DOORBELL_OK});
             ++iface.counters.signaled;
         }
@@ -145,8 +149,9 @@ unsigned QpCore::poll()
             complete_slot(i, DOORBELL_ERR_CANCELED);
         }
         ring.drain();
-        done        = ring.tail();
-        am_inflight = 0;
+        done             = ring.tail();
+        am_inflight      = 0;
+        atomics_inflight = 0;
         if (!error_to_cookie_) {
             iface.report_error(*this, error_, error_message_);
         }
@@ -162,8 +167,9 @@ void QpCore::cancel_all()
         complete_slot(i, DOORBELL_ERR_CANCELED);
     }
     ring.drain();
-    done        = ring.tail();
-    am_inflight = 0;
+    done             = ring.tail();
+    am_inflight      = 0;
+    atomics_inflight = 0;
 }
 
 doorbell_status_t QpCore::post_flush(SlotKind kind, void *cookie)

@@ -99,6 +99,9 @@ public:
     std::deque<Cqe> cq;       ///< written by the device, polled here
     bool            fence_next  = false;
     uint32_t        am_inflight = 0; ///< SENDs posted, not yet completed
+    /// ATOMICs posted, not yet completed (at most
+    /// DOORBELL_MAX_ATOMICS_INFLIGHT; retired in ring order by complete_to)
+    uint32_t atomics_inflight = 0;
 
 private:
     void     complete_slot(uint64_t index, doorbell_status_t status);

@@ -25,7 +25,8 @@ uint32_t random_u32()
 doorbell_status_t ProtectionDomain::register_region(void *address, size_t length, unsigned access,
                                                     doorbell_mr **mr_p, uint32_t *rkey_p)
 {
-    if ((access & ~unsigned(DOORBELL_ACCESS_REMOTE_READ | DOORBELL_ACCESS_REMOTE_WRITE)) != 0) {
+    if ((access & ~unsigned(DOORBELL_ACCESS_REMOTE_READ | DOORBELL_ACCESS_REMOTE_WRITE |
+                            DOORBELL_ACCESS_REMOTE_ATOMIC)) != 0) {
         return set_error(DOORBELL_ERR_INVALID_PARAM, "mr_register: unknown access flags 0x%x",
                          access);
     }

@@ -46,6 +46,23 @@ ParseStatus check_header(const WireHeader &h, size_t payload_len)
             return ParseStatus::kMalformed;
         }
         break;
+    case Opcode::kAtomicReq: {
+        /* one word of 4 or 8 bytes (its alignment, like a signal's, is
+         * the responder's access check, and so are operands wider than the
+         * word: they are payload) */
+        if (h.length != sizeof(AtomicArgs) || (h.msg_length != 4 && h.msg_length != 8) ||
+            h.msg_offset != 0 || h.am_id >= DOORBELL_ATOMIC_LAST ||
+            h.remote_addr + h.msg_length < h.remote_addr) {
+            return ParseStatus::kMalformed;
+        }
+        break;
+    }
+    case Opcode::kAtomicResp:
+        if (h.length != 0 || (h.msg_length != 4 && h.msg_length != 8) || h.msg_offset != 0 ||
+            (h.msg_length == 4 && (h.remote_addr >> 32) != 0)) {
+            return ParseStatus::kMalformed;
+        }
+        break;
     case Opcode::kReadResp:
         if (seg_end > h.msg_length || h.length == 0) {
             return ParseStatus::kMalformed;

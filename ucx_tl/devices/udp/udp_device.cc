@@ -406,6 +406,10 @@ void UdpIface::query_limits(doorbell_iface_limits_t &l) const
     }
     l.max_am_bcopy = am_max;
     l.max_am_zcopy = am_max;
+    /* the responder executes them with the CPU's atomics (udp_atomic.cc) */
+    l.atomic_ops        = (1u << DOORBELL_ATOMIC_LAST) - 1;
+    l.atomic_sizes      = 4 | 8;
+    l.atomic_big_endian = 0;
 }
 
 doorbell_status_t UdpIface::arm()

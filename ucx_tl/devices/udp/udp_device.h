@@ -15,7 +15,8 @@
  * messages, and answers with cumulative ACKs (timestamp and CE echo) or NAKs.
  *
  * Files: udp_device.cc (the iface's set-up: devices, socket, QPs, wake-up),
- * udp_requester.cc, udp_responder.cc, udp_socket_io.cc (progress, receive,
+ * udp_requester.cc, udp_responder.cc, udp_atomic.cc (atomics at both ends
+ * and the responder's answer cache), udp_socket_io.cc (progress, receive,
  * staging and sendmmsg).
  */
 #pragma once
@@ -31,6 +32,7 @@
 #include <array>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -112,7 +114,10 @@ struct WqeTrack {
     bool     is_send    = false;
 };
 
-/// One READ_REQ piece whose response data is still arriving.
+/// One READ_REQ piece whose response data is still arriving, or an
+/// ATOMIC_REQ whose answer is (atomic: length is the word's size, dest the
+/// caller's result or null, one chunk). Atomics wait here beside reads: a
+/// fence waits for them, and an answer lost after its ACK is asked for again.
 struct ReadPiece {
     uint32_t          psn;
     uint64_t          wqe;
@@ -123,6 +128,7 @@ struct ReadPiece {
     uint8_t          *dest;
     std::vector<bool> got;     ///< per chunk
     uint32_t          missing; ///< chunks not yet received
+    bool              atomic = false;
 };
 
 class UdpIface;
@@ -168,25 +174,43 @@ struct UdpQp : public QpCore {
     double   min_rate     = 0;     ///< lowest pacer rate seen, B/s
 };
 
+/// The answers of a peer QP's last atomics, by PSN (an InfiniBand RC
+/// responder's atomic cache): a repeated ATOMIC_REQ is answered from here and
+/// never executed twice. A requester keeps at most
+/// DOORBELL_MAX_ATOMICS_INFLIGHT atomics incomplete and completes them in
+/// order, so any atomic it may still ask again is among the last that many
+/// executed.
+struct AtomicCache {
+    static constexpr unsigned kSize = DOORBELL_MAX_ATOMICS_INFLIGHT;
+    struct Answer {
+        uint32_t psn;
+        uint32_t size; ///< 0: empty
+        uint64_t value;
+    };
+    std::array<Answer, kSize> answers{};
+    unsigned                  next = 0; ///< the oldest, overwritten next
+};
+
 /// Per peer QP state of the responder.
 struct Responder {
-    sockaddr_in peer;
-    uint32_t    qpn;
-    uint32_t    expected     = 0;                ///< next PSN accepted
-    bool        nak_sent     = false;            ///< a NAK for the current gap went out
-    bool        failed       = false;            ///< an access error: ignore the rest
-    NakCode     fail_code    = NakCode::kAccess; ///< the verdict, repeated
-    bool        ack_due      = false;
-    bool        ack_deferred = false; ///< an ACK waits for ack_deadline
-    uint64_t    ack_deadline = 0;
-    uint32_t    unacked_pkts = 0;       ///< accepted since the last ACK
-    uint64_t    last_seen    = 0;       ///< ns, for eviction when full
-    uint64_t    ts_echo      = 0;       ///< ts_send of the last packet
-    uint64_t    ts_echo_rx   = 0;       ///< ns when that packet was processed
-    uint32_t    ce_bytes     = 0;       ///< CE-marked bytes since the last ACK
-    bool        last_ce      = false;   ///< CE state of the last packet accepted
-    uint8_t    *am_buf       = nullptr; ///< AM being reassembled
-    uint32_t    am_length    = 0;       ///< bytes of it so far
+    sockaddr_in                  peer;
+    uint32_t                     qpn;
+    uint32_t                     expected     = 0;     ///< next PSN accepted
+    bool                         nak_sent     = false; ///< a NAK for the current gap went out
+    bool                         failed       = false; ///< an access error: ignore the rest
+    NakCode                      fail_code    = NakCode::kAccess; ///< the verdict, repeated
+    bool                         ack_due      = false;
+    bool                         ack_deferred = false; ///< an ACK waits for ack_deadline
+    uint64_t                     ack_deadline = 0;
+    uint32_t                     unacked_pkts = 0;       ///< accepted since the last ACK
+    uint64_t                     last_seen    = 0;       ///< ns, for eviction when full
+    uint64_t                     ts_echo      = 0;       ///< ts_send of the last packet
+    uint64_t                     ts_echo_rx   = 0;       ///< ns when that packet was processed
+    uint32_t                     ce_bytes     = 0;       ///< CE-marked bytes since the last ACK
+    bool                         last_ce      = false;   ///< CE state of the last packet accepted
+    uint8_t                     *am_buf       = nullptr; ///< AM being reassembled
+    uint32_t                     am_length    = 0;       ///< bytes of it so far
+    std::unique_ptr<AtomicCache> atomics;                ///< made by the first atomic
 };
 
 class UdpIface : public IfaceCore {
@@ -281,6 +305,13 @@ private:
                         const sockaddr_in &from, bool ce, size_t slot);
     bool handle_send(Responder &r, const WireHeader &h, uint8_t *buf, const uint8_t *payload,
                      size_t slot);
+
+    /* atomics (udp_atomic.cc) */
+    std::optional<NakCode> execute_atomic(Responder &r, const WireHeader &h,
+                                          const uint8_t *payload);
+    bool                   answer_atomic_again(const Responder &r, const WireHeader &h);
+    void send_atomic_response(const Responder &r, const WireHeader &req, uint64_t value);
+    void handle_atomic_resp(UdpQp &qp, const WireHeader &h);
 
     /* socket I/O (udp_socket_io.cc) */
     unsigned receive(size_t &bytes);

@@ -179,6 +179,38 @@ bool UdpIface::cut_packet(UdpQp &qp)
             qp.inflight_bytes += sizeof(WireHeader);
             break;
         }
+        case DOORBELL_OP_ATOMIC: {
+            /* one request; the WQE completes with its answer (a piece of
+             * one chunk, as a read's), which says where the word was */
+            pkt.opcode = Opcode::kAtomicReq;
+            pkt.length = sizeof(AtomicArgs);
+            if (!qp.unacked.empty() &&
+                qp.inflight_bytes + pkt.length + sizeof(WireHeader) > window_) {
+                return false;
+            }
+            ReadPiece piece;
+            piece.psn         = pkt.psn;
+            piece.wqe         = qp.cursor;
+            piece.remote_addr = w.remote_addr;
+            piece.rkey        = w.rkey;
+            piece.length      = w.length;
+            piece.chunk       = w.length;
+            piece.dest        = reinterpret_cast<uint8_t *>(uintptr_t(w.local_addr));
+            piece.missing     = 1;
+            piece.got.assign(1, false);
+            piece.atomic = true;
+            qp.reads.push_back(std::move(piece));
+            ++track.reads_left;
+            qp.inflight_bytes += pkt.length + sizeof(WireHeader);
+            pkt.flags        = kFlagFirst | kFlagLast;
+            track.packetized = true;
+            track.last_psn   = pkt.psn;
+            qp.cursor_offset = 0;
+            ++qp.cursor;
+            ++qp.next_psn;
+            qp.unacked.push_back(pkt);
+            return true;
+        }
         default:
             /* rejected at post time; a raw WQE cannot get here */
             qp.fail(DOORBELL_ERR_UNSUPPORTED,
@@ -230,6 +262,17 @@ void UdpIface::send_packet(UdpQp &qp, const TxPacket &pkt)
         h.length      = sizeof(uint64_t);
         payload       = &w.signal_value; /* the ring slot lives until done */
         break;
+    case Opcode::kAtomicReq:
+        h.am_id       = w.am_id;
+        h.remote_addr = w.remote_addr;
+        h.rkey        = w.rkey;
+        h.msg_length  = w.length;
+        h.length      = sizeof(AtomicArgs);
+        payload       = &w.atomic_compare; /* AtomicArgs; the slot lives until done */
+        if (resend) {
+            h.flags |= kFlagRetry;
+        }
+        break;
     case Opcode::kReadReq:
         h.remote_addr = w.remote_addr + pkt.offset;
         h.rkey        = w.rkey;
@@ -254,7 +297,8 @@ void UdpIface::send_packet(UdpQp &qp, const TxPacket &pkt)
      * ends, a retransmission, half the window or half the AM credits used,
      * or a read that has no data to answer with */
     if (resend || qp.inflight_bytes * 2 > window_ ||
-        ((pkt.flags & kFlagLast) && (w.flags & DOORBELL_WQE_SIGNALED)) ||
+        ((pkt.flags & kFlagLast) && (w.flags & DOORBELL_WQE_SIGNALED) &&
+         pkt.opcode != Opcode::kAtomicReq) || /* its answer acknowledges it */
         (pkt.opcode == Opcode::kSend && qp.am_inflight * 2 >= params.am_credits) ||
         (pkt.opcode == Opcode::kReadReq && pkt.length == 0)) {
         h.flags |= kFlagAckReq;
@@ -429,6 +473,25 @@ unsigned UdpIface::rerequest_reads(UdpQp &qp)
         if (psn_diff(piece.psn, qp.una) >= 0) {
             break; /* the request itself is resent by go-back-N */
         }
+        if (piece.atomic) {
+            /* acknowledged, unanswered: the responder answers it again
+             * from its cache (it never executes it twice) */
+            const doorbell_wqe_t &w = qp.ring.wqe(piece.wqe);
+            WireHeader            h = make_header(Opcode::kAtomicReq);
+            h.flags                 = kFlagFirst | kFlagLast | kFlagRetry;
+            h.am_id                 = w.am_id;
+            h.src_qp                = qp.qpn;
+            h.psn                   = piece.psn;
+            h.remote_addr           = w.remote_addr;
+            h.rkey                  = w.rkey;
+            h.msg_length            = w.length;
+            h.length                = sizeof(AtomicArgs);
+            h.ts_send               = now_;
+            stage(h, &w.atomic_compare, sizeof(AtomicArgs), nullptr, 0, qp.peer);
+            ++counters.retransmits;
+            ++count;
+            continue;
+        }
         WireHeader h  = make_header(Opcode::kReadReq);
         h.flags       = kFlagFirst | kFlagLast | kFlagRetry;
         h.src_qp      = qp.qpn;
@@ -526,6 +589,9 @@ void UdpIface::handle_response(const WireHeader &h, const uint8_t *payload, cons
         break;
     case Opcode::kNak:
         handle_nak(qp, h);
+        break;
+    case Opcode::kAtomicResp:
+        handle_atomic_resp(qp, h);
         break;
     default:
         handle_read_resp(qp, h, payload, ce);
@@ -657,7 +723,7 @@ void UdpIface::handle_read_resp(UdpQp &qp, const WireHeader &h, const uint8_t *p
     }
     ReadPiece &piece = *it;
     uint32_t   idx   = h.msg_offset / piece.chunk;
-    if (h.msg_length != piece.length || h.msg_offset % piece.chunk != 0 ||
+    if (piece.atomic || h.msg_length != piece.length || h.msg_offset % piece.chunk != 0 ||
         h.length != std::min(piece.chunk, piece.length - h.msg_offset)) {
         ++counters.rx_dropped;
         return;

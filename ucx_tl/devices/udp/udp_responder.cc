@@ -1,5 +1,5 @@
 /* UDP device, responder: executes a peer QP's requests in PSN order
- * (writes, sends, reads, signals) against the protection domain and
+ * (writes, sends, reads, signals, atomics) against the protection domain and
  * answers with ACKs, NAKs and read responses. */
 #include "udp_device.h"
 
@@ -113,7 +113,7 @@ void UdpIface::handle_request(const WireHeader &h, uint8_t *buf, const uint8_t *
         Responder fresh;
         fresh.peer = from;
         fresh.qpn  = h.src_qp;
-        it         = responders_.emplace(key, fresh).first;
+        it         = responders_.emplace(key, std::move(fresh)).first;
     }
     Responder &r = it->second;
     /* The hold an ACK reports counts from here, when the packet is processed:
@@ -163,6 +163,9 @@ void UdpIface::handle_request(const WireHeader &h, uint8_t *buf, const uint8_t *
         if (Opcode(h.opcode) == Opcode::kReadReq && (h.flags & kFlagRetry) &&
             pd.allows(h.rkey, h.remote_addr, h.msg_length, DOORBELL_ACCESS_REMOTE_READ)) {
             send_read_response(h, from); /* the responses were lost */
+        }
+        if (Opcode(h.opcode) == Opcode::kAtomicReq) {
+            answer_atomic_again(r, h); /* the answer was lost: never run twice */
         }
         ack_due();
         return;
@@ -219,6 +222,12 @@ void UdpIface::handle_request(const WireHeader &h, uint8_t *buf, const uint8_t *
         }
         break;
     }
+    case Opcode::kAtomicReq:
+        if (std::optional<NakCode> verdict = execute_atomic(r, h, payload)) {
+            reject(*verdict);
+            return;
+        }
+        break;
     case Opcode::kReadReq:
         if (!pd.allows(h.rkey, h.remote_addr, h.msg_length, DOORBELL_ACCESS_REMOTE_READ)) {
             reject(NakCode::kAccess);

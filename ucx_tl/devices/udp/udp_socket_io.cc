@@ -295,6 +295,7 @@ void UdpIface::handle_datagram(uint8_t *buf, size_t len, const sockaddr_in &from
     case Opcode::kAck:
     case Opcode::kNak:
     case Opcode::kReadResp:
+    case Opcode::kAtomicResp:
         handle_response(r.header, r.payload, from, ce);
         break;
     default:

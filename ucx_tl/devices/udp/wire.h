@@ -18,6 +18,7 @@
 #include "core/doorbell_core.h"
 
 #include <bit>
+#include <cstddef>
 #include <cstdint>
 
 namespace doorbell::udp {
@@ -39,6 +40,14 @@ enum class Opcode : uint8_t {
     kSignal = 8,   ///< 8-byte signal update at remote_addr (PUT_SIGNAL, after
                    ///< its WRITE segments); am_id = doorbell_signal_op,
                    ///< payload = the operand
+
+    /* atomics (doorbell_qp_atomic) */
+    kAtomicReq = 9,   ///< one atomic on the msg_length-byte word (4 or 8) at
+                      ///< remote_addr; am_id = doorbell_atomic_op, payload =
+                      ///< AtomicArgs
+    kAtomicResp = 10, ///< answer to the atomic at psn (the request's PSN):
+                      ///< remote_addr = the word's value before it
+                      ///< (zero-extended), msg_length = its size
     kLast
 };
 
@@ -64,7 +73,8 @@ struct [[gnu::packed]] WireHeader {
     uint8_t  version;     /* kVersion */
     uint8_t  opcode;      /* Opcode */
     uint8_t  flags;       /* HeaderFlags */
-    uint8_t  am_id;       /* SEND: AM id; NAK: NakCode; SIGNAL: signal op */
+    uint8_t  am_id;       /* SEND: AM id; NAK: NakCode; SIGNAL: signal op;
+                            * ATOMIC_REQ: doorbell_atomic_op */
     uint32_t src_qp;      /* QP number of the requester */
     uint32_t dst_qp;      /* responses: requester's QP; requests: 0 */
     uint32_t psn;         /* see Opcode */
@@ -132,6 +142,17 @@ constexpr uint32_t data_header_bytes(Opcode op)
 static_assert(sizeof(WireHeader) == 64, "one cache line");
 static_assert(sizeof(WireHeader) == DOORBELL_AM_HEADROOM, "the header is the AM headroom");
 static_assert(std::endian::native == std::endian::little, "the wire format is little-endian");
+
+/// The payload of an ATOMIC_REQ: its operands, in the word's size (a 4-byte
+/// atomic's have their upper 32 bits 0). The order of a WQE's
+/// atomic_compare and atomic_operand: a request is sent from its WQE.
+struct [[gnu::packed]] AtomicArgs {
+    uint64_t compare; /* CSWAP: the value expected; otherwise 0 */
+    uint64_t operand; /* CSWAP: the new value */
+};
+static_assert(sizeof(AtomicArgs) == 16);
+static_assert(offsetof(doorbell_wqe_t, atomic_operand) ==
+              offsetof(doorbell_wqe_t, atomic_compare) + sizeof(uint64_t));
 
 /// PSN serial-number comparison (wraps at 2^32).
 inline int32_t psn_diff(uint32_t a, uint32_t b)

@@ -491,6 +491,9 @@ doorbell_status_t VerbsIface::Keys::register_region(doorbell_mr &mr)
             access |= IBV_ACCESS_REMOTE_ATOMIC;
         }
     }
+    if ((mr.access & DOORBELL_ACCESS_REMOTE_ATOMIC) && iface_.atomics_) {
+        access |= IBV_ACCESS_REMOTE_ATOMIC; /* doorbell_qp_atomic */
+    }
     ibv_mr *m = iface_.prov_.reg_mr(iface_.ibpd_, mr.address, std::max<size_t>(mr.length, 1),
                                     access);
     if (m == nullptr) {
@@ -621,6 +624,11 @@ void VerbsIface::query_limits(doorbell_iface_limits_t &l) const
     l.max_iov       = max_sge_;
     l.max_am_header = 128;
     l.max_am_zcopy  = params.seg_size;
+    /* the verbs standard atomics: fetch-and-add and compare-and-swap on 8
+     * bytes, on a word the HCA keeps big-endian (docs/verbs.md) */
+    l.atomic_ops   = atomics_ ? (1u << DOORBELL_ATOMIC_ADD) | (1u << DOORBELL_ATOMIC_CSWAP) : 0;
+    l.atomic_sizes = atomics_ ? 8 : 0;
+    l.atomic_big_endian = 1;
 }
 
 int VerbsIface::event_fd() const

@@ -4,6 +4,7 @@
 #include "core/clock.h"
 
 #include <arpa/inet.h>
+#include <endian.h>
 
 #include <algorithm>
 #include <bit>
@@ -48,6 +49,8 @@ const char *op_name(uint8_t opcode)
         return "active message (SEND)";
     case DOORBELL_OP_PUT_SIGNAL:
         return "put with signal (RDMA WRITE, then the signal's WRITE or FETCH_AND_ADD)";
+    case DOORBELL_OP_ATOMIC:
+        return "atomic (FETCH_AND_ADD or CMP_AND_SWP)";
     default:
         return "flush";
     }
@@ -203,6 +206,43 @@ void VerbsIface::post(VerbsQp &qp)
             n_wr += 2;
             continue;
         }
+        if (w.opcode == DOORBELL_OP_ATOMIC) {
+            /* the old value lands in the slot's scratch word (big-endian, as
+             * the HCA returns it); complete_wrs hands it to the caller */
+            ibv_send_wr &a          = wrs_[n_wr];
+            a                       = {};
+            a.wr_id                 = i;
+            a.sg_list               = &sges_[n_sge];
+            a.num_sge               = 1;
+            a.wr.atomic.remote_addr = w.remote_addr;
+            a.wr.atomic.rkey        = w.rkey;
+            if (w.am_id == DOORBELL_ATOMIC_CSWAP) {
+                a.opcode                = IBV_WR_ATOMIC_CMP_AND_SWP;
+                a.wr.atomic.compare_add = w.atomic_compare;
+                a.wr.atomic.swap        = w.atomic_operand;
+            } else { /* ADD: the only other one query_limits offers */
+                a.opcode                = IBV_WR_ATOMIC_FETCH_AND_ADD;
+                a.wr.atomic.compare_add = w.atomic_operand;
+            }
+            sges_[n_sge++] = {uintptr_t(&qp.scratch[i & mask]), 8, qp.scratch_mr->lkey};
+            if (w.flags & DOORBELL_WQE_SIGNALED) {
+                a.send_flags |= IBV_SEND_SIGNALED;
+            }
+            if (w.flags & DOORBELL_WQE_FENCE) {
+                a.send_flags |= IBV_SEND_FENCE;
+            }
+            if (cur != nullptr) {
+                cur->next = &a;
+            }
+            cur                   = &a;
+            cur_first             = i;
+            cur_remote_end        = ~uint64_t(0); /* nothing merges into an atomic */
+            qp.wr_first[i & mask] = i;
+            qp.post_ns[i & mask]  = now;
+            counters.tx_bytes += w.length;
+            ++n_wr;
+            continue;
+        }
         ibv_send_wr &wr = wrs_[n_wr];
         wr              = {};
         wr.wr_id        = i;
@@ -336,6 +376,10 @@ void VerbsIface::complete_wrs(VerbsQp &qp, uint64_t end, uint64_t ts)
         const doorbell_wqe_t &w = qp.ring.wqe(j);
         if (w.opcode == DOORBELL_OP_SEND && qp.am_inflight > 0) {
             --qp.am_inflight;
+        }
+        if (w.opcode == DOORBELL_OP_ATOMIC && w.local_addr != 0) {
+            uint64_t old = be64toh(qp.scratch[j & mask]);
+            std::memcpy(reinterpret_cast<void *>(uintptr_t(w.local_addr)), &old, sizeof(old));
         }
         bytes += (w.flags & DOORBELL_WQE_INLINE) ? w.inline_len : w.length;
     }
