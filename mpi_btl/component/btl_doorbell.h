@@ -8,7 +8,8 @@
  * message id: a fragment travels as one active message with no header of the
  * btl's own, packed straight into the send slot (am_bcopy) and handed to the
  * receiver's callback in place. put/get are zero-copy RDMA on the core's
- * memory regions. What the queue pair cannot take now waits, in order, on the
+ * memory regions, atomics the core's (on devices that execute them on
+ * host-order words), so osc rdma runs one-sided MPI over it. What the queue pair cannot take now waits, in order, on the
  * endpoint and is posted from progress: nothing is dropped and no operation
  * depends on ob1 retrying it.
  *
@@ -79,6 +80,7 @@ typedef struct mca_btl_doorbell_stats {
     uint64_t put_bytes;
     uint64_t gets;
     uint64_t get_bytes;
+    uint64_t atomics; /* atomic operations (fetching or not) */
     uint64_t dropped; /* fragments with a tag nobody registered */
 } mca_btl_doorbell_stats_t;
 
@@ -94,7 +96,7 @@ struct mca_btl_doorbell_module_t {
     opal_free_list_t        eager_frags; /* buffers of btl_eager_limit */
     opal_free_list_t        max_frags;   /* buffers of btl_max_send_size */
     opal_free_list_t        user_frags;  /* header room, data in place */
-    opal_free_list_t        rdma_ops;    /* put/get contexts */
+    opal_free_list_t        rdma_ops;    /* put/get/atomic contexts */
     /* The core's calls on one iface are serialized by this lock, taken when
      * a second thread may call: the background progress thread, or
      * MPI_THREAD_MULTIPLE. Callbacks into the upper layer never run on the
@@ -184,11 +186,18 @@ typedef struct mca_btl_doorbell_frag_t {
 } mca_btl_doorbell_frag_t;
 OBJ_CLASS_DECLARATION(mca_btl_doorbell_frag_t);
 
-/* A put or get: the core's cookie while in flight, a queue entry before. */
+enum {
+    MCA_BTL_DOORBELL_OP_PUT,
+    MCA_BTL_DOORBELL_OP_GET,
+    MCA_BTL_DOORBELL_OP_ATOMIC
+};
+
+/* A put, get or atomic: the core's cookie while in flight, a queue entry
+ * before. */
 typedef struct mca_btl_doorbell_rdma_op_t {
     opal_free_list_item_t               super;
     mca_btl_doorbell_comp_t             comp;
-    int                                 is_get;
+    int                                 kind; /* MCA_BTL_DOORBELL_OP_* */
     mca_btl_doorbell_endpoint_t        *endpoint;
     void                               *local_address;
     uint64_t                            remote_address;
@@ -198,6 +207,12 @@ typedef struct mca_btl_doorbell_rdma_op_t {
     mca_btl_base_rdma_completion_fn_t   cbfunc;
     void                               *cbcontext;
     void                               *cbdata;
+    /* atomics: size is the word's (4 or 8); a fetching one has a
+     * local_address, where the old value's size bytes go */
+    doorbell_atomic_op_t atomic_op;
+    uint64_t             operand;
+    uint64_t             compare;
+    uint64_t             result; /* the core writes the old value here */
 } mca_btl_doorbell_rdma_op_t;
 OBJ_CLASS_DECLARATION(mca_btl_doorbell_rdma_op_t);
 
@@ -346,6 +361,7 @@ int  mca_btl_doorbell_get(mca_btl_base_module_t   *btl,
                           mca_btl_base_rdma_completion_fn_t cbfunc,
                           void *cbcontext, void *cbdata);
 int  mca_btl_doorbell_post_rdma(mca_btl_doorbell_rdma_op_t *op);
+int  mca_btl_doorbell_start_rdma(mca_btl_doorbell_rdma_op_t *op);
 int  mca_btl_doorbell_flush(mca_btl_base_module_t   *btl,
                             mca_btl_base_endpoint_t *endpoint);
 void mca_btl_doorbell_completion(void *arg, void *cookie,
@@ -355,6 +371,31 @@ mca_btl_base_registration_handle_t *mca_btl_doorbell_register_mem(
     size_t size, uint32_t flags);
 int mca_btl_doorbell_deregister_mem(mca_btl_base_module_t              *btl,
                                     mca_btl_base_registration_handle_t *handle);
+
+/* btl_doorbell_atomic.c */
+void mca_btl_doorbell_atomic_flags(mca_btl_doorbell_module_t *module);
+int  mca_btl_doorbell_aop(
+     mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint,
+     uint64_t remote_address, mca_btl_base_registration_handle_t *remote_handle,
+     mca_btl_base_atomic_op_t op, uint64_t operand, int flags, int order,
+     mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata);
+int mca_btl_doorbell_afop(mca_btl_base_module_t   *btl,
+                          mca_btl_base_endpoint_t *endpoint,
+                          void *local_address, uint64_t remote_address,
+                          mca_btl_base_registration_handle_t *local_handle,
+                          mca_btl_base_registration_handle_t *remote_handle,
+                          mca_btl_base_atomic_op_t op, uint64_t operand,
+                          int flags, int order,
+                          mca_btl_base_rdma_completion_fn_t cbfunc,
+                          void *cbcontext, void *cbdata);
+int mca_btl_doorbell_acswap(mca_btl_base_module_t   *btl,
+                            mca_btl_base_endpoint_t *endpoint,
+                            void *local_address, uint64_t remote_address,
+                            mca_btl_base_registration_handle_t *local_handle,
+                            mca_btl_base_registration_handle_t *remote_handle,
+                            uint64_t compare, uint64_t value, int flags,
+                            int order, mca_btl_base_rdma_completion_fn_t cbfunc,
+                            void *cbcontext, void *cbdata);
 
 END_C_DECLS
 

@@ -104,9 +104,12 @@ static int mca_btl_doorbell_component_register(void)
                "btl_doorbell_if_include",
                &cm->if_exclude);
     reg_int("local",
-            "0: reach only peers on other hosts and leave peers on this host "
-            "to shared memory (vader); 1: reach peers on this host too (over "
-            "the loopback device when it is selected), for tests on one host",
+            "0: open only in a job that spans hosts, where peers on this "
+            "host and this process itself are reached for one-sided MPI "
+            "only (sends to them go over vader and self); 1: open in a job "
+            "on one host too and reach its peers over the loopback device "
+            "(for tests on one host; without vader and self in the btl "
+            "list, sends too)",
             &cm->local);
     reg_int("stats",
             "1: print the counters of each module at finalize, one line per "
@@ -176,8 +179,11 @@ static int mca_btl_doorbell_component_register(void)
     btl->btl_min_rdma_pipeline_size    = SIZE_MAX;
     btl->btl_latency                   = 10;
     btl->btl_bandwidth                 = 0; /* from the device */
+    /* atomics where the device has them (btl_doorbell_atomic.c): osc rdma
+     * selects a btl with RDMA and fetching atomics for one-sided MPI */
     btl->btl_flags = MCA_BTL_FLAGS_SEND | MCA_BTL_FLAGS_RDMA |
-                     MCA_BTL_FLAGS_RDMA_FLUSH;
+                     MCA_BTL_FLAGS_RDMA_FLUSH | MCA_BTL_FLAGS_ATOMIC_OPS |
+                     MCA_BTL_FLAGS_ATOMIC_FOPS;
     btl->btl_get_limit = 1 << 30;
     btl->btl_put_limit = 1 << 30;
     /* local buffers need no registration: the core reads and writes them by
@@ -207,7 +213,8 @@ static int mca_btl_doorbell_check_params(void)
     mca_btl_doorbell_component_t *cm  = &mca_btl_doorbell_component;
     mca_btl_base_module_t        *btl = &mca_btl_doorbell_module_template.super;
     uint32_t supported = MCA_BTL_FLAGS_SEND | MCA_BTL_FLAGS_RDMA |
-                         MCA_BTL_FLAGS_RDMA_FLUSH;
+                         MCA_BTL_FLAGS_RDMA_FLUSH | MCA_BTL_FLAGS_ATOMIC_OPS |
+                         MCA_BTL_FLAGS_ATOMIC_FOPS;
     int bad = 0;
     int i;
 
@@ -257,11 +264,13 @@ static int mca_btl_doorbell_check_params(void)
     if ((btl->btl_flags & ~supported) != 0 ||
         !(btl->btl_flags & MCA_BTL_FLAGS_SEND)) {
         BTL_DOORBELL_ERROR("btl_doorbell_flags = 0x%x: the btl offers send "
-                           "(0x%x, required), put (0x%x), get (0x%x) and "
-                           "flush (0x%x) only; the doorbell btl is disabled",
+                           "(0x%x, required), put (0x%x), get (0x%x), flush "
+                           "(0x%x), atomics (0x%x) and fetching atomics "
+                           "(0x%x) only; the doorbell btl is disabled",
                            btl->btl_flags, MCA_BTL_FLAGS_SEND,
                            MCA_BTL_FLAGS_PUT, MCA_BTL_FLAGS_GET,
-                           MCA_BTL_FLAGS_RDMA_FLUSH);
+                           MCA_BTL_FLAGS_RDMA_FLUSH, MCA_BTL_FLAGS_ATOMIC_OPS,
+                           MCA_BTL_FLAGS_ATOMIC_FOPS);
         bad = -1;
     }
     return bad ? OPAL_ERR_BAD_PARAM : OPAL_SUCCESS;

@@ -138,8 +138,10 @@ static void mca_btl_doorbell_rdma_op_fail(mca_btl_doorbell_rdma_op_t *op,
 {
     mca_btl_doorbell_module_t *module = op->endpoint->module;
 
-    op->cbfunc(&module->super, op->endpoint, op->local_address,
-               op->local_handle, op->cbcontext, op->cbdata, status);
+    if (op->cbfunc != NULL) {
+        op->cbfunc(&module->super, op->endpoint, op->local_address,
+                   op->local_handle, op->cbcontext, op->cbdata, status);
+    }
     opal_free_list_return(&module->rdma_ops, &op->super);
 }
 

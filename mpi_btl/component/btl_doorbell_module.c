@@ -41,6 +41,9 @@ mca_btl_doorbell_module_t mca_btl_doorbell_module_template = {
         .btl_deregister_mem = mca_btl_doorbell_deregister_mem,
         .btl_register_error = mca_btl_doorbell_register_error,
         .btl_flush          = mca_btl_doorbell_flush,
+        .btl_atomic_op      = mca_btl_doorbell_aop,
+        .btl_atomic_fop     = mca_btl_doorbell_afop,
+        .btl_atomic_cswap   = mca_btl_doorbell_acswap,
         .btl_registration_handle_size =
             sizeof(mca_btl_base_registration_handle_t),
     },
@@ -101,6 +104,7 @@ int mca_btl_doorbell_module_init(mca_btl_doorbell_module_t *module)
     if (btl->btl_put_limit > module->limits.max_zcopy) {
         btl->btl_put_limit = module->limits.max_zcopy;
     }
+    mca_btl_doorbell_atomic_flags(module);
     if (btl->btl_bandwidth == 0) {
         /* bytes/s -> Mb/s */
         btl->btl_bandwidth = (uint32_t)(module->device.bandwidth * 8 / 1e6);
@@ -181,19 +185,39 @@ static const mca_btl_doorbell_modex_entry_t *mca_btl_doorbell_pick_entry(
     return NULL;
 }
 
+/* This module's own address as a modex entry (the endpoint to itself). */
+static void mca_btl_doorbell_own_entry(mca_btl_doorbell_module_t      *module,
+                                       mca_btl_doorbell_modex_entry_t *e)
+{
+    memset(e, 0, sizeof(*e));
+    e->kind            = (uint8_t)module->device.kind;
+    e->device_addr_len = (uint8_t)doorbell_iface_device_address_length(
+        module->iface);
+    e->iface_addr_len = (uint8_t)doorbell_iface_address_length(module->iface);
+    doorbell_iface_get_device_address(module->iface, e->device_addr);
+    doorbell_iface_get_address(module->iface, e->iface_addr);
+}
+
+/* Every process this module's device reaches gets an endpoint, this one and
+ * those on this host included: osc rdma takes one btl for all the ranks of
+ * a window, itself among them, and does all of the window's atomics through
+ * it. ob1 still sends to this process over self and to its host over vader:
+ * the bml puts a btl of lower exclusivity in a peer's RDMA list only, and
+ * ob1 uses no RDMA btl that is not among its eager ones. So these endpoints
+ * carry one-sided traffic; without vader in the btl list, sends too. */
 static int mca_btl_doorbell_add_procs(mca_btl_base_module_t *btl, size_t nprocs,
                                       opal_proc_t             **procs,
                                       mca_btl_base_endpoint_t **peers,
                                       opal_bitmap_t            *reachable)
 {
-    mca_btl_doorbell_module_t *module   = (mca_btl_doorbell_module_t *)btl;
-    opal_proc_t               *my_proc  = opal_proc_local_get();
-    int                        local_ok = mca_btl_doorbell_component.local;
-    int                        added    = 0;
+    mca_btl_doorbell_module_t *module  = (mca_btl_doorbell_module_t *)btl;
+    opal_proc_t               *my_proc = opal_proc_local_get();
+    int                        added   = 0;
 
     for (size_t i = 0; i < nprocs; i++) {
         opal_proc_t                          *proc = procs[i];
         const mca_btl_doorbell_modex_entry_t *entry;
+        mca_btl_doorbell_modex_entry_t        own;
         uint8_t                              *blob = NULL;
         mca_btl_doorbell_endpoint_t          *ep;
         size_t                                size = 0;
@@ -202,47 +226,44 @@ static int mca_btl_doorbell_add_procs(mca_btl_base_module_t *btl, size_t nprocs,
                                                          "?";
 
         peers[i] = NULL;
-        if (proc == my_proc) {
-            continue; /* btl self */
-        }
-        on_node = OPAL_PROC_ON_LOCAL_NODE(proc->proc_flags);
-        if (on_node && !local_ok) {
-            BTL_DOORBELL_VERBOSE(5,
-                                 "%s: %s is on this host: left to shared "
-                                 "memory",
-                                 module->device.name,
-                                 OPAL_NAME_PRINT(proc->proc_name));
-            continue;
-        }
+        on_node  = proc == my_proc || OPAL_PROC_ON_LOCAL_NODE(proc->proc_flags);
         if (on_node && !module->loopback && mca_btl_doorbell_have_loopback()) {
-            continue;
+            continue; /* the loopback module's */
         }
-        OPAL_MODEX_RECV(rc, &mca_btl_doorbell_component.super.btl_version,
-                        &proc->proc_name, &blob, &size);
-        if (rc != OPAL_SUCCESS) {
-            BTL_DOORBELL_VERBOSE(5, "%s: %s published no doorbell address",
-                                 module->device.name,
-                                 OPAL_NAME_PRINT(proc->proc_name));
-            continue;
-        }
-        entry = mca_btl_doorbell_pick_entry(
-            module, (const mca_btl_doorbell_modex_t *)blob, size, host);
-        if (entry == NULL) {
-            BTL_DOORBELL_VERBOSE(5,
-                                 "%s: %s on %s has no address this device "
-                                 "reaches",
-                                 module->device.name,
-                                 OPAL_NAME_PRINT(proc->proc_name), host);
-            free(blob);
-            continue;
+        if (proc == my_proc) {
+            mca_btl_doorbell_own_entry(module, &own);
+            entry = &own;
+        } else {
+            OPAL_MODEX_RECV(rc, &mca_btl_doorbell_component.super.btl_version,
+                            &proc->proc_name, &blob, &size);
+            if (rc != OPAL_SUCCESS) {
+                BTL_DOORBELL_VERBOSE(5, "%s: %s published no doorbell address",
+                                     module->device.name,
+                                     OPAL_NAME_PRINT(proc->proc_name));
+                continue;
+            }
+            entry = mca_btl_doorbell_pick_entry(
+                module, (const mca_btl_doorbell_modex_t *)blob, size, host);
+            if (entry == NULL) {
+                BTL_DOORBELL_VERBOSE(5,
+                                     "%s: %s on %s has no address this device "
+                                     "reaches",
+                                     module->device.name,
+                                     OPAL_NAME_PRINT(proc->proc_name), host);
+                free(blob);
+                continue;
+            }
         }
         ep = mca_btl_doorbell_endpoint_create(module, proc, entry);
         free(blob);
         if (ep == NULL) {
             return OPAL_ERR_OUT_OF_RESOURCE;
         }
-        BTL_DOORBELL_VERBOSE(5, "%s: reaches %s at %s", module->device.name,
-                             OPAL_NAME_PRINT(proc->proc_name), ep->peer_name);
+        BTL_DOORBELL_VERBOSE(5, "%s: reaches %s at %s%s", module->device.name,
+                             OPAL_NAME_PRINT(proc->proc_name), ep->peer_name,
+                             proc == my_proc ? " (itself)" :
+                             on_node         ? " (this host)" :
+                                               "");
         peers[i] = ep;
         if (reachable != NULL) {
             opal_bitmap_set_bit(reachable, (int)i);
@@ -291,15 +312,17 @@ static void mca_btl_doorbell_print_stats(mca_btl_doorbell_module_t *module)
                 "btl:doorbell %s %s stats: sends %" PRIu64 " sendis %" PRIu64
                 " send_bytes %" PRIu64 " queued %" PRIu64 " recvs %" PRIu64
                 " recv_bytes %" PRIu64 " puts %" PRIu64 " put_bytes %" PRIu64
-                " gets %" PRIu64 " get_bytes %" PRIu64 " dropped %" PRIu64
-                " wqes %" PRIu64 " doorbells %" PRIu64 " tx_packets %" PRIu64
-                " rx_packets %" PRIu64 " tx_bytes %" PRIu64 " rx_bytes %" PRIu64
+                " gets %" PRIu64 " get_bytes %" PRIu64 " atomics %" PRIu64
+                " dropped %" PRIu64 " wqes %" PRIu64 " doorbells %" PRIu64
+                " tx_packets %" PRIu64 " rx_packets %" PRIu64
+                " tx_bytes %" PRIu64 " rx_bytes %" PRIu64
                 " retransmits %" PRIu64 " timeouts %" PRIu64,
                 OPAL_NAME_PRINT(OPAL_PROC_MY_NAME), module->device.name,
                 s->sends, s->sendis, s->send_bytes, s->queued, s->recvs,
                 s->recv_bytes, s->puts, s->put_bytes, s->gets, s->get_bytes,
-                s->dropped, c.wqes, c.doorbells, c.tx_packets, c.rx_packets,
-                c.tx_bytes, c.rx_bytes, c.retransmits, c.timeouts);
+                s->atomics, s->dropped, c.wqes, c.doorbells, c.tx_packets,
+                c.rx_packets, c.tx_bytes, c.rx_bytes, c.retransmits,
+                c.timeouts);
 }
 
 static int mca_btl_doorbell_finalize(mca_btl_base_module_t *btl)
@@ -376,13 +399,14 @@ mca_btl_base_registration_handle_t *mca_btl_doorbell_register_mem(
     unsigned                   access = 0;
     doorbell_status_t          status;
 
-    if (flags &
-        (MCA_BTL_REG_FLAG_REMOTE_READ | MCA_BTL_REG_FLAG_REMOTE_ATOMIC)) {
+    if (flags & MCA_BTL_REG_FLAG_REMOTE_READ) {
         access |= DOORBELL_ACCESS_REMOTE_READ;
     }
-    if (flags &
-        (MCA_BTL_REG_FLAG_REMOTE_WRITE | MCA_BTL_REG_FLAG_REMOTE_ATOMIC)) {
+    if (flags & MCA_BTL_REG_FLAG_REMOTE_WRITE) {
         access |= DOORBELL_ACCESS_REMOTE_WRITE;
+    }
+    if (flags & MCA_BTL_REG_FLAG_REMOTE_ATOMIC) {
+        access |= DOORBELL_ACCESS_REMOTE_ATOMIC;
     }
     reg = malloc(sizeof(*reg));
     if (reg == NULL) {

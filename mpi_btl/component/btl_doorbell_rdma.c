@@ -2,9 +2,19 @@
  * RDMA: put and get are zero-copy RDMA WRITE and READ on the remote key in
  * the peer's registration handle; their callback runs when the operation
  * completed remotely (the write is placed, the read's data is here). flush
- * waits for every earlier operation.
+ * waits for every earlier operation, atomics included (btl_doorbell_atomic.c
+ * posts those through the same queue).
  */
 #include "btl_doorbell.h"
+
+#include <string.h>
+
+static const char *mca_btl_doorbell_op_name(const mca_btl_doorbell_rdma_op_t *op)
+{
+    return op->kind == MCA_BTL_DOORBELL_OP_GET ? "get" :
+           op->kind == MCA_BTL_DOORBELL_OP_PUT ? "put" :
+                                                 "atomic";
+}
 
 static void mca_btl_doorbell_rdma_done(mca_btl_doorbell_comp_t *comp,
                                        doorbell_status_t        status)
@@ -15,13 +25,22 @@ static void mca_btl_doorbell_rdma_done(mca_btl_doorbell_comp_t *comp,
 
     if (OPAL_UNLIKELY(status != DOORBELL_OK)) {
         BTL_DOORBELL_VERBOSE(1, "%s: %s of %zu bytes with %s failed: %s",
-                             module->device.name, op->is_get ? "get" : "put",
+                             module->device.name, mca_btl_doorbell_op_name(op),
                              op->size, op->endpoint->peer_name,
                              doorbell_status_string(status));
+    } else if (op->kind == MCA_BTL_DOORBELL_OP_ATOMIC &&
+               op->local_address != NULL) {
+        /* the old value, in the word's size (little-endian: its low bytes
+         * come first) */
+        memcpy(op->local_address, &op->result, op->size);
     }
-    op->cbfunc(&module->super, op->endpoint, op->local_address,
-               op->local_handle, op->cbcontext, op->cbdata,
-               mca_btl_doorbell_status_to_opal(status));
+    /* osc rdma passes no callback for a put whose completion only its
+     * btl_flush needs to know of */
+    if (op->cbfunc != NULL) {
+        op->cbfunc(&module->super, op->endpoint, op->local_address,
+                   op->local_handle, op->cbcontext, op->cbdata,
+                   mca_btl_doorbell_status_to_opal(status));
+    }
     opal_free_list_return(&module->rdma_ops, &op->super);
 }
 
@@ -48,8 +67,8 @@ void mca_btl_doorbell_completion(void *arg, void *cookie,
     comp->func(comp, status);
 }
 
-/* Posts a put or get: OPAL_SUCCESS (in flight), OPAL_ERR_OUT_OF_RESOURCE
- * (the queue pair is full now) or an error. */
+/* Posts a put, get or atomic: OPAL_SUCCESS (in flight),
+ * OPAL_ERR_OUT_OF_RESOURCE (the queue pair is full now) or an error. */
 int mca_btl_doorbell_post_rdma(mca_btl_doorbell_rdma_op_t *op)
 {
     mca_btl_doorbell_endpoint_t *ep     = op->endpoint;
@@ -60,20 +79,37 @@ int mca_btl_doorbell_post_rdma(mca_btl_doorbell_rdma_op_t *op)
     if (OPAL_UNLIKELY(ep->state != MCA_BTL_DOORBELL_EP_OK)) {
         return OPAL_ERR_UNREACH;
     }
-    if (op->is_get) {
+    switch (op->kind) {
+    case MCA_BTL_DOORBELL_OP_GET:
         status = doorbell_qp_get_zcopy(ep->qp, &iov, 1, op->remote_address,
                                        op->rkey, &op->comp);
-    } else {
+        break;
+    case MCA_BTL_DOORBELL_OP_PUT:
         status = doorbell_qp_put_zcopy(ep->qp, &iov, 1, op->remote_address,
                                        op->rkey, &op->comp);
+        break;
+    default:
+        status = doorbell_qp_atomic(ep->qp, op->atomic_op, (unsigned)op->size,
+                                    op->operand, op->compare,
+                                    op->remote_address, op->rkey,
+                                    op->local_address != NULL ? &op->result :
+                                                                NULL,
+                                    &op->comp);
+        break;
     }
     if (OPAL_LIKELY(status == DOORBELL_INPROGRESS)) {
-        if (op->is_get) {
+        switch (op->kind) {
+        case MCA_BTL_DOORBELL_OP_GET:
             module->stats.gets++;
             module->stats.get_bytes += op->size;
-        } else {
+            break;
+        case MCA_BTL_DOORBELL_OP_PUT:
             module->stats.puts++;
             module->stats.put_bytes += op->size;
+            break;
+        default:
+            module->stats.atomics++;
+            break;
         }
         return OPAL_SUCCESS;
     }
@@ -81,41 +117,21 @@ int mca_btl_doorbell_post_rdma(mca_btl_doorbell_rdma_op_t *op)
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
     BTL_DOORBELL_ERROR("%s: %s of %zu bytes with %s: %s", module->device.name,
-                       op->is_get ? "get" : "put", op->size, ep->peer_name,
+                       mca_btl_doorbell_op_name(op), op->size, ep->peer_name,
                        doorbell_last_error());
     return mca_btl_doorbell_status_to_opal(status);
 }
 
-static int mca_btl_doorbell_rdma(
-    mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, int is_get,
-    void *local_address, uint64_t remote_address,
-    mca_btl_base_registration_handle_t *local_handle,
-    mca_btl_base_registration_handle_t *remote_handle, size_t size,
-    mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata)
+/* Posts op now, or queues it behind what waits on its endpoint: the btl
+ * never answers OPAL_ERR_OUT_OF_RESOURCE for want of slots (nothing would
+ * retry the operation). On an error op goes back to its list. */
+int mca_btl_doorbell_start_rdma(mca_btl_doorbell_rdma_op_t *op)
 {
-    mca_btl_doorbell_module_t  *module = (mca_btl_doorbell_module_t *)btl;
-    mca_btl_doorbell_rdma_op_t *op;
-    int                         rc;
+    mca_btl_doorbell_endpoint_t *endpoint = op->endpoint;
+    mca_btl_doorbell_module_t   *module   = endpoint->module;
+    int                          rc;
 
-    if (OPAL_UNLIKELY(remote_handle == NULL)) {
-        return OPAL_ERR_BAD_PARAM;
-    }
-    op = (mca_btl_doorbell_rdma_op_t *)opal_free_list_get(&module->rdma_ops);
-    if (OPAL_UNLIKELY(op == NULL)) {
-        return OPAL_ERR_OUT_OF_RESOURCE;
-    }
-    op->comp.func      = mca_btl_doorbell_rdma_done;
-    op->is_get         = is_get;
-    op->endpoint       = endpoint;
-    op->local_address  = local_address;
-    op->remote_address = remote_address;
-    op->rkey           = remote_handle->rkey;
-    op->size           = size;
-    op->local_handle   = local_handle;
-    op->cbfunc         = cbfunc;
-    op->cbcontext      = cbcontext;
-    op->cbdata         = cbdata;
-
+    op->comp.func = mca_btl_doorbell_rdma_done;
     BTL_DOORBELL_LOCK(module);
     rc = mca_btl_doorbell_endpoint_qp(endpoint);
     if (OPAL_LIKELY(rc == OPAL_SUCCESS) &&
@@ -138,6 +154,36 @@ static int mca_btl_doorbell_rdma(
     return rc;
 }
 
+static int mca_btl_doorbell_rdma(
+    mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint, int kind,
+    void *local_address, uint64_t remote_address,
+    mca_btl_base_registration_handle_t *local_handle,
+    mca_btl_base_registration_handle_t *remote_handle, size_t size,
+    mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata)
+{
+    mca_btl_doorbell_module_t  *module = (mca_btl_doorbell_module_t *)btl;
+    mca_btl_doorbell_rdma_op_t *op;
+
+    if (OPAL_UNLIKELY(remote_handle == NULL)) {
+        return OPAL_ERR_BAD_PARAM;
+    }
+    op = (mca_btl_doorbell_rdma_op_t *)opal_free_list_get(&module->rdma_ops);
+    if (OPAL_UNLIKELY(op == NULL)) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    op->kind           = kind;
+    op->endpoint       = endpoint;
+    op->local_address  = local_address;
+    op->remote_address = remote_address;
+    op->rkey           = remote_handle->rkey;
+    op->size           = size;
+    op->local_handle   = local_handle;
+    op->cbfunc         = cbfunc;
+    op->cbcontext      = cbcontext;
+    op->cbdata         = cbdata;
+    return mca_btl_doorbell_start_rdma(op);
+}
+
 int mca_btl_doorbell_put(mca_btl_base_module_t   *btl,
                          mca_btl_base_endpoint_t *endpoint, void *local_address,
                          uint64_t                            remote_address,
@@ -147,9 +193,10 @@ int mca_btl_doorbell_put(mca_btl_base_module_t   *btl,
                          mca_btl_base_rdma_completion_fn_t cbfunc,
                          void *cbcontext, void *cbdata)
 {
-    return mca_btl_doorbell_rdma(btl, endpoint, 0, local_address,
-                                 remote_address, local_handle, remote_handle,
-                                 size, cbfunc, cbcontext, cbdata);
+    return mca_btl_doorbell_rdma(btl, endpoint, MCA_BTL_DOORBELL_OP_PUT,
+                                 local_address, remote_address, local_handle,
+                                 remote_handle, size, cbfunc, cbcontext,
+                                 cbdata);
 }
 
 int mca_btl_doorbell_get(mca_btl_base_module_t   *btl,
@@ -161,9 +208,10 @@ int mca_btl_doorbell_get(mca_btl_base_module_t   *btl,
                          mca_btl_base_rdma_completion_fn_t cbfunc,
                          void *cbcontext, void *cbdata)
 {
-    return mca_btl_doorbell_rdma(btl, endpoint, 1, local_address,
-                                 remote_address, local_handle, remote_handle,
-                                 size, cbfunc, cbcontext, cbdata);
+    return mca_btl_doorbell_rdma(btl, endpoint, MCA_BTL_DOORBELL_OP_GET,
+                                 local_address, remote_address, local_handle,
+                                 remote_handle, size, cbfunc, cbcontext,
+                                 cbdata);
 }
 
 typedef struct mca_btl_doorbell_flush_comp {

@@ -58,7 +58,8 @@ std::string digest_of(const std::string &out)
 
 // The counters one process printed for its lo module at finalize.
 struct Stats {
-    long sends = -1, sendis = -1, recvs = -1, gets = -1, get_bytes = -1, rx_packets = -1;
+    long sends = -1, sendis = -1, recvs = -1, gets = -1, get_bytes = -1, rx_packets = -1, puts = -1,
+         put_bytes = -1, atomics = -1;
 };
 
 std::vector<Stats> lo_stats(const std::string &out)
@@ -83,6 +84,12 @@ std::vector<Stats> lo_stats(const std::string &out)
                 s.get_bytes = value;
             else if (name == "rx_packets")
                 s.rx_packets = value;
+            else if (name == "puts")
+                s.puts = value;
+            else if (name == "put_bytes")
+                s.put_bytes = value;
+            else if (name == "atomics")
+                s.atomics = value;
         }
         all.push_back(s);
     }
@@ -138,11 +145,12 @@ TEST(Tune, OneHostUsesSharedMemoryAndSameBytes)
 }
 
 // One-sided MPI through ob1 over doorbell (osc pt2pt): puts, gets,
-// accumulate, fetch-and-op and compare-and-swap in fence and lock epochs,
-// every result checked, the bytes counted on doorbell.
+// accumulates, fetch-and-op and compare-and-swap (on other ranks' windows
+// and on one's own) in fence, PSCW and lock epochs on allocated and created
+// windows, every result checked, the bytes counted on doorbell.
 TEST(OneSided, Pt2ptOverDoorbellIsExact)
 {
-    Child c = run(with(over_doorbell(3), {"--mca", "osc", "pt2pt", DOORBELL_RMA_CHECK}));
+    Child c = run(with(over_doorbell(3), {"--mca", "osc", "pt2pt", DOORBELL_RMA_CHECK, "self"}));
     ASSERT_EQ(c.status, 0) << c.output;
     EXPECT_TRUE(contains(c.output, "rma-check: 3 ranks, 0 errors")) << c.output;
     auto stats = lo_stats(c.output);
@@ -151,6 +159,36 @@ TEST(OneSided, Pt2ptOverDoorbellIsExact)
         EXPECT_GT(s.recvs, 0) << c.output;
         EXPECT_GE(s.get_bytes, 1 << 20) << c.output; // the 1 MiB put and get
     }
+}
+
+// The same through osc rdma over the doorbell btl: its puts, gets and
+// atomics, every rank also compare-and-swapping a word of its own window
+// through its endpoint to itself. On one host osc rdma keeps an allocated
+// window's data and its own state words in shared memory (the CPU's
+// atomics); a created window's data and atomics cross the btl. The final
+// windows are plain mpirun's, without compare-and-swap, which crashes the
+// target under plain mpirun (osc rdma over vader, Open MPI 4.1.4).
+TEST(OneSided, RdmaOverDoorbellIsExact)
+{
+    Child plain = run(with(mpirun(3), {DOORBELL_RMA_CHECK, "no-cas", "no-umax"}));
+    Child same  = run(
+         with(over_doorbell(3), {"--mca", "osc", "rdma", DOORBELL_RMA_CHECK, "no-cas", "no-umax"}));
+    Child all = run(with(over_doorbell(3), {"--mca", "osc", "rdma", DOORBELL_RMA_CHECK, "self"}));
+    ASSERT_EQ(plain.status, 0) << plain.output;
+    ASSERT_EQ(same.status, 0) << same.output;
+    ASSERT_EQ(all.status, 0) << all.output;
+    ASSERT_FALSE(digest_of(plain.output).empty()) << plain.output;
+    EXPECT_EQ(digest_of(same.output), digest_of(plain.output)) << same.output;
+    EXPECT_TRUE(contains(all.output, "rma-check: 3 ranks, 0 errors")) << all.output;
+    auto stats = lo_stats(all.output);
+    ASSERT_EQ(stats.size(), 3u) << all.output;
+    long atomics = 0;
+    for (const Stats &s : stats) {
+        EXPECT_GE(s.put_bytes, 1 << 20) << all.output; // the created window's
+        EXPECT_GE(s.get_bytes, 1 << 20) << all.output;
+        atomics += s.atomics;
+    }
+    EXPECT_GT(atomics, 0) << all.output;
 }
 
 // A peer that stops answering (a hung host: its process exists, its socket
