@@ -263,5 +263,47 @@ TEST_F(FabricHosts, DoorbellBtlCarriesOnlyWhatCrosses)
     EXPECT_GT(d.spine, kSpineCrossed) << "too little crossed the spine";
 }
 
+// One-sided MPI through the tune file on 2 hosts x 2 ranks: osc rdma (what
+// Debian's defaults leave once ucx and pt2pt are excluded) selects the
+// doorbell btl, the only btl that reaches every rank of the window, itself
+// and its host's ranks included; every rank's puts, gets and atomics go over
+// it (its counters), the bytes cross the spine, and the final windows are
+// those of ob1 over tcp with osc pt2pt, what a user can run across hosts
+// without doorbell (plain mpirun has no one-sided component across hosts on
+// Debian: MPI_Win_allocate fails).
+TEST_F(FabricHosts, OneSidedRunsOnTheDoorbellBtl)
+{
+    const std::string tune = kInstall + "/share/doorbell/doorbell.tune";
+    const std::string rma  = DOORBELL_RMA_CHECK;
+    if (rma.empty() || !std::filesystem::exists(tune) ||
+        !std::filesystem::exists(kInstall + "/lib/openmpi/mca_btl_doorbell.so"))
+        GTEST_SKIP() << "the btl, its one-sided check or the tune file is not installed";
+
+    Traffic before = traffic();
+    auto    r = mpirun("-np 4 --tune " + tune + " --mca btl_doorbell_stats 1 " + rma + " self");
+    ASSERT_EQ(r.rc, 0) << r.out;
+    EXPECT_NE(r.out.find("rma-check: 4 ranks, 0 errors"), std::string::npos) << r.out;
+    Traffic    d = delta(before, traffic());
+    std::regex line("btl:doorbell \\S+ fab0 stats: .* puts ([0-9]+) put_bytes [0-9]+ gets "
+                    "([0-9]+) get_bytes [0-9]+ atomics ([0-9]+) ");
+    int        modules = 0;
+    for (std::sregex_iterator it(r.out.begin(), r.out.end(), line), end; it != end; ++it) {
+        EXPECT_GT(std::stol((*it)[1].str()), 0) << "puts\n" << r.out;
+        EXPECT_GT(std::stol((*it)[2].str()), 0) << "gets\n" << r.out;
+        EXPECT_GT(std::stol((*it)[3].str()), 0) << "atomics\n" << r.out;
+        ++modules;
+    }
+    EXPECT_EQ(modules, 4) << r.out;
+    EXPECT_GT(d.spine, kSpineCrossed) << "too little crossed the spine";
+
+    auto ref = mpirun("-np 4 --mca pml ob1 --mca btl self,vader,tcp --mca osc pt2pt " + rma +
+                      " self");
+    ASSERT_EQ(ref.rc, 0) << ref.out;
+    std::smatch a, b;
+    ASSERT_TRUE(std::regex_search(r.out, a, std::regex("digest ([0-9a-f]{16})"))) << r.out;
+    ASSERT_TRUE(std::regex_search(ref.out, b, std::regex("digest ([0-9a-f]{16})"))) << ref.out;
+    EXPECT_EQ(a[1].str(), b[1].str()) << r.out << ref.out;
+}
+
 } // namespace
 } // namespace doorbell::fabric_test
