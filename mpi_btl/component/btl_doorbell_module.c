@@ -130,6 +130,9 @@ int mca_btl_doorbell_module_init(mca_btl_doorbell_module_t *module)
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
 
+    /* the device's own counters and a line per queue pair (pacer rate,
+     * RTT, timeouts, tail probes) at close, with the btl's */
+    doorbell_iface_set_stats(module->iface, mca_btl_doorbell_component.stats);
     doorbell_iface_set_am_handler(module->iface, mca_btl_doorbell_am_handler,
                                   module);
     doorbell_iface_set_completion_handler_arg(module->iface,
