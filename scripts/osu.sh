@@ -10,14 +10,17 @@
 #   latency (osu_latency), bandwidth (osu_bw), bibw (osu_bibw)     2 ranks
 #   mbw_mr (osu_mbw_mr, 2 pairs), allreduce (osu_allreduce -c)    4 ranks
 #   put_latency (osu_put_latency), get_bw (osu_get_bw),
-#   acc_latency (osu_acc_latency): one-sided, OSU's defaults     2 ranks
+#   acc_latency (osu_acc_latency -c): one-sided, OSU's defaults   2 ranks
 # The 2-rank benchmarks run on two ranks of this host, or on the fabric on
 # the first and the last host (under different leaves: across the spine).
 # A benchmark that fails on a stack is marked failed in its cells and the
 # round goes on: between hosts, Debian's Open MPI has no one-sided component
-# by default (osc rdma needs an RDMA-capable btl, and
+# by default (osc rdma needs a btl with RDMA and atomics, and
 # /etc/openmpi/openmpi-mca-params.conf turns off osc ucx and pt2pt), so the
-# one-sided benchmarks fail on the fabric for any stack that selects none.
+# one-sided benchmarks fail on the fabric for any stack that selects none:
+# plain mpirun and ucx sm,tcp; the stacks pt2pt_tcp and ucx_osc are what a
+# user can select instead, the tune file runs them on osc rdma over the
+# doorbell btl.
 #
 #   OMB_DIR=/path/to/omb scripts/osu.sh            on this host
 #   OMB_DIR=/path/to/omb scripts/osu.sh --fabric   across the emulated fabric (root)
@@ -26,7 +29,7 @@
 #                   (default), or 4 hosts x 1 rank, two hosts per leaf
 #   --rounds N      rounds of every stack (default 5; the checks want 5 or more)
 #   --stacks LIST   stacks, comma-separated (default plain,ucx,doorbell; also
-#                   ob1_tcp, ucx_tcp)
+#                   ob1_tcp, ucx_tcp, pt2pt_tcp, ucx_osc)
 #   --benches LIST  benchmarks, comma-separated (names above)
 #   --max BYTES     largest message (default 1048576)
 #   --iters N       iterations per size (default 100 here, 10 on the fabric)
@@ -123,6 +126,12 @@ if [[ -n ${omb[allreduce]:-} ]]; then
   bench_opts[allreduce]="-c"
   grep -q -- '--type' <<<"$allreduce_help" && bench_opts[allreduce]+=" -T mpi_int"
 fi
+if [[ -n ${omb[acc_latency]:-} ]]; then
+  # validated: every accumulated value is checked (on MPI_INT, as allreduce)
+  "${omb[acc_latency]}" --help 2>&1 | grep -q -- '--validation' \
+    || die "${omb[acc_latency]} has no -c (validation): use OSU Micro-Benchmarks 7.0 or later"
+  bench_opts[acc_latency]="-c -T mpi_int"
+fi
 iters=${iters:-$([[ $fabric == 1 ]] && echo 10 || echo 100)}
 warmup=$(((iters + 9) / 10))
 
@@ -163,7 +172,7 @@ fi
 
 # One OSU run; its data lines become "<bench>,<bytes>,<value>" in the
 # round's CSV, or a failure "# failed <bench>" (the sizes it finished are
-# kept). Validation (-c) adds a column: any "Fail" fails the benchmark.
+# kept). Validation (-c) adds a column: any "Fail"/"failed" fails the benchmark.
 osu_run() {   # stack round bench
   local s=$1 r=$2 b=$3 np=${bench_prog[$3]#* } where=() why=""
   local raw=$out/$s.r$r.$b.txt csv=$out/$s.r$r.csv
@@ -172,10 +181,10 @@ osu_run() {   # stack round bench
   if ! timeout -k 10 600 "${launch[@]}" -np "$np" "${common[@]}" $(stack_args "$s") "${where[@]}" "${omb[$b]}" \
       -m "8:$max" -i "$iters" -x "$warmup" ${bench_opts[$b]:-} > "$raw" 2> "$out/$s.r$r.$b.log"; then
     why="failed (see $out/$s.r$r.$b.log)"
-  elif grep -q Fail "$raw"; then
+  elif grep -qi fail "$raw"; then
     why="validation FAILED (see $raw)"
   fi
-  awk -v b="$b" '/^[0-9]/ && !/Fail/ { printf "%s,%s,%s\n", b, $1, $2 }' "$raw" >> "$csv"
+  awk -v b="$b" '/^[0-9]/ && !/[Ff]ail/ { printf "%s,%s,%s\n", b, $1, $2 }' "$raw" >> "$csv"
   [[ -z $why ]] && return 0
   log "    $s $b: $why"
   echo "# failed $b" >> "$csv"

@@ -14,6 +14,11 @@
 # By name, for the incast and for anyone who asks (tcp only, even inside a host):
 #   ob1_tcp   pml ob1 with btl self,tcp
 #   ucx_tcp   pml ucx with UCX_TLS=tcp,self
+# By name, for one-sided MPI between hosts, which plain mpirun cannot run on
+# Debian (/etc/openmpi/openmpi-mca-params.conf excludes osc ucx and pt2pt,
+# and osc rdma finds no btl with atomics): what a user can select instead.
+#   pt2pt_tcp osc pt2pt (one-sided as messages) over pml ob1, btl self,vader,tcp
+#   ucx_osc   osc ucx over pml ucx with UCX_TLS=sm,tcp,self
 #
 # Functions: stacks_select LIST (checks names, sets `stacks`), layout_select
 # (checks $layout, sets layout_up, layout_text, layout_ranks; both set
@@ -25,7 +30,7 @@
 # doorbell_state, doorbell_tune, coll_component, launch, common.
 
 stacks_main=(plain ucx doorbell)
-stacks_known=(plain ucx doorbell ob1_tcp ucx_tcp)
+stacks_known=(plain ucx doorbell ob1_tcp ucx_tcp pt2pt_tcp ucx_osc)
 stacks=("${stacks_main[@]}")
 
 doorbell_transport=$install/lib/ucx/libuct_doorbell.so
@@ -96,6 +101,8 @@ stack_args() {
     doorbell) echo "--tune $doorbell_tune -x UCX_NET_DEVICES=$stack_if" ;;
     ob1_tcp) echo "--mca pml ob1 --mca btl self,tcp --mca btl_tcp_if_include $stack_tcp_if" ;;
     ucx_tcp) echo "--mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any --mca osc ^ucx -x UCX_TLS=tcp,self -x UCX_NET_DEVICES=$stack_if" ;;
+    pt2pt_tcp) echo "--mca pml ob1 --mca btl self,vader,tcp --mca btl_tcp_if_include $stack_tcp_if --mca osc pt2pt" ;;
+    ucx_osc) echo "--mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any --mca osc ucx -x UCX_TLS=sm,tcp,self -x UCX_NET_DEVICES=$stack_if" ;;
     *) return 1 ;;
   esac
 }
@@ -107,6 +114,8 @@ stack_label() {
     doorbell) echo "doorbell" ;;
     ob1_tcp) echo "ob1 / tcp" ;;
     ucx_tcp) echo "ucx / tcp" ;;
+    pt2pt_tcp) echo "osc pt2pt, ob1 / tcp" ;;
+    ucx_osc) echo "osc ucx, ucx sm,tcp" ;;
     *) echo "$1" ;;
   esac
 }

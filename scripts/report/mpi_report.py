@@ -27,6 +27,8 @@ STACKS = [
     ("ucx", "ucx sm,tcp"),
     ("ob1_tcp", "ob1 / tcp"),
     ("ucx_tcp", "ucx / tcp"),
+    ("pt2pt_tcp", "osc pt2pt, ob1 / tcp"),
+    ("ucx_osc", "osc ucx, ucx sm,tcp"),
     ("doorbell", "doorbell"),
 ]
 DOORBELL = "doorbell"
@@ -40,7 +42,7 @@ BENCHES = {
     "allreduce": ("us", "lower", "MPI_Allreduce (sum)", "osu_allreduce -c"),
     "put_latency": ("us", "lower", "MPI_Put latency", "osu_put_latency"),
     "get_bw": ("MB/s", "higher", "MPI_Get bandwidth", "osu_get_bw"),
-    "acc_latency": ("us", "lower", "MPI_Accumulate latency", "osu_acc_latency"),
+    "acc_latency": ("us", "lower", "MPI_Accumulate latency", "osu_acc_latency -c"),
 }
 # The sizes the checks name, and the rounds they want.
 CHECK_MIN, CHECK_MAX = 8, 1 << 20
