@@ -3,6 +3,7 @@
 #include "reduce.h"
 #include "schedules.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <limits>
@@ -24,8 +25,8 @@ struct Need {
 struct Plan {
     doorbell_coll_algorithm_t alg;
     Hierarchy                 hier;
-    bool                      spine_ring = false;
-    int                       pipeline   = 1;
+    HierPlan                  hier_plan;
+    int                       pipeline = 1;
 };
 
 Need need(const doorbell_coll_team_t &team, const doorbell_coll_tuning_t &tuning, Plan &p,
@@ -39,12 +40,9 @@ Need need(const doorbell_coll_team_t &team, const doorbell_coll_tuning_t &tuning
     case DOORBELL_COLL_ALG_RABENSEIFNER:
         return {rabenseifner_scratch(n, seg), rabenseifner_flags(n)};
     case DOORBELL_COLL_ALG_HIERARCHICAL:
-        p.spine_ring = seg.bytes() > tuning.small_max && p.hier.spine.size() > 2;
-        p.pipeline   = p.spine_ring ?
-                           chunk_pipeline(p.hier.spine.size(), seg, tuning.pipeline_block) :
-                           1;
-        return {hierarchical_scratch(p.hier, seg, p.spine_ring, p.pipeline),
-                hierarchical_flags(p.hier, p.spine_ring, p.pipeline)};
+        p.hier_plan.pipeline = hierarchical_pipeline(p.hier_plan, seg, tuning.pipeline_block);
+        return {hierarchical_scratch(p.hier, p.hier_plan, seg, team.node_scratch != nullptr),
+                hierarchical_flags(p.hier, p.hier_plan)};
     case DOORBELL_COLL_ALG_DIRECT:
         return {direct_scratch(n, seg.bytes()), direct_flags(n)};
     case DOORBELL_COLL_ALG_TWO_STEP:
@@ -93,18 +91,21 @@ Status run(doorbell_coll_team_t &team, const doorbell_coll_tuning_t &tuning,
     Plan p;
     p.alg = team.size == 1 ? DOORBELL_COLL_ALG_RECURSIVE_DOUBLING :
                              doorbell_coll_select(&team, &tuning, requested, count * esize);
-    // The ring and two-step read the send buffer itself; the others reduce
-    // in recvbuf.
+    // The ring, two-step and hierarchical read the send buffer itself; the
+    // others reduce in recvbuf.
     const bool read_send = (p.alg == DOORBELL_COLL_ALG_RING ||
-                            p.alg == DOORBELL_COLL_ALG_TWO_STEP) &&
+                            p.alg == DOORBELL_COLL_ALG_TWO_STEP ||
+                            p.alg == DOORBELL_COLL_ALG_HIERARCHICAL) &&
                            sendbuf != nullptr && sendbuf != recvbuf;
     if (sendbuf != nullptr && sendbuf != recvbuf && !read_send)
         std::memcpy(recvbuf, sendbuf, count * esize);
     if (team.size == 1)
         return {};
 
-    if (p.alg == DOORBELL_COLL_ALG_HIERARCHICAL)
-        p.hier = make_hierarchy(team);
+    if (p.alg == DOORBELL_COLL_ALG_HIERARCHICAL) {
+        p.hier      = make_hierarchy(team);
+        p.hier_plan = hierarchical_plan(p.hier, count * esize, tuning);
+    }
     Segment      whole{static_cast<unsigned char *>(recvbuf), count, esize, dtype, op};
     const size_t per_round = round_count(team, tuning, p, whole);
     for (size_t done = 0; done < count; done += per_round) {
@@ -140,7 +141,7 @@ Status run(doorbell_coll_team_t &team, const doorbell_coll_tuning_t &tuning,
             st = two_step(r, all, {}, seg, p.pipeline);
             break;
         case DOORBELL_COLL_ALG_HIERARCHICAL:
-            st = hierarchical(r, p.hier, seg, p.spine_ring, p.pipeline);
+            st = hierarchical(r, p.hier, p.hier_plan, seg);
             break;
         default:
             st = recursive_doubling(r, all, {}, seg);
@@ -171,6 +172,7 @@ void doorbell_coll_tuning_default(doorbell_coll_tuning_t *tuning_p)
     tuning_p->net_small_max    = 1024;
     tuning_p->direct_max_ranks = 8;
     tuning_p->hier_max         = 262144;
+    tuning_p->hier_slice_min   = 65536;
     tuning_p->ring_min         = 131072;
     tuning_p->pipeline_block   = 262144;
 }
@@ -201,10 +203,15 @@ int doorbell_coll_deliver_put_signal(doorbell_coll_team_t *team, const void *src
 
 uint32_t doorbell_coll_flags_needed(int size)
 {
-    // Worst case: hierarchical with every rank its own node and a pipelined
-    // ring on the spine; ring alone needs less.
-    uint32_t n = static_cast<uint32_t>(size < 1 ? 1 : size);
-    return 2 * n + 2 * (n - 1) * kMaxPipeline + 2 * static_cast<uint32_t>(log2_floor(size) + 2) + 4;
+    // Worst cases: the pipelined ring, and hierarchical with a node or a
+    // leaf of every rank, every rank a slice owner, pipelined sub-blocks and
+    // the largest spine schedule.
+    const int      n = size < 1 ? 1 : size;
+    const uint32_t N = static_cast<uint32_t>(n), P = kMaxPipeline;
+    const uint32_t spine = std::max({P, recursive_doubling_flags(n), rabenseifner_flags(n)});
+    const uint32_t hier  = 2 * (N - 1) * P + spine + P + N * P;
+    return std::max({ring_flags(n, kMaxPipeline), two_step_flags(n, kMaxPipeline),
+                     rabenseifner_flags(n), recursive_doubling_flags(n), direct_flags(n), hier});
 }
 
 doorbell_coll_algorithm_t doorbell_coll_select(const doorbell_coll_team_t   *team,

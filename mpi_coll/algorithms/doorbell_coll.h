@@ -113,11 +113,11 @@ typedef struct doorbell_coll_transport_ops {
     int (*progress)(void *ctx);
     /* Optional (NULL: the schedules yield the CPU). Called, when the team
      * yields (more ranks than cores), after `idle_polls` consecutive polls
-     * found nothing while this rank waits for *flag to reach value. May
-     * yield, or sleep until a peer signals this rank (or a short bound
-     * passes); must return promptly once *flag >= value. Returns 0, or
-     * nonzero on error. */
-    int (*idle)(void *ctx, const uint64_t *flag, uint64_t value, unsigned idle_polls);
+     * found nothing while this rank waits for *flag to reach value, which
+     * `peer` raises. May yield, or sleep until a peer signals this rank (or
+     * a short bound passes); must return promptly once *flag >= value.
+     * Returns 0, or nonzero on error. */
+    int (*idle)(void *ctx, int peer, const uint64_t *flag, uint64_t value, unsigned idle_polls);
 } doorbell_coll_transport_ops_t;
 
 /* One communicator as the schedules see it. Filled by the caller; the
@@ -141,6 +141,12 @@ typedef struct doorbell_coll_team {
      * every rank or on none. Lets the two-step allgather read finished
      * chunks in place instead of having them written to every rank. */
     const unsigned char *const *peer_scratch;
+    /* Every rank's scratch (both halves) indexed by rank, readable with plain
+     * loads at least for the ranks of this rank's node (node_of); or NULL.
+     * Must be NULL on every rank or on none. Lets the hierarchical algorithm
+     * read a node peer's finished slice in place while the ranks of other
+     * nodes are reached over the network. */
+    const unsigned char *const *node_scratch;
 } doorbell_coll_team_t;
 
 /* Size thresholds that `auto` uses (bytes of the whole message). */
@@ -150,7 +156,10 @@ typedef struct doorbell_coll_tuning {
     size_t net_small_max;    /* <= : recursive doubling; peers reached over
                                 the network (not read in place) */
     int    direct_max_ranks; /* direct exchange up to this many ranks */
-    size_t hier_max;         /* <= : hierarchical when ranks span nodes */
+    size_t hier_max;         /* <= : hierarchical when ranks share nodes and
+                                span several (larger: the flat algorithms) */
+    size_t hier_slice_min;   /* >= : hierarchical with every rank of a node
+                                owning a slice (smaller: node leaders only) */
     size_t ring_min;         /* >= : ring, else Rabenseifner (2^k ranks) */
     size_t pipeline_block;   /* ring sub-block size, 0 = no pipelining */
 } doorbell_coll_tuning_t;

@@ -77,7 +77,7 @@ Status Round::wait(int peer, uint32_t slot)
             if (team_.ops->idle == nullptr) {
                 std::this_thread::yield();
                 idle = 0;
-            } else if (team_.ops->idle(team_.ctx, flag, seq_, idle) != 0) {
+            } else if (team_.ops->idle(team_.ctx, peer, flag, seq_, idle) != 0) {
                 return make_error(DOORBELL_COLL_ERR_TRANSPORT,
                                   "rank %d: transport failed while idle, waiting for rank %d "
                                   "(round %llu)",

@@ -69,6 +69,15 @@ public:
     {
         return team_.peer_scratch[peer] + (seq_ & 1) * team_.scratch_half + off;
     }
+    // Can this rank read the scratch of the ranks of its node in place
+    // (node_at)?
+    bool node_readable() const { return team_.node_scratch != nullptr; }
+    // `peer`'s scratch at offset `off` of this round's half; `peer` is on
+    // this rank's node (node_readable).
+    const unsigned char *node_at(int peer, size_t off) const
+    {
+        return team_.node_scratch[peer] + (seq_ & 1) * team_.scratch_half + off;
+    }
     int      rank() const { return team_.rank; }
     uint64_t seq() const { return seq_; }
 
@@ -148,19 +157,36 @@ size_t   rabenseifner_scratch(int n, const Segment &seg);
 uint32_t rabenseifner_flags(int n);
 Status   rabenseifner(Round &r, const Group &g, Base base, const Segment &seg);
 
-// Two-hop aggregation: node -> leaf -> spine -> back down.
+// Two-hop aggregation: inside each node (shared memory), then between
+// nodes (the network) by the ranks owning a slice, leaf-aware, then back
+// inside each node. hierarchical.cc says how.
 struct Hierarchy {
-    std::vector<Group>            nodes;        ///< every node, ranks ascending
-    std::vector<std::vector<int>> leaves;       ///< node leaders per leaf
-    std::vector<int>              node_index;   ///< rank -> index into nodes
-    Group                         spine;        ///< leaf leaders (or node leaders)
-    int                           max_node = 1; ///< ranks in the largest node
-    int                           max_leaf = 1; ///< nodes in the largest leaf
+    std::vector<Group>            nodes; ///< every node, ranks ascending, in order of first rank
+    std::vector<int>              node_index; ///< rank -> index into nodes
+    std::vector<std::vector<int>> leaves;     ///< node indices per leaf, ascending; a leaf per
+                                              ///< node when the team has no leaf map
+    std::vector<int> leaf_of_node;            ///< node index -> index into leaves
+    std::vector<int> pos_in_leaf;             ///< node index -> its place in its leaf
+    int              max_node = 1;            ///< ranks in the largest node
+    int              min_node = 1;            ///< ranks in the smallest node
+    int              max_leaf = 1;            ///< nodes in the largest leaf
 };
 Hierarchy make_hierarchy(const doorbell_coll_team_t &team);
-size_t hierarchical_scratch(const Hierarchy &h, const Segment &seg, bool spine_ring, int pipeline);
-uint32_t hierarchical_flags(const Hierarchy &h, bool spine_ring, int pipeline);
-Status   hierarchical(Round &r, const Hierarchy &h, const Segment &seg, bool spine_ring,
-                      int pipeline);
+
+// How one allreduce runs on the hierarchy (the same on every rank and every
+// round: it depends on the whole message).
+struct HierPlan {
+    int  slices          = 1;     ///< slices per node: 1 (node leaders only) or min_node
+    int  pipeline        = 1;     ///< sub-blocks per slice, set per round
+    bool spine_tree_high = false; ///< spine of more than 2 leaves: Rabenseifner
+                                  ///< (sliced) rather than recursive doubling
+};
+HierPlan hierarchical_plan(const Hierarchy &h, size_t bytes, const doorbell_coll_tuning_t &tuning);
+// Sub-blocks per slice for one round of `seg`.
+int      hierarchical_pipeline(const HierPlan &p, const Segment &seg, size_t block);
+size_t   hierarchical_scratch(const Hierarchy &h, const HierPlan &p, const Segment &seg,
+                              bool node_readable);
+uint32_t hierarchical_flags(const Hierarchy &h, const HierPlan &p);
+Status   hierarchical(Round &r, const Hierarchy &h, const HierPlan &p, const Segment &seg);
 
 } // namespace doorbell::coll

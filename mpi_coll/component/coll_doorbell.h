@@ -56,6 +56,7 @@ typedef struct mca_coll_doorbell_component_t {
     size_t net_small_max;    /* bytes; over the network: recursive doubling */
     int    direct_max_ranks; /* direct exchange up to this many ranks */
     size_t hier_max;         /* bytes; hierarchical up to here */
+    size_t hier_slice_min;   /* bytes; hierarchical with a slice per rank */
     size_t ring_min;         /* bytes; ring from here */
     size_t pipeline_block;   /* bytes per ring sub-block */
     size_t scratch_size;     /* bytes per scratch half per communicator */
@@ -107,6 +108,9 @@ typedef struct mca_coll_doorbell_team {
     void               **rptr;         /* peer region mapped here, or NULL */
     unsigned char      **peer_scratch; /* every rank's region when all
                                             ranks map all peers, or NULL */
+    unsigned char      **node_scratch; /* the regions of this rank's node
+                                            (others NULL) when all ranks map
+                                            their node's peers, or NULL */
     int                  own_region;   /* region from posix_memalign */
     int                  ucp_peers;    /* peers reached by UCP puts */
     int                  counted;      /* counted in ucp.ucp_teams */
@@ -150,10 +154,10 @@ mca_coll_base_module_t *mca_coll_doorbell_comm_query(
 
 /* coll_doorbell_ucp.c: the process's UCP context, endpoints, and the teams
  * the active-message handler looks put_signals up in */
-int  mca_coll_doorbell_ucp_init(void);
-void mca_coll_doorbell_ucp_finalize(void);
-int  mca_coll_doorbell_ucp_get_ep(struct ompi_proc_t *proc, const void *address,
-                                  ucp_ep_h *ep_p);
+int          mca_coll_doorbell_ucp_init(void);
+void         mca_coll_doorbell_ucp_finalize(void);
+ucs_status_t mca_coll_doorbell_ucp_get_ep(struct ompi_proc_t *proc,
+                                          const void *address, ucp_ep_h *ep_p);
 int  mca_coll_doorbell_ucp_register_team(mca_coll_doorbell_team_t *team);
 void mca_coll_doorbell_ucp_unregister_team(mca_coll_doorbell_team_t *team);
 

@@ -37,7 +37,7 @@ mca_coll_doorbell_component_t mca_coll_doorbell_component = {
     2,          /* doorbell_np */
     NULL,       /* doorbell_allreduce_algorithm */
     DOORBELL_COLL_ALG_AUTO,
-    0, 0, 0, 0, 0, 0, /* thresholds: set from doorbell_coll_tuning_default() */
+    0, 0, 0, 0, 0, 0, 0, /* thresholds: from doorbell_coll_tuning_default() */
     1048576,    /* doorbell_scratch_size: two halves stay in cache */
     2048,       /* doorbell_am_max */
     NULL,       /* doorbell_tls */
@@ -87,6 +87,7 @@ static int mca_coll_doorbell_register(void)
     cm->net_small_max    = defaults.net_small_max;
     cm->direct_max_ranks = defaults.direct_max_ranks;
     cm->hier_max         = defaults.hier_max;
+    cm->hier_slice_min   = defaults.hier_slice_min;
     cm->ring_min         = defaults.ring_min;
     cm->pipeline_block   = defaults.pipeline_block;
     cm->algorithm_str    = "auto";
@@ -132,6 +133,12 @@ static int mca_coll_doorbell_register(void)
              "hierarchical algorithm when ranks share nodes and span "
              "several",
              &cm->hier_max);
+    reg_size("hier_slice_min",
+             "Hierarchical algorithm: messages of at least this many bytes "
+             "are cut into a slice per rank of the smallest node, each "
+             "reduced and exchanged between nodes by its owner; smaller "
+             "ones go through one leader per node",
+             &cm->hier_slice_min);
     reg_size("ring_min",
              "auto: messages of at least this many bytes use "
              "the ring (Rabenseifner below, on 2^k ranks)",
@@ -152,7 +159,9 @@ static int mca_coll_doorbell_register(void)
              &cm->scratch_size);
     reg_string("tls",
                "UCX transports of the component's UCP context "
-               "(UCX_TLS syntax), e.g. doorbell, or tcp,self for tests",
+               "(UCX_TLS syntax): shared memory (posix, sysv) for the "
+               "ranks of this host, which then write each other's "
+               "scratch through mappings, doorbell for the others",
                &cm->tls);
     reg_int("timeout",
             "Milliseconds a rank waits for a peer's data "

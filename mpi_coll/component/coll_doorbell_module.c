@@ -143,6 +143,7 @@ mca_coll_base_module_t *mca_coll_doorbell_comm_query(
     module->tuning.net_small_max     = cm->net_small_max;
     module->tuning.direct_max_ranks  = cm->direct_max_ranks;
     module->tuning.hier_max          = cm->hier_max;
+    module->tuning.hier_slice_min    = cm->hier_slice_min;
     module->tuning.ring_min          = cm->ring_min;
     module->tuning.pipeline_block    = cm->pipeline_block;
     module->super.coll_module_enable = mca_coll_doorbell_module_enable;

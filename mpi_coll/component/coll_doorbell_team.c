@@ -9,6 +9,7 @@
 #include "ompi/datatype/ompi_datatype.h"
 #include "opal/runtime/opal_progress.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -55,7 +56,7 @@ void mca_coll_doorbell_team_destroy(mca_coll_doorbell_team_t *team)
         free(team->region);
     }
     free(team->rptr);
-    free(team->peer_scratch);
+    free(team->node_scratch); /* peer_scratch is the same array or NULL */
     free(team->eps);
     free(team->rkeys);
     free(team->remote_base);
@@ -158,6 +159,66 @@ static int mca_coll_doorbell_team_local(mca_coll_doorbell_team_t *team, int n)
     return OMPI_SUCCESS;
 }
 
+/* The transports of UCP's lanes to `peer`, "tl/dev" names separated by
+ * spaces, from the endpoint's configuration (what UCP chose by UCX's own
+ * reachability: shared memory needs the same boot id and IPC namespace). */
+static void mca_coll_doorbell_ep_lanes(ucp_ep_h ep, char *buf, size_t len)
+{
+    char  *dump     = NULL, *line, *p, *end, name[64];
+    size_t dump_len = 0, used = 0, n;
+    FILE  *f = open_memstream(&dump, &dump_len);
+
+    buf[0] = '\0';
+    if (f == NULL) {
+        return;
+    }
+    ucp_ep_print_info(ep, f);
+    fclose(f);
+    /* "lane[0]:  3:posix/memory.0 md[1] ..." */
+    for (line = dump; line != NULL && (p = strstr(line, "lane[")) != NULL;
+         line = strchr(p, '\n')) {
+        p = strchr(p, ':');
+        if (p == NULL || (p = strchr(p + 1, ':')) == NULL) {
+            break;
+        }
+        end = strpbrk(++p, ". \n");
+        n   = end == NULL ? strlen(p) : (size_t)(end - p);
+        if (n == 0 || n >= sizeof(name)) {
+            continue;
+        }
+        memcpy(name, p, n);
+        name[n] = '\0';
+        if (strstr(buf, name) == NULL && used + n + 2 < len) {
+            used += snprintf(buf + used, len - used, "%s%s", used ? " " : "",
+                             name);
+        }
+    }
+    free(dump);
+}
+
+/* At verbose 2: how this rank reaches `peer` (its host, the UCP lanes, and
+ * whether it writes through a mapping). */
+static void mca_coll_doorbell_team_report_peer(mca_coll_doorbell_team_t *team,
+                                               ompi_communicator_t      *comm,
+                                               int peer, const char *hosts)
+{
+    char lanes[256];
+
+    if (mca_coll_doorbell_component.verbose < 2) {
+        return;
+    }
+    mca_coll_doorbell_ep_lanes(team->eps[peer], lanes, sizeof(lanes));
+    DOORBELL_VERBOSE(2,
+                     "comm %s: rank %d -> rank %d (%s node, host %s): lanes "
+                     "[%s], %s",
+                     comm->c_name, team->super.rank, peer,
+                     team->node_of[peer] == team->node_of[team->super.rank] ?
+                         "same" :
+                         "other",
+                     hosts + (size_t)peer * DOORBELL_HOSTNAME_LEN, lanes,
+                     team->rptr[peer] != NULL ? "mapped" : "UCP puts");
+}
+
 int mca_coll_doorbell_team_create(mca_coll_doorbell_module_t *module,
                                   mca_coll_doorbell_team_t  **team_p)
 {
@@ -169,7 +230,9 @@ int mca_coll_doorbell_team_create(mca_coll_doorbell_module_t *module,
     char                     *blobs = NULL, *hosts = NULL, *mine;
     void                     *blob     = NULL;
     size_t                    blob_len = 0;
-    int i, rc, local_ok, have_leaves = 0, mapped = 0, all_mapped;
+    int          i, rc, local_ok, have_leaves = 0, mapped = 0, all_mapped;
+    int          node_peers = 0, node_mapped = 0, reached = 1, agreed[3];
+    ucs_status_t status;
 
     team = calloc(1, sizeof(*team));
     if (team == NULL) {
@@ -237,9 +300,8 @@ int mca_coll_doorbell_team_create(mca_coll_doorbell_module_t *module,
     }
     for (i = 0; i < n; i++) {
         mca_coll_doorbell_blob_t hdr;
-        const char              *b = blobs + (size_t)i * max_len;
 
-        memcpy(&hdr, b, sizeof(hdr));
+        memcpy(&hdr, blobs + (size_t)i * max_len, sizeof(hdr));
         hdr.host[DOORBELL_HOSTNAME_LEN - 1] = '\0';
         memcpy(hosts + (size_t)i * DOORBELL_HOSTNAME_LEN, hdr.host,
                DOORBELL_HOSTNAME_LEN);
@@ -256,51 +318,87 @@ int mca_coll_doorbell_team_create(mca_coll_doorbell_module_t *module,
             rc = OMPI_ERROR;
             goto err;
         }
-        if (i == me) {
-            continue;
-        }
-        rc = mca_coll_doorbell_ucp_get_ep(ompi_comm_peer_lookup(comm, i),
-                                          b + sizeof(hdr), &team->eps[i]);
-        if (rc != OMPI_SUCCESS) {
-            goto err;
-        }
-        if (ucp_ep_rkey_unpack(team->eps[i], b + sizeof(hdr) + hdr.address_len,
-                               &team->rkeys[i]) != UCS_OK) {
-            DOORBELL_ERROR("comm %s: rkey of rank %d did not unpack",
-                           comm->c_name, i);
-            rc = OMPI_ERROR;
-            goto err;
-        }
-        team->remote_base[i] = hdr.base;
-        /* Same node and shared memory: write through a mapping. */
-        if (ucp_rkey_ptr(team->rkeys[i], hdr.base, &team->rptr[i]) != UCS_OK) {
-            team->rptr[i] = NULL;
-        } else {
-            mapped++;
-        }
     }
     rc = mca_coll_doorbell_topology(module, hosts, DOORBELL_HOSTNAME_LEN,
                                     team->node_of, team->leaf_of, &have_leaves);
     if (rc != OMPI_SUCCESS) {
         goto err;
     }
-    /* Round 3: do all ranks map all peers? Only then may the schedules read
-     * peers' scratch in place (the choice must be the same everywhere). */
-    all_mapped = mapped == n - 1;
-    rc = module->previous_allreduce(MPI_IN_PLACE, &all_mapped, 1, MPI_INT,
-                                    MPI_MIN, comm,
-                                    module->previous_allreduce_module);
+    for (i = 0; i < n; i++) {
+        mca_coll_doorbell_blob_t hdr;
+        const char              *b = blobs + (size_t)i * max_len;
+
+        if (i == me) {
+            continue;
+        }
+        memcpy(&hdr, b, sizeof(hdr));
+        /* A peer this rank cannot reach (say, on another host with no
+         * network transport among coll_doorbell_tls) makes every rank fall
+         * back, together, in round 3. */
+        status = mca_coll_doorbell_ucp_get_ep(ompi_comm_peer_lookup(comm, i),
+                                              b + sizeof(hdr), &team->eps[i]);
+        if (status == UCS_OK) {
+            status = ucp_ep_rkey_unpack(team->eps[i],
+                                        b + sizeof(hdr) + hdr.address_len,
+                                        &team->rkeys[i]);
+        }
+        if (status != UCS_OK) {
+            DOORBELL_ERROR("comm %s: rank %d cannot reach rank %d (host %s) "
+                           "on transports \"%s\" (coll_doorbell_tls): %s; "
+                           "falling back",
+                           comm->c_name, me, i,
+                           hosts + (size_t)i * DOORBELL_HOSTNAME_LEN, cm->tls,
+                           ucs_status_string(status));
+            reached = 0;
+            break;
+        }
+        team->remote_base[i] = hdr.base;
+        /* Same node and shared memory: write through a mapping. Emulated
+         * nodes (tests on one host) map only their own node's ranks, so
+         * that the others are reached as over a network. */
+        if ((cm->emulate_ranks_per_node > 0 &&
+             team->node_of[i] != team->node_of[me]) ||
+            ucp_rkey_ptr(team->rkeys[i], hdr.base, &team->rptr[i]) != UCS_OK) {
+            team->rptr[i] = NULL;
+        } else {
+            mapped++;
+        }
+        if (team->node_of[i] == team->node_of[me]) {
+            node_peers++;
+            node_mapped += team->rptr[i] != NULL;
+        }
+        mca_coll_doorbell_team_report_peer(team, comm, i, hosts);
+    }
+    /* Round 3: do all ranks reach all peers, map all peers, and map the
+     * peers of their node? Only then may the schedules read peers' scratch in place (the
+     * choice must be the same everywhere). */
+    agreed[0] = mapped == n - 1;
+    agreed[1] = node_mapped == node_peers;
+    agreed[2] = reached;
+    rc = module->previous_allreduce(MPI_IN_PLACE, agreed, 3, MPI_INT, MPI_MIN,
+                                    comm, module->previous_allreduce_module);
     if (rc != OMPI_SUCCESS) {
         goto err;
     }
-    if (all_mapped) {
-        team->peer_scratch = calloc(n, sizeof(*team->peer_scratch));
-        if (team->peer_scratch == NULL) {
+    if (!agreed[2]) {
+        DOORBELL_VERBOSE(1,
+                         "comm %s: some rank cannot reach a peer; falling back",
+                         comm->c_name);
+        rc = OMPI_ERR_NOT_AVAILABLE;
+        goto err;
+    }
+    all_mapped = agreed[0];
+    if (agreed[1]) {
+        team->node_scratch = calloc(n, sizeof(*team->node_scratch));
+        if (team->node_scratch == NULL) {
             rc = OMPI_ERR_OUT_OF_RESOURCE;
             goto err;
         }
         for (i = 0; i < n; i++) {
-            team->peer_scratch[i] = i == me ? team->region : team->rptr[i];
+            team->node_scratch[i] = i == me ? team->region : team->rptr[i];
+        }
+        if (all_mapped) {
+            team->peer_scratch = team->node_scratch;
         }
     }
 
@@ -317,6 +415,7 @@ int mca_coll_doorbell_team_create(mca_coll_doorbell_module_t *module,
     team->super.timeout_ns   = (uint64_t)cm->timeout_ms * 1000000ull;
     team->super.yield        = opal_progress_yield_when_idle ? 1 : 0;
     team->super.peer_scratch = (const unsigned char *const *)team->peer_scratch;
+    team->super.node_scratch = (const unsigned char *const *)team->node_scratch;
     DOORBELL_VERBOSE(2,
                      "comm %s (cid %u): team of %d ready, %zu scratch bytes "
                      "per half, %u flags, leaves %s, %d peers mapped, %d by "
@@ -324,7 +423,11 @@ int mca_coll_doorbell_team_create(mca_coll_doorbell_module_t *module,
                      comm->c_name, comm->c_contextid, n,
                      team->super.scratch_half, team->super.flag_half,
                      have_leaves ? "yes" : "no", mapped, n - 1 - mapped,
-                     all_mapped ? ", all ranks read peers in place" : "");
+                     all_mapped ?
+                         ", all ranks read peers in place" :
+                     team->node_scratch ?
+                         ", all ranks read their node's peers in place" :
+                         "");
     free(lens);
     free(blobs);
     free(hosts);

@@ -19,7 +19,9 @@
  * wait compares `ring` with the value read before that look, so a wake
  * between the look and the wait is not lost. A sleep is bounded
  * (DOORBELL_SLEEP_NS) all the same. Peers reached by UCP puts cannot ring:
- * teams with such peers only yield.
+ * a wait for one of them only yields, and so does a rank whose own UCP puts
+ * are still in flight (its worker must run). On several hosts a wait for a
+ * rank of the same host still sleeps.
  */
 #include "coll_doorbell.h"
 #include "coll_doorbell_debug.h"
@@ -218,7 +220,7 @@ static int mca_coll_doorbell_progress_op(void *ctx)
     return team->failed ? -1 : (int)events;
 }
 
-static int mca_coll_doorbell_idle(void *ctx, const uint64_t *flag,
+static int mca_coll_doorbell_idle(void *ctx, int peer, const uint64_t *flag,
                                   uint64_t value, unsigned idle_polls)
 {
     mca_coll_doorbell_team_t *team = ctx;
@@ -226,10 +228,13 @@ static int mca_coll_doorbell_idle(void *ctx, const uint64_t *flag,
     struct timespec bound = {0, DOORBELL_SLEEP_NS};
     uint32_t        ring;
 
-    if (team->ucp_peers == 0 && idle_polls == 1) {
+    if (idle_polls == 1) {
         team->wait_since_ns = mca_coll_doorbell_now_ns(); /* a new wait */
     }
-    if (team->ucp_peers > 0 || idle_polls == 1 ||
+    /* Only a peer writing through a mapping rings the bell; and while puts
+     * of ours are in flight the worker must keep running. */
+    if (peer < 0 || peer >= team->super.size || team->rptr[peer] == NULL ||
+        team->outstanding > 0 || idle_polls == 1 ||
         mca_coll_doorbell_now_ns() - team->wait_since_ns < DOORBELL_SPIN_NS) {
         sched_yield();
         return 0;

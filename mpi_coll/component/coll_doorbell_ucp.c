@@ -224,9 +224,10 @@ void mca_coll_doorbell_ucp_finalize(void)
     memset(u, 0, sizeof(*u));
 }
 
-/* The endpoint to `proc`, created from its worker address on first use. */
-int mca_coll_doorbell_ucp_get_ep(struct ompi_proc_t *proc, const void *address,
-                                 ucp_ep_h *ep_p)
+/* The endpoint to `proc`, created from its worker address on first use.
+ * Returns UCP's status (UCS_ERR_UNREACHABLE: no transport reaches it). */
+ucs_status_t mca_coll_doorbell_ucp_get_ep(struct ompi_proc_t *proc,
+                                          const void *address, ucp_ep_h *ep_p)
 {
     mca_coll_doorbell_ucp_t *u = &mca_coll_doorbell_component.ucp;
     ucp_ep_params_t          params;
@@ -237,13 +238,13 @@ int mca_coll_doorbell_ucp_get_ep(struct ompi_proc_t *proc, const void *address,
     for (i = 0; i < u->num_eps; i++) {
         if (u->eps[i].proc == proc) {
             *ep_p = u->eps[i].ep;
-            return OMPI_SUCCESS;
+            return UCS_OK;
         }
     }
     if (u->num_eps == u->max_eps) {
         grown = realloc(u->eps, sizeof(*u->eps) * (u->max_eps * 2 + 8));
         if (grown == NULL) {
-            return OMPI_ERR_OUT_OF_RESOURCE;
+            return UCS_ERR_NO_MEMORY;
         }
         u->eps     = grown;
         u->max_eps = u->max_eps * 2 + 8;
@@ -253,10 +254,9 @@ int mca_coll_doorbell_ucp_get_ep(struct ompi_proc_t *proc, const void *address,
     params.address    = (const ucp_address_t *)address;
     status = ucp_ep_create(u->worker, &params, &u->eps[u->num_eps].ep);
     if (status != UCS_OK) {
-        DOORBELL_ERROR("ucp_ep_create() failed: %s", ucs_status_string(status));
-        return OMPI_ERROR;
+        return status;
     }
     u->eps[u->num_eps].proc = proc;
     *ep_p                   = u->eps[u->num_eps++].ep;
-    return OMPI_SUCCESS;
+    return UCS_OK;
 }

@@ -309,7 +309,8 @@ Bytes reference(doorbell_coll_algorithm_t alg, const Case &c, int n,
     case DOORBELL_COLL_ALG_TWO_STEP:
         return sequential(c, n);
     case DOORBELL_COLL_ALG_HIERARCHICAL: {
-        // Nodes in order of their first rank; leaders fold members in order.
+        // Nodes in order of their first rank, their ranks folded in order;
+        // the nodes of a leaf folded in node order.
         std::map<int, std::vector<int>> by_node;
         std::vector<int>                node_order;
         for (int r = 0; r < n; r++) {
@@ -347,8 +348,10 @@ Bytes reference(doorbell_coll_algorithm_t alg, const Case &c, int n,
             for (int id : leaf_order)
                 spine.push_back(leaf_val[id]);
         }
-        bool spine_ring = c.count * dtype_size(c.dtype) > tuning.small_max && spine.size() > 2;
-        return spine_ring ? ring_order(c, spine) : tree(c, spine, false);
+        // Two leaves fold in leaf order; more run recursive doubling (node
+        // leaders only) or Rabenseifner (every rank owns a slice).
+        bool sliced = c.count * dtype_size(c.dtype) >= tuning.hier_slice_min;
+        return tree(c, spine, sliced);
     }
     default:
         return tree(c, x, false);

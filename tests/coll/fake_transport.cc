@@ -39,6 +39,16 @@ void FakeFabric::set_topology(std::vector<int> node_of, std::vector<int> leaf_of
 {
     node_of_ = std::move(node_of);
     leaf_of_ = std::move(leaf_of);
+    map_nodes();
+}
+
+void FakeFabric::map_nodes()
+{
+    node_scratch_of_.assign(size_, std::vector<const unsigned char *>(size_, nullptr));
+    for (int rank = 0; rank < size_; rank++)
+        for (int i = 0; i < size_; i++)
+            if (node_of_.empty() ? i == rank : node_of_[i] == node_of_[rank])
+                node_scratch_of_[rank][i] = scratch_of_[i];
 }
 
 doorbell_coll_team_t FakeFabric::team(int rank)
@@ -57,6 +67,11 @@ doorbell_coll_team_t FakeFabric::team(int rank)
     t.timeout_ns   = timeout_ns;
     t.yield        = 1; // more threads than cores
     t.peer_scratch = peers_readable_ ? scratch_of_.data() : nullptr;
+    if (peers_readable_) {
+        t.node_scratch = scratch_of_.data();
+    } else if (node_readable_) {
+        t.node_scratch = node_scratch_of_[rank].data();
+    }
     return t;
 }
 
@@ -93,7 +108,7 @@ int FakeFabric::progress(void *ctx)
     }
 }
 
-int FakeFabric::idle(void *ctx, const uint64_t *, uint64_t, unsigned)
+int FakeFabric::idle(void *ctx, int, const uint64_t *, uint64_t, unsigned)
 {
     static_cast<Endpoint *>(ctx)->fabric->idle_calls_.fetch_add(1, std::memory_order_relaxed);
     std::this_thread::yield();

@@ -30,6 +30,14 @@ public:
     // Teams see every rank's scratch (team.peer_scratch), as ranks on one
     // node with mapped memory do.
     void set_peers_readable(bool on) { peers_readable_ = on; }
+    // Teams see the scratch of the ranks of their own node only
+    // (team.node_scratch), as ranks on several hosts with mapped shared
+    // memory inside each do.
+    void set_node_readable(bool on)
+    {
+        node_readable_ = on;
+        map_nodes();
+    }
     // Puts issued by `rank` fail from now on.
     void     fail_puts_from(int rank) { failing_rank_.store(rank); }
     uint64_t timeout_ns = 30'000'000'000; // generous: CI machines are oversubscribed
@@ -54,24 +62,27 @@ private:
         std::deque<Put>       inbox; // guarded by mu
         std::atomic<uint64_t> outstanding{0};
     };
+    void       map_nodes(); // fills node_scratch_of_ (before any thread runs)
     static int put_signal(void *ctx, int peer, const void *src, size_t len, size_t offset,
                           uint32_t slot, uint64_t value);
     static int quiet(void *ctx);
     static int progress(void *ctx);
     // Yields: puts land only when their target progresses, so a sleeping
     // target would never be woken.
-    static int idle(void *ctx, const uint64_t *flag, uint64_t value, unsigned idle_polls);
+    static int idle(void *ctx, int peer, const uint64_t *flag, uint64_t value, unsigned idle_polls);
 
-    int                                    size_;
-    size_t                                 scratch_half_;
-    uint32_t                               flag_half_;
-    std::vector<std::unique_ptr<Endpoint>> eps_;
-    std::vector<int>                       node_of_, leaf_of_;
-    std::vector<const unsigned char *>     scratch_of_;
-    bool                                   peers_readable_ = false;
-    std::atomic<int>                       failing_rank_{-1};
-    std::atomic<uint64_t>                  idle_calls_{0};
-    doorbell_coll_transport_ops_t          ops_;
+    int                                             size_;
+    size_t                                          scratch_half_;
+    uint32_t                                        flag_half_;
+    std::vector<std::unique_ptr<Endpoint>>          eps_;
+    std::vector<int>                                node_of_, leaf_of_;
+    std::vector<const unsigned char *>              scratch_of_;
+    std::vector<std::vector<const unsigned char *>> node_scratch_of_; ///< per rank
+    bool                                            peers_readable_ = false;
+    bool                                            node_readable_  = false;
+    std::atomic<int>                                failing_rank_{-1};
+    std::atomic<uint64_t>                           idle_calls_{0};
+    doorbell_coll_transport_ops_t                   ops_;
 };
 
 } // namespace doorbell::coll::testing

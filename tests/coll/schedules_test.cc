@@ -4,9 +4,11 @@
 // algorithm's fixed-order reference.
 #include "coll_harness.h"
 #include "reduce.h"
+#include "schedules.h"
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -76,21 +78,25 @@ bool same_number(doorbell_coll_dtype_t dt, const Bytes &a, const Bytes &b, size_
     return cmp(0.0L);
 }
 
-// Runs the cases on n ranks and checks status, agreement and reference.
-void check(int n, const std::vector<Case> &cases, const doorbell_coll_tuning_t &tun,
-           size_t half = kHalf, bool with_topology = true, bool with_leaves = true,
-           bool peers_readable = false)
+// What a rank can read in place: nothing, its node's scratch, everyone's.
+enum class Readable {
+    kNone,
+    kNode,
+    kAll
+};
+
+// Runs the cases on n ranks with this topology (empty: a node per rank, no
+// leaves) and checks status, agreement and reference.
+void check_on(int n, const std::vector<int> &node_of, const std::vector<int> &leaf_of,
+              const std::vector<Case> &cases, const doorbell_coll_tuning_t &tun, size_t half,
+              Readable readable)
 {
     uint32_t   flags = doorbell_coll_flags_needed(n);
     FakeFabric fabric(n, half, flags);
-    fabric.set_peers_readable(peers_readable);
-    std::vector<int> node_of, leaf_of;
-    if (with_topology) {
-        topology(n, node_of, leaf_of);
-        if (!with_leaves)
-            leaf_of.clear();
+    fabric.set_peers_readable(readable == Readable::kAll);
+    if (!node_of.empty())
         fabric.set_topology(node_of, leaf_of);
-    }
+    fabric.set_node_readable(readable == Readable::kNode);
     auto                 out = run_cases(fabric, n, cases, tun);
     doorbell_coll_team_t t0  = fabric.team(0);
     for (size_t i = 0; i < cases.size(); i++) {
@@ -125,6 +131,21 @@ void check(int n, const std::vector<Case> &cases, const doorbell_coll_tuning_t &
             ASSERT_TRUE(same) << "exact data differs from the rank-order fold at element " << diff;
         }
     }
+}
+
+// Runs the cases on n ranks and checks status, agreement and reference.
+void check(int n, const std::vector<Case> &cases, const doorbell_coll_tuning_t &tun,
+           size_t half = kHalf, bool with_topology = true, bool with_leaves = true,
+           bool peers_readable = false)
+{
+    std::vector<int> node_of, leaf_of;
+    if (with_topology) {
+        topology(n, node_of, leaf_of);
+        if (!with_leaves)
+            leaf_of.clear();
+    }
+    check_on(n, node_of, leaf_of, cases, tun, half,
+             peers_readable ? Readable::kAll : Readable::kNone);
 }
 
 // One case per supported (type, op): a small random count, in place or not.
@@ -274,6 +295,132 @@ TEST(SchedulesReadablePeers, TwoStepReadsChunksInPlace)
                 return;
         }
     }
+}
+
+// Hosts x ranks per host, and leaves: the layouts the hierarchical
+// algorithm meets on a cluster (ranks filled host by host) and some it
+// should survive (interleaved nodes of unequal size).
+struct Layout {
+    const char      *name;
+    std::vector<int> node_of, leaf_of;
+};
+
+Layout hosts_by_ranks(const char *name, int hosts, int per_host, int hosts_per_leaf)
+{
+    Layout l{name, {}, {}};
+    for (int r = 0; r < hosts * per_host; r++) {
+        l.node_of.push_back(r / per_host);
+        if (hosts_per_leaf > 0)
+            l.leaf_of.push_back(r / per_host / hosts_per_leaf);
+    }
+    return l;
+}
+
+std::vector<Layout> hierarchical_layouts()
+{
+    std::vector<Layout> v = {
+        hosts_by_ranks("2x2", 2, 2, 0),          hosts_by_ranks("2x3", 2, 3, 0),
+        hosts_by_ranks("3x1", 3, 1, 0),          hosts_by_ranks("2x2_leaf_each", 2, 2, 1),
+        hosts_by_ranks("4x2_2_leaves", 4, 2, 2), hosts_by_ranks("6x2_3_leaves", 6, 2, 2),
+        hosts_by_ranks("3x3_3_leaves", 3, 3, 1),
+    };
+    Layout uneven{"uneven_interleaved", {}, {}};
+    topology(7, uneven.node_of, uneven.leaf_of); // nodes of 3, 2 and 2 ranks
+    v.push_back(uneven);
+    return v;
+}
+
+class SchedulesHierarchical : public ::testing::TestWithParam<Layout> {
+protected:
+    // Node leaders only (slice_min beyond any message) or every rank a
+    // slice owner (slice_min 0), sub-blocks of 64 bytes.
+    static doorbell_coll_tuning_t mode(bool sliced)
+    {
+        doorbell_coll_tuning_t t = tuning();
+        t.hier_slice_min         = sliced ? 0 : SIZE_MAX;
+        return t;
+    }
+};
+
+// Every op/type, in place or not, with and without in-place reads inside a
+// node, leaders only and sliced: bitwise the same on every rank and equal to
+// the fixed-order reference.
+TEST_P(SchedulesHierarchical, EveryOpAndType)
+{
+    const Layout &l = GetParam();
+    const int     n = static_cast<int>(l.node_of.size());
+    for (bool sliced : {false, true})
+        for (Readable readable : {Readable::kNone, Readable::kNode}) {
+            SCOPED_TRACE(::testing::Message()
+                         << l.name << (sliced ? " sliced" : " leaders")
+                         << (readable == Readable::kNode ? " node-readable" : " puts only"));
+            std::mt19937_64   rng(n * 101 + sliced * 7 + static_cast<int>(readable));
+            std::vector<Case> cases = every_op_and_type(DOORBELL_COLL_ALG_HIERARCHICAL, rng);
+            check_on(n, l.node_of, l.leaf_of, cases, mode(sliced), kHalf, readable);
+            if (HasFatalFailure())
+                return;
+        }
+}
+
+// Counts around the number of slices (empty slices and sub-blocks), random
+// full-mantissa doubles, and many rounds through a 4 KiB scratch half.
+TEST_P(SchedulesHierarchical, CountsAndRounds)
+{
+    const Layout &l = GetParam();
+    const int     n = static_cast<int>(l.node_of.size());
+    for (bool sliced : {false, true})
+        for (Readable readable : {Readable::kNone, Readable::kNode}) {
+            SCOPED_TRACE(::testing::Message()
+                         << l.name << (sliced ? " sliced" : " leaders")
+                         << (readable == Readable::kNode ? " node-readable" : " puts only"));
+            std::mt19937_64   rng(n * 13 + sliced);
+            std::vector<Case> cases;
+            for (size_t count : {size_t{0}, size_t{1}, size_t{2}, size_t{3}, size_t{5}, size_t{333},
+                                 size_t{1000}, rng() % 3000 + 1}) {
+                Case c;
+                c.alg      = DOORBELL_COLL_ALG_HIERARCHICAL;
+                c.count    = count;
+                c.seed     = rng();
+                c.in_place = rng() % 2;
+                c.exact    = false;
+                cases.push_back(c);
+            }
+            check_on(n, l.node_of, l.leaf_of, cases, mode(sliced), kHalf, readable);
+            if (HasFatalFailure())
+                return;
+            auto rounds = small_scratch_cases(DOORBELL_COLL_ALG_HIERARCHICAL, n);
+            check_on(n, l.node_of, l.leaf_of, rounds, mode(sliced), 4096, readable);
+            if (HasFatalFailure())
+                return;
+        }
+}
+
+INSTANTIATE_TEST_SUITE_P(Coll, SchedulesHierarchical, ::testing::ValuesIn(hierarchical_layouts()),
+                         [](const auto &info) { return std::string(info.param.name); });
+
+// Node leaders for small messages and slice owners for large ones, by the
+// whole message: every rank of a node puts its slices to their owners, so
+// the sliced form moves the same bytes in parallel.
+TEST(SchedulesHierarchicalPlan, SlicesFollowTheSizeAndTheSmallestNode)
+{
+    doorbell_coll_tuning_t t = tuning();
+    t.hier_slice_min         = 4096;
+    FakeFabric fabric(7, kHalf, doorbell_coll_flags_needed(7));
+    fabric.set_topology({0, 0, 0, 1, 1, 2, 2}, {});
+    doorbell_coll_team_t team = fabric.team(4);
+    Hierarchy            h    = make_hierarchy(team);
+    ASSERT_EQ(h.nodes.size(), 3u);
+    EXPECT_EQ(h.min_node, 2);
+    EXPECT_EQ(h.max_node, 3);
+    EXPECT_EQ(h.nodes[1].me, 1);
+    EXPECT_EQ(hierarchical_plan(h, 4095, t).slices, 1);
+    EXPECT_EQ(hierarchical_plan(h, 4096, t).slices, 2);
+    Segment  seg{nullptr, 1000, 8, DOORBELL_COLL_DT_DOUBLE, DOORBELL_COLL_OP_SUM};
+    HierPlan p = hierarchical_plan(h, 8000, t);
+    EXPECT_EQ(hierarchical_pipeline(p, seg, 0), 1);
+    EXPECT_EQ(hierarchical_pipeline(p, seg, 1000), 4); // 4000-byte slices
+    EXPECT_EQ(hierarchical_pipeline(p, seg, 64), kMaxPipeline);
+    EXPECT_LE(hierarchical_flags(h, p), doorbell_coll_flags_needed(7));
 }
 
 // Random doubles: results agree bitwise across ranks and across repeated
