@@ -76,7 +76,8 @@ INSTANTIATE_TEST_SUITE_P(Doorbell, MpiP2p, ::testing::Values(2, 4),
 } // namespace
 
 // The tune file also selects the coll component: MPI_Allreduce runs in it, on
-// a UCP context over the doorbell transport, and the results are checked.
+// a UCP context over doorbell and shared memory, and the results are checked.
+// On one host every peer is written through a shared-memory mapping.
 class TuneAllreduce : public ::testing::TestWithParam<int> {};
 
 TEST_P(TuneAllreduce, CollComponentRunsOnDoorbell)
@@ -106,7 +107,10 @@ TEST_P(TuneAllreduce, CollComponentRunsOnDoorbell)
     ASSERT_EQ(c.status, 0) << c.output;
     EXPECT_TRUE(contains(c.output, "allreduce OK")) << c.output;
     EXPECT_TRUE(contains(c.output, "on " + std::to_string(ranks) + " ranks")) << c.output;
-    EXPECT_TRUE(contains(c.output, "UCP context up on transports \"doorbell\"")) << c.output;
+    EXPECT_TRUE(contains(c.output, "UCP context up on transports \"doorbell,posix,sysv,self\""))
+        << c.output;
+    EXPECT_TRUE(contains(c.output, std::to_string(ranks - 1) + " peers mapped, 0 by UCP puts"))
+        << c.output;
     EXPECT_TRUE(contains(c.output, "mca_coll_doorbell_allreduce()")) << c.output;
     EXPECT_FALSE(contains(c.output, "running fallback")) << c.output;
 }
