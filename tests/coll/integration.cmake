@@ -7,7 +7,7 @@ find_program(DOORBELL_MPIRUN mpirun)
 if(NOT DOORBELL_CHECK_MPI_INCLUDE OR NOT DOORBELL_CHECK_MPI_LIB OR NOT DOORBELL_MPIRUN)
   return()
 endif()
-add_executable(coll_mpi_check mpi_allreduce_check.c)
+add_executable(coll_mpi_check mpi_allreduce_check.c allreduce_types_check.c)
 target_include_directories(coll_mpi_check PRIVATE ${DOORBELL_CHECK_MPI_INCLUDE})
 target_link_libraries(coll_mpi_check PRIVATE ${DOORBELL_CHECK_MPI_LIB} m)
 

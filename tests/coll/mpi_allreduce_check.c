@@ -9,10 +9,17 @@
  * plus MPI_IN_PLACE, count 0, user ops (delegated), large vectors (several
  * rounds) and communicators created and freed in a loop.
  * Prints "CHECK OK <n> cases" on rank 0, or "CHECK FAIL ..." lines; exit 1.
+ *   coll_mpi_check [loops]         all of the above
+ *   coll_mpi_check 1 stall         the last rank stalls (timeouts)
+ *   coll_mpi_check 1 types         every predefined op/type pair
+ *   coll_mpi_check 1 kill RANK     RANK dies inside an allreduce's wait
  */
+#include "allreduce_types_check.h"
+
 #include <mpi.h>
 
 #include <math.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -295,6 +302,70 @@ static int stall(void)
     return 0;
 }
 
+/* A rank that dies: `victim` is killed (SIGKILL) after the others' teams
+ * are set up; the others' next allreduces, small on one communicator and
+ * large on another, must return an error (MPI_ERRORS_RETURN) within
+ * coll_doorbell_timeout instead of waiting. Prints "KILL rank <r> small
+ * class <c> <s> s large class <c> <s> s" and ends without MPI_Finalize,
+ * whose exchanges would wait for the dead rank. */
+static int kill_one(int victim)
+{
+    int      me, cls[2], rc;
+    double   t[2], x = 1, y = 0, *big, *big_out;
+    size_t   big_count = 1 << 17; /* 1 MiB */
+    MPI_Comm dup;
+
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
+    big     = calloc(big_count, sizeof(double));
+    big_out = calloc(big_count, sizeof(double));
+    /* Set up both teams, then line up. */
+    MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(big, big_out, (int)big_count, MPI_DOUBLE, MPI_SUM, dup);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (me == victim) {
+        raise(SIGKILL);
+    }
+    t[0] = MPI_Wtime();
+    rc   = MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Error_class(rc, &cls[0]);
+    t[0] = MPI_Wtime() - t[0];
+    t[1] = MPI_Wtime();
+    rc   = MPI_Allreduce(big, big_out, (int)big_count, MPI_DOUBLE, MPI_SUM, dup);
+    MPI_Error_class(rc, &cls[1]);
+    t[1] = MPI_Wtime() - t[1];
+    printf("KILL rank %d small class %d %.2f s large class %d %.2f s (MPI_ERR_OTHER is %d)\n", me,
+           cls[0], t[0], cls[1], t[1], MPI_ERR_OTHER);
+    fflush(stdout);
+    _exit(0);
+}
+
+/* Every predefined op/type pair (allreduce_types_check.c): counts of 1, 13
+ * and 3000 elements (sizes around and above the slices of a hierarchy).
+ * Prints "TYPES OK <cases> cases on <n> ranks". */
+static int types(void)
+{
+    static const size_t counts[] = {1, 13, 3000};
+    int                 me, n, mine, total_cases, fails, total_fails;
+
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    fails = check_every_type(MPI_COMM_WORLD, counts, 3, 77, &mine);
+    MPI_Reduce(&mine, &total_cases, 1, MPI_INT, MPI_MAX, 0, MPI_COMM_WORLD);
+    MPI_Reduce(&fails, &total_fails, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
+    if (me == 0) {
+        if (total_fails == 0) {
+            printf("TYPES OK %d cases on %d ranks\n", total_cases, n);
+        } else {
+            printf("TYPES FAILED %d results\n", total_fails);
+        }
+    }
+    fflush(stdout);
+    MPI_Finalize();
+    return fails ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     int me, i, loops = argc > 1 ? atoi(argv[1]) : 20, total_cases, total_fail;
@@ -304,6 +375,12 @@ int main(int argc, char **argv)
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     if (argc > 2 && strcmp(argv[2], "stall") == 0) {
         return stall();
+    }
+    if (argc > 2 && strcmp(argv[2], "types") == 0) {
+        return types();
+    }
+    if (argc > 3 && strcmp(argv[2], "kill") == 0) {
+        return kill_one(atoi(argv[3]));
     }
 
     run_all(MPI_COMM_WORLD, 1, 1);
