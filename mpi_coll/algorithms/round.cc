@@ -88,11 +88,13 @@ Status Round::wait(int peer, uint32_t slot)
             auto waited = std::chrono::duration_cast<std::chrono::nanoseconds>(clock::now() -
                                                                                start);
             if (static_cast<uint64_t>(waited.count()) > team_.timeout_ns)
-                return make_error(DOORBELL_COLL_ERR_TIMED_OUT,
-                                  "rank %d: no signal from rank %d within %.3f s (flag %u, round "
-                                  "%llu): peer dead or stuck",
-                                  team_.rank, peer, team_.timeout_ns / 1e9, slot,
-                                  static_cast<unsigned long long>(seq_));
+                return make_error(
+                    DOORBELL_COLL_ERR_TIMED_OUT,
+                    "rank %d: no signal from rank %d within %.3f s (flag %u, round %llu; the "
+                    "flag holds round %llu): peer dead or stuck",
+                    team_.rank, peer, team_.timeout_ns / 1e9, slot,
+                    static_cast<unsigned long long>(seq_),
+                    static_cast<unsigned long long>(__atomic_load_n(flag, __ATOMIC_ACQUIRE)));
         }
     }
 }

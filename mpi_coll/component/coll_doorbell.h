@@ -124,6 +124,7 @@ typedef struct mca_coll_doorbell_team {
     int      outstanding;    /* puts not yet complete locally */
     int      failed;         /* a put completed with an error */
     uint64_t wait_since_ns;  /* first idle poll of this wait */
+    unsigned idle_passes;    /* empty progress passes (opal_progress) */
     uint64_t sleeps;         /* futex waits on the bell */
     uint64_t sleeps_bounded; /* ... that ended by the bound */
 } mca_coll_doorbell_team_t;

@@ -91,7 +91,7 @@ static int mca_coll_doorbell_register(void)
     cm->ring_min         = defaults.ring_min;
     cm->pipeline_block   = defaults.pipeline_block;
     cm->algorithm_str    = "auto";
-    cm->tls              = "doorbell,posix,sysv,self";
+    cm->tls              = "doorbell,sm,self";
     cm->leaves           = "";
     cm->topology_file    = "";
 

@@ -159,13 +159,15 @@ static int mca_coll_doorbell_team_local(mca_coll_doorbell_team_t *team, int n)
     return OMPI_SUCCESS;
 }
 
-/* The transports of UCP's lanes to `peer`, "tl/dev" names separated by
- * spaces, from the endpoint's configuration (what UCP chose by UCX's own
- * reachability: shared memory needs the same boot id and IPC namespace). */
+/* UCP's lanes to a peer as "tl/dev(roles)" separated by spaces, e.g.
+ * "sysv/memory(am am_bw#0) cma/memory(rma_bw#0) doorbell/fab0", from the
+ * endpoint's configuration: what UCP chose by UCX's own reachability (shared
+ * memory needs the same boot id and IPC namespace). A lane without a role
+ * only serves UCP puts and gets with the peer's rkey. */
 static void mca_coll_doorbell_ep_lanes(ucp_ep_h ep, char *buf, size_t len)
 {
-    char  *dump     = NULL, *line, *p, *end, name[64];
-    size_t dump_len = 0, used = 0, n;
+    char  *dump     = NULL, *line, *next, *p, *dot, *roles;
+    size_t dump_len = 0, used = 0;
     FILE  *f = open_memstream(&dump, &dump_len);
 
     buf[0] = '\0';
@@ -174,24 +176,27 @@ static void mca_coll_doorbell_ep_lanes(ucp_ep_h ep, char *buf, size_t len)
     }
     ucp_ep_print_info(ep, f);
     fclose(f);
-    /* "lane[0]:  3:posix/memory.0 md[1] ..." */
-    for (line = dump; line != NULL && (p = strstr(line, "lane[")) != NULL;
-         line = strchr(p, '\n')) {
-        p = strchr(p, ':');
-        if (p == NULL || (p = strchr(p + 1, ':')) == NULL) {
-            break;
+    /* "#  lane[1]:  1:sysv/memory.0 md[1] -> md[1]/sysv/sysdev[255] am am_bw#0" */
+    for (line = dump; line != NULL && *line != '\0'; line = next) {
+        next = strchr(line, '\n');
+        if (next != NULL) {
+            *next++ = '\0';
         }
-        end = strpbrk(++p, ". \n");
-        n   = end == NULL ? strlen(p) : (size_t)(end - p);
-        if (n == 0 || n >= sizeof(name)) {
+        if ((p = strstr(line, "lane[")) == NULL ||
+            (p = strchr(p, ':')) == NULL || (p = strchr(p + 1, ':')) == NULL ||
+            (dot = strchr(++p, '.')) == NULL) {
             continue;
         }
-        memcpy(name, p, n);
-        name[n] = '\0';
-        if (strstr(buf, name) == NULL && used + n + 2 < len) {
-            used += snprintf(buf + used, len - used, "%s%s", used ? " " : "",
-                             name);
-        }
+        *dot  = '\0';
+        roles = strstr(dot + 1, "sysdev[");
+        roles = roles != NULL ? strchr(roles, ']') : NULL;
+        roles = roles != NULL ? roles + 1 + strspn(roles + 1, " ") : "";
+        used += snprintf(buf + used, used < len ? len - used : 0, "%s%s%s%s%s",
+                         used ? " " : "", p, *roles ? "(" : "", roles,
+                         *roles ? ")" : "");
+    }
+    if (used >= len && len > 4) {
+        strcpy(buf + len - 4, "...");
     }
     free(dump);
 }
@@ -202,7 +207,7 @@ static void mca_coll_doorbell_team_report_peer(mca_coll_doorbell_team_t *team,
                                                ompi_communicator_t      *comm,
                                                int peer, const char *hosts)
 {
-    char lanes[256];
+    char lanes[512];
 
     if (mca_coll_doorbell_component.verbose < 2) {
         return;

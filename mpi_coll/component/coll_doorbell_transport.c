@@ -5,7 +5,9 @@
  * coll_doorbell_am_max bytes; the target's handler checks and applies it),
  * else put the bytes, fence, put the flag; a mapped peer is written with
  * plain stores. quiet = wait for local completion of every send; progress =
- * one ucp_worker_progress; idle = yield, or sleep on the region's bell.
+ * one ucp_worker_progress, and every few empty passes opal_progress (the
+ * rest of the process's communication); idle = yield, or sleep on the
+ * region's bell.
  *
  * The bell: two 32-bit words after the flags. A rank that has waited for
  * DOORBELL_SPIN_NS (yielding) while its peers run (more ranks than cores)
@@ -27,6 +29,7 @@
 #include "coll_doorbell_debug.h"
 
 #include "ompi/constants.h"
+#include "opal/runtime/opal_progress.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -42,6 +45,8 @@
  * how long a wait yields before it sleeps */
 #define DOORBELL_SLEEP_NS 250000
 #define DOORBELL_SPIN_NS  50000
+/* empty polls between two passes of opal_progress (the other components) */
+#define DOORBELL_OPAL_PROGRESS_EVERY 8
 
 static uint64_t mca_coll_doorbell_now_ns(void)
 {
@@ -175,6 +180,16 @@ static int mca_coll_doorbell_put_signal(void *ctx, int peer, const void *src,
     return mca_coll_doorbell_track(team, req, peer);
 }
 
+/* A blocking MPI call must let the process's other communication move:
+ * an eager send that a peer needs before it joins this allreduce may still
+ * sit in, say, the tcp btl's queue of this rank. */
+static void mca_coll_doorbell_progress_others(mca_coll_doorbell_team_t *team)
+{
+    if (++team->idle_passes % DOORBELL_OPAL_PROGRESS_EVERY == 0) {
+        opal_progress();
+    }
+}
+
 static int mca_coll_doorbell_quiet(void *ctx)
 {
     mca_coll_doorbell_team_t *team   = ctx;
@@ -188,8 +203,11 @@ static int mca_coll_doorbell_quiet(void *ctx)
          * ranks than cores it may be waiting for this very core, so an
          * empty pass yields it (a spin kept it for a whole time slice:
          * 64 KiB allreduces of 7 ms with four ranks on two cores). */
-        if (ucp_worker_progress(worker) == 0 && team->super.yield) {
-            sched_yield();
+        if (ucp_worker_progress(worker) == 0) {
+            mca_coll_doorbell_progress_others(team);
+            if (team->super.yield) {
+                sched_yield();
+            }
         }
         if (team->super.timeout_ns == 0 || ++spins % 64 != 0) {
             continue;
@@ -210,13 +228,15 @@ static int mca_coll_doorbell_quiet(void *ctx)
 
 static int mca_coll_doorbell_progress_op(void *ctx)
 {
-    mca_coll_doorbell_team_t *team = ctx;
-    unsigned                  events;
+    mca_coll_doorbell_team_t *team   = ctx;
+    unsigned                  events = 0;
 
-    if (team->ucp_peers == 0) {
-        return 0; /* every peer writes through a mapping */
+    if (team->ucp_peers > 0) { /* else every peer writes through a mapping */
+        events = ucp_worker_progress(mca_coll_doorbell_component.ucp.worker);
     }
-    events = ucp_worker_progress(mca_coll_doorbell_component.ucp.worker);
+    if (events == 0) {
+        mca_coll_doorbell_progress_others(team);
+    }
     return team->failed ? -1 : (int)events;
 }
 

@@ -136,6 +136,10 @@ int mca_coll_doorbell_ucp_init(void)
         ucp_config_release(config);
         goto err;
     }
+    /* One rendezvous lane per peer: the component sends no rendezvous, and
+     * with two UCP pairs a host's shared memory (cma) with a network lane
+     * for a peer on the same host. */
+    (void)ucp_config_modify(config, "MAX_RNDV_RAILS", "1");
     memset(&params, 0, sizeof(params));
     params.field_mask = UCP_PARAM_FIELD_FEATURES;
     params.features   = UCP_FEATURE_RMA | UCP_FEATURE_AM;
