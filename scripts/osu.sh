@@ -94,7 +94,7 @@ fi
 install=${DOORBELL_INSTALL:-$root/install}
 fabric_tool=$install/bin/doorbell-fabric
 [[ -x $fabric_tool ]] || fabric_tool=$root/scripts/bin/doorbell-fabric
-fabric_name=dbosu
+fabric_name=${DOORBELL_FABRIC_NAME:-dbosu}
 # shellcheck source=scripts/fabric/stacks.sh
 source "$root/scripts/fabric/stacks.sh"
 if [[ -n $stack_list ]]; then stacks_select "$stack_list" || die "--stacks: $stacks_error"; fi

@@ -23,7 +23,8 @@
 #   --budget-ms MS    timed part of each size and benchmark, per round (default
 #                     50; the warm-up adds up to 40 %)
 #   --out DIR         results folder (default results/<UTC timestamp>)
-#   --keep-fabric     leave the fabric up afterwards (doorbell-fabric --name dbrun)
+#   --keep-fabric     leave the fabric up afterwards (doorbell-fabric --name dbrun,
+#                     or $DOORBELL_FABRIC_NAME; its state under $DOORBELL_FABRIC_STATE)
 #   --no-setup        do not call scripts/setup.sh first
 #   --no-bench-p2p    skip scripts/bench-p2p.sh (UCX-level, loopback)
 # A full default run takes about 1.5 minutes on one host (2 cores; plus
@@ -74,7 +75,7 @@ layout=${layout:-2x2}
 install=${DOORBELL_INSTALL:-$root/install}
 fabric_tool=$install/bin/doorbell-fabric
 [[ -x $fabric_tool ]] || fabric_tool=$root/scripts/bin/doorbell-fabric
-fabric_name=dbrun
+fabric_name=${DOORBELL_FABRIC_NAME:-dbrun}
 # shellcheck source=scripts/fabric/stacks.sh
 source "$root/scripts/fabric/stacks.sh"
 if [[ -n $stack_list ]]; then stacks_select "$stack_list" || die "--stacks: $stacks_error"; fi

@@ -15,7 +15,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum kind { K_SINT, K_UINT, K_FINT, K_FLOAT, K_COMPLEX, K_BOOL, K_LOGICAL, K_BYTE, K_PAIR };
+enum kind {
+    K_SINT,
+    K_UINT,
+    K_FINT,
+    K_FLOAT,
+    K_COMPLEX,
+    K_BOOL,
+    K_LOGICAL,
+    K_BYTE,
+    K_PAIR
+};
 
 /* A type, how its values are made, and which bytes of an element carry them
  * (long double has padding, pairs may have a hole). */
@@ -23,13 +33,16 @@ typedef struct {
     const char  *name;
     MPI_Datatype dt;
     enum kind    kind;
-    int          width; /* bytes of one scalar (of the value, for pairs) */
-    int          fp;    /* pairs and complex: the value is floating point */
+    int          width;                /* bytes of one scalar (of the value, for pairs) */
+    int          fp;                   /* pairs and complex: the value is floating point */
     int          index_off, index_int; /* pairs: offset of the index; an int? */
     int          sig;                  /* significant bytes of one scalar */
 } type_t;
 
-#define T(name, kind, width, fp, ioff, iint, sig) {#name, name, kind, width, fp, ioff, iint, sig}
+#define T(name, kind, width, fp, ioff, iint, sig)     \
+    {                                                 \
+#name, name, kind, width, fp, ioff, iint, sig \
+    }
 
 static const type_t types[] = {
     /* clang-format off */
@@ -86,9 +99,9 @@ typedef struct {
 } op_t;
 
 static const op_t ops[] = {
-    {MPI_SUM, "MPI_SUM"},   {MPI_PROD, "MPI_PROD"}, {MPI_MAX, "MPI_MAX"},
-    {MPI_MIN, "MPI_MIN"},   {MPI_LAND, "MPI_LAND"}, {MPI_LOR, "MPI_LOR"},
-    {MPI_LXOR, "MPI_LXOR"}, {MPI_BAND, "MPI_BAND"}, {MPI_BOR, "MPI_BOR"},
+    {MPI_SUM, "MPI_SUM"},   {MPI_PROD, "MPI_PROD"},     {MPI_MAX, "MPI_MAX"},
+    {MPI_MIN, "MPI_MIN"},   {MPI_LAND, "MPI_LAND"},     {MPI_LOR, "MPI_LOR"},
+    {MPI_LXOR, "MPI_LXOR"}, {MPI_BAND, "MPI_BAND"},     {MPI_BOR, "MPI_BOR"},
     {MPI_BXOR, "MPI_BXOR"}, {MPI_MAXLOC, "MPI_MAXLOC"}, {MPI_MINLOC, "MPI_MINLOC"},
 };
 
@@ -97,7 +110,7 @@ static int defined(const type_t *t, MPI_Op op)
 {
     int arith = op == MPI_SUM || op == MPI_PROD, order = op == MPI_MAX || op == MPI_MIN;
     int logic = op == MPI_LAND || op == MPI_LOR || op == MPI_LXOR;
-    int bits = op == MPI_BAND || op == MPI_BOR || op == MPI_BXOR;
+    int bits  = op == MPI_BAND || op == MPI_BOR || op == MPI_BXOR;
 
     switch (t->kind) {
     case K_SINT:
@@ -182,8 +195,8 @@ static void fill(const type_t *t, MPI_Op op, int rank, int seed, size_t count, s
             else if (op == MPI_PROD)
                 put_fp(e, t->width, pow2[v % 6]);
             else
-                put_fp(e, t->width, ldexp((double)(v >> 11) / 9007199254740992.0 - 0.5,
-                                          (int)(v % 9) - 4));
+                put_fp(e, t->width,
+                       ldexp((double)(v >> 11) / 9007199254740992.0 - 0.5, (int)(v % 9) - 4));
             break;
         case K_COMPLEX:
             if (op == MPI_PROD) {
@@ -278,10 +291,11 @@ static int check_one(MPI_Comm comm, const type_t *t, const op_t *o, size_t count
         memset(out, 0x5a, count * extent);
     rc = MPI_Allreduce(in_place ? MPI_IN_PLACE : in, out, (int)count, t->dt, o->op, comm);
     if (rc != MPI_SUCCESS) {
+        /* The ranks would part ways (the next collectives would not match). */
         printf("TYPES FAIL rank %d: %s on %s, count %zu: MPI_Allreduce returned %d\n", me, o->name,
                t->name, count, rc);
-        bad = 1;
-        goto out;
+        fflush(stdout);
+        MPI_Abort(comm, 1);
     }
     /* x0 op (x1 op (... op x(n-1))) with Open MPI's kernels. */
     fill(t, o->op, n - 1, seed, count, (size_t)extent, ref);
@@ -305,7 +319,6 @@ static int check_one(MPI_Comm comm, const type_t *t, const op_t *o, size_t count
                me, o->name, t->name, count, d);
         bad = 1;
     }
-out:
     free(in);
     free(out);
     free(ref);

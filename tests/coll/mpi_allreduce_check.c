@@ -305,19 +305,21 @@ static int stall(void)
 /* A rank that dies: `victim` is killed (SIGKILL) after the others' teams
  * are set up; the others' next allreduces, small on one communicator and
  * large on another, must return an error (MPI_ERRORS_RETURN) within
- * coll_doorbell_timeout instead of waiting. Prints "KILL rank <r> small
- * class <c> <s> s large class <c> <s> s" and ends without MPI_Finalize,
- * whose exchanges would wait for the dead rank. */
+ * coll_doorbell_timeout instead of waiting. Each survivor prints "KILL rank
+ * <r> small class <c> <s> s large class <c> <s> s"; once all have, they
+ * end as the victim did (MPI_Finalize would wait for it, and under
+ * --enable-recovery MPI_Abort leaves mpirun waiting). */
 static int kill_one(int victim)
 {
     int      me, cls[2], rc;
     double   t[2], x = 1, y = 0, *big, *big_out;
     size_t   big_count = 1 << 17; /* 1 MiB */
-    MPI_Comm dup;
+    MPI_Comm dup, alive;
 
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
     MPI_Comm_dup(MPI_COMM_WORLD, &dup);
     MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
+    MPI_Comm_split(MPI_COMM_WORLD, me == victim ? MPI_UNDEFINED : 0, me, &alive);
     big     = calloc(big_count, sizeof(double));
     big_out = calloc(big_count, sizeof(double));
     /* Set up both teams, then line up. */
@@ -338,7 +340,10 @@ static int kill_one(int victim)
     printf("KILL rank %d small class %d %.2f s large class %d %.2f s (MPI_ERR_OTHER is %d)\n", me,
            cls[0], t[0], cls[1], t[1], MPI_ERR_OTHER);
     fflush(stdout);
-    _exit(0);
+    /* The survivors alone (point-to-point among them): all have printed. */
+    MPI_Barrier(alive);
+    raise(SIGKILL);
+    return 0;
 }
 
 /* Every predefined op/type pair (allreduce_types_check.c): counts of 1, 13

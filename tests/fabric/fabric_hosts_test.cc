@@ -184,18 +184,6 @@ TEST_F(FabricHosts, UcxTakesSharedMemoryInsideAHostAndTcpAcross)
     EXPECT_NE(r.out.find("Destination is unreachable"), std::string::npos) << r.out;
 }
 
-// Sum of one counter over every doorbell interface's dump
-// (UCX_DOORBELL_STATS=y: "<iface> <counter> <value>" per line); -1 if none.
-long long doorbell_counter(const std::string &out, const std::string &counter)
-{
-    long long  total = -1;
-    std::regex line("^\\S+ " + counter + " ([0-9]+)$", std::regex::multiline);
-    for (auto it = std::sregex_iterator(out.begin(), out.end(), line); it != std::sregex_iterator();
-         ++it)
-        total = (total < 0 ? 0 : total) + std::stoll((*it)[1]);
-    return total;
-}
-
 TEST_F(FabricHosts, DoorbellCarriesNothingInsideAHost)
 {
     if (!std::filesystem::exists(kTransport))

@@ -140,4 +140,14 @@ long long loopback_bytes(const Fabric &f, const std::string &host)
     return r.rc == 0 ? std::stoll(r.out) : -1;
 }
 
+long long doorbell_counter(const std::string &out, const std::string &counter)
+{
+    long long  total = -1;
+    std::regex line("^\\S+ " + counter + " ([0-9]+)$", std::regex::multiline);
+    for (auto it = std::sregex_iterator(out.begin(), out.end(), line); it != std::sregex_iterator();
+         ++it)
+        total = (total < 0 ? 0 : total) + std::stoll((*it)[1]);
+    return total;
+}
+
 } // namespace doorbell::fabric_test

@@ -58,4 +58,8 @@ long long spine_bytes(const Fabric &f);
 /// of one host exchange over TCP or UDP, even to the host's fabric address.
 long long loopback_bytes(const Fabric &f, const std::string &host);
 
+/// Sum of one counter over every doorbell interface's dump in a job's output
+/// (UCX_DOORBELL_STATS=y: "<iface> <counter> <value>" per line); -1 if none.
+long long doorbell_counter(const std::string &out, const std::string &counter);
+
 } // namespace doorbell::fabric_test
