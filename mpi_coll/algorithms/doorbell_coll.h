@@ -157,7 +157,8 @@ typedef struct doorbell_coll_tuning {
                                 the network (not read in place) */
     int    direct_max_ranks; /* direct exchange up to this many ranks */
     size_t hier_max;         /* <= : hierarchical when ranks share nodes and
-                                span several (larger: the flat algorithms) */
+                                span several (larger: the flat algorithms);
+                                default SIZE_MAX, every size */
     size_t hier_slice_min;   /* >= : hierarchical with every rank of a node
                                 owning a slice (smaller: node leaders only) */
     size_t ring_min;         /* >= : ring, else Rabenseifner (2^k ranks) */

@@ -131,7 +131,7 @@ static int mca_coll_doorbell_register(void)
     reg_size("hier_max",
              "auto: messages up to this many bytes use the "
              "hierarchical algorithm when ranks share nodes and span "
-             "several",
+             "several (default: every size)",
              &cm->hier_max);
     reg_size("hier_slice_min",
              "Hierarchical algorithm: messages of at least this many bytes "
