@@ -1,5 +1,6 @@
 // Config validation, factory errors, token bucket, gain derivation, and the
-// DCQCN / TIMELY laws on hand-made signals.
+// DCQCN / TIMELY / HPCC / Swift laws on hand-made signals, each step computed
+// by hand from the paper's update.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -30,6 +31,10 @@ TEST(PacerConfig, ParsesPolicies)
     EXPECT_TRUE(parse_policy("dcqcn", &p, &err));
     EXPECT_EQ(p, Policy::kDcqcn);
     EXPECT_TRUE(parse_policy("timely", &p, &err));
+    EXPECT_TRUE(parse_policy("hpcc", &p, &err));
+    EXPECT_EQ(p, Policy::kHpcc);
+    EXPECT_TRUE(parse_policy("swift", &p, &err));
+    EXPECT_EQ(p, Policy::kSwift);
     EXPECT_TRUE(parse_policy("none", &p, &err));
     EXPECT_EQ(p, Policy::kNone);
     EXPECT_FALSE(parse_policy("cubic", &p, &err));
@@ -67,6 +72,8 @@ TEST(PacerConfig, FactoryRejectsBadValues)
         {[](Config &c) { c.ce_gain = 0; }, "CE estimate"},
         {[](Config &c) { c.ce_beta = 1; }, "CE cut"},
         {[](Config &c) { c.probe_step = -0.1; }, "probe step"},
+        {[](Config &c) { c.base_rtt_ns = 2000000000; }, "base RTT"},
+        {[](Config &c) { c.policy = Policy::kHpcc; }, "telemetry"},
     };
     for (const auto &[spoil, word] : bad) {
         std::string err;
@@ -87,6 +94,10 @@ TEST(PacerConfig, ResolvesAutoValues)
     EXPECT_EQ(r.init_rate_Bps, 50e9 * kIbrcInitFraction);
     // kIbrcTargetSegments segments of 4 KiB at 50 GB/s.
     EXPECT_EQ(r.target_delay_ns, uint64_t(kIbrcTargetSegments * 4096 / 50e9 * 1e9));
+    // With the base RTT known before data: a segment per two loop times.
+    c.base_rtt_ns = 5000;
+    ASSERT_TRUE(resolve_config(c, &r, &err)) << err;
+    EXPECT_DOUBLE_EQ(r.init_rate_Bps, 4096 / (2 * (5000 + r.target_delay_ns) * 1e-9));
     c.policy = Policy::kDcqcn;
     ASSERT_TRUE(resolve_config(c, &r, &err));
     EXPECT_EQ(r.init_rate_Bps, 50e9);
@@ -182,6 +193,44 @@ TEST(Dcqcn, CutsOncePerCnpIntervalAndRecovers)
     EXPECT_LT(d.alpha(), a);
 }
 
+// DCQCN's increase stages after a cut, one per 55 us timer: F = 5 fast
+// recovery steps halve the distance to the target rate, then additive
+// increase raises the target by R_AI per step (byte counter still below F).
+TEST(Dcqcn, FastRecoveryThenAdditiveIncrease)
+{
+    Dcqcn d({50e9, 50e9 / 2048, 50e9, 50e9});
+    d.on_ack(0, 4096, 4096, 5000); // timers start at the first call...
+    d.on_ack(1, 4096, 4096, 5000); // ...and the CNP interval holds this one off
+    EXPECT_DOUBLE_EQ(d.rate(), 25e9);
+    double   rt = 50e9, rc = 25e9;
+    uint64_t t0 = 0; // the cut restarted the increase timer at t = 0
+    for (int k = 1; k <= kDcqcnFastRecoverySteps; k++) {
+        d.on_ack(t0 + k * kDcqcnIncreaseTimerNs, 4096, 0, 5000);
+        rc = (rt + rc) / 2;
+        EXPECT_NEAR(d.rate(), rc, 1) << "fast recovery step " << k;
+    }
+    d.on_ack(t0 + (kDcqcnFastRecoverySteps + 1) * kDcqcnIncreaseTimerNs, 4096, 0, 5000);
+    rt = std::min(50e9, rt + kDcqcnAiFraction * 50e9);
+    rc = (rt + rc) / 2;
+    EXPECT_NEAR(d.rate(), rc, 1) << "additive increase";
+}
+
+TEST(Timely, OneGradientStep)
+{
+    // min RTT 5 us, target 1 us: T_low 6 us, T_high 13 us. The second
+    // completion's RTT rises 500 ns: rtt_diff = alpha * 500, gradient =
+    // rtt_diff / min RTT, r *= 1 - beta * gradient.
+    TimelyParams p{50e9, 50e9 / 2048, 50e9, 10e9, 1000};
+    Timely       t(p);
+    t.on_ack(1000, 16384, 0, 5000); // min RTT, first completion: reference only
+    t.on_ack(2000, 16384, 0, 6500); // inside [T_low, T_high], rising
+    double g = kTimelyAlpha * 1500 / 5000.0;
+    EXPECT_NEAR(t.rate(), 10e9 * (1 - kTimelyBeta * g), 1);
+    t.on_ack(3000, 16384, 0, 20000); // above T_high: r *= 1 - beta (1 - T_high / rtt)
+    double r = 10e9 * (1 - kTimelyBeta * g) * (1 - kTimelyBeta * (1 - 13000.0 / 20000));
+    EXPECT_NEAR(t.rate(), r, 1);
+}
+
 TEST(Timely, GradientAndThresholds)
 {
     TimelyParams p{50e9, 50e9 / 2048, 50e9, 10e9, 1000};
@@ -216,4 +265,168 @@ TEST(Pacer, NonePolicyRunsAtTheCeiling)
     EXPECT_EQ(p->rate(), 10e9);
     EXPECT_EQ(p->counters().losses, 1u);
     EXPECT_EQ(p->counters().ce_bytes, 4096u);
+}
+
+namespace {
+
+// An ACK whose data crossed one switch port: its INT record.
+Feedback int_ack(uint64_t now, uint64_t ts, uint64_t tx_bytes, uint32_t qlen, Telemetry *tel)
+{
+    tel->hops   = 1;
+    tel->hop[0] = {ts, tx_bytes, qlen, 50e9};
+    Feedback f;
+    f.now_ns      = now;
+    f.acked_bytes = 4096;
+    f.rtt_ns      = 5000;
+    f.telemetry   = tel;
+    return f;
+}
+
+} // namespace
+
+// HPCC (Algorithm 1) on a 400 Gb/s path with T = 5 us: B T = 250 kB (the
+// start window and the ceiling), W_AI = 4e-4 B T = 100 B. One hop; each
+// step below is the paper's update computed by hand.
+TEST(Hpcc, WindowFollowsTheMeasuredInflight)
+{
+    Hpcc      h({50e9 / 2048, 50e9, 5000});
+    Telemetry tel;
+    EXPECT_DOUBLE_EQ(h.window_bytes(), 250000);
+    EXPECT_DOUBLE_EQ(h.rate(), 50e9); // W / T: a line-rate start
+    h.on_send(0, 4096);
+    h.on_feedback(int_ack(5000, 1000, 0, 25000, &tel)); // the reference records
+    EXPECT_DOUBLE_EQ(h.window_bytes(), 250000);
+    // 1 us later the port has sent 50 kB more (line rate) and holds
+    // min(50, 25) kB: u = 25000 / (B T) + 1 = 1.1 over tau = 1 us, so
+    // U = 0.2 * 1.1 = 0.22 < eta: W = Wc + W_AI, clamped to B T.
+    h.on_feedback(int_ack(6000, 2000, 50000, 50000, &tel));
+    EXPECT_NEAR(h.utilization(), 0.22, 1e-12);
+    EXPECT_NEAR(h.window_bytes(), 250000, 1e-6);
+    // A full T later: 275 kB sent (1.1 B) and min(50, 50) kB queued, u = 1.3
+    // = U (tau = T) >= eta: W = Wc / (U / eta) + W_AI. New data went out
+    // before this ACK, so it moves Wc (a new RTT)...
+    for (int i = 0; i < 10; i++)
+        h.on_send(6500, 4096);
+    h.on_feedback(int_ack(7000, 7000, 325000, 50000, &tel));
+    double wc = 250000 / (1.3 / kHpccEta) + 100;
+    EXPECT_NEAR(h.utilization(), 1.3, 1e-12);
+    EXPECT_NEAR(h.window_bytes(), wc, 1e-6);
+    EXPECT_NEAR(h.rate(), wc / 5e-6, 1);
+    // ...and the ACKs of that data, still inside the RTT, compute W from the
+    // same Wc: U = 0.8 * 1.3 + 0.2 * 1.2 = 1.28.
+    h.on_feedback(int_ack(8000, 8000, 375000, 50000, &tel));
+    EXPECT_NEAR(h.utilization(), 1.28, 1e-12);
+    EXPECT_NEAR(h.window_bytes(), wc / (1.28 / kHpccEta) + 100, 1e-6);
+    h.on_feedback(int_ack(9000, 9000, 425000, 50000, &tel));
+    double u = 0.8 * 1.28 + 0.2 * 1.2;
+    EXPECT_NEAR(h.window_bytes(), wc / (u / kHpccEta) + 100, 1e-6) << "from Wc, not from W";
+    // Loss does not move HPCC's window.
+    double w = h.window_bytes();
+    h.on_loss(9500);
+    EXPECT_DOUBLE_EQ(h.window_bytes(), w);
+}
+
+TEST(Hpcc, AdditiveStepsUntilMaxStageThenMultiplicative)
+{
+    Hpcc      h({50e9 / 2048, 50e9, 5000});
+    Telemetry tel;
+    h.on_send(0, 4096);
+    h.on_feedback(int_ack(5000, 1000, 0, 0, &tel));
+    // A congested RTT (1.1 B sent over T, no queue): W = B T / (1.1 / eta) + W_AI.
+    h.on_feedback(int_ack(6000, 6000, 275000, 0, &tel));
+    double w = 250000 / (1.1 / kHpccEta) + 100;
+    ASSERT_NEAR(h.window_bytes(), w, 1e-6);
+    // Then an idle port (u = 0 over a full T each RTT): U = 0 < eta, and
+    // each RTT adds W_AI until incStage reaches maxStage...
+    uint64_t ts = 6000, now = 6000;
+    for (uint32_t stage = 0; stage < kHpccMaxStage; stage++) {
+        h.on_send(now, 4096); // new data: its ACK starts a new RTT
+        ts += 5000, now += 5000;
+        h.on_feedback(int_ack(now, ts, 275000, 0, &tel));
+        w += 100;
+        EXPECT_NEAR(h.window_bytes(), w, 1e-6) << "stage " << stage;
+    }
+    // ...then a multiplicative step: Wc / (U / eta) with U = 0, up to B T.
+    h.on_send(now, 4096);
+    ts += 5000, now += 5000;
+    h.on_feedback(int_ack(now, ts, 275000, 0, &tel));
+    EXPECT_NEAR(h.window_bytes(), 250000, 1e-6);
+}
+
+// Swift (Algorithm 1): 400 Gb/s, 4 KiB packets, base RTT 5 us, queue
+// allowance 655 ns. The start window is a BDP: 61.035 packets.
+TEST(Swift, AdditiveIncreaseAndOneCutPerRtt)
+{
+    SwiftParams p{50e9 / 2048, 50e9, 50e9, 4096, 5000, 655, 655};
+    Swift       s(p);
+    double      cwnd = 50e9 * 5e-6 / 4096;
+    EXPECT_NEAR(s.cwnd(), cwnd, 1e-9);
+    // Flow scaling at this window: alpha / sqrt(cwnd) + beta', with fs_range
+    // = 4 x 655 ns, alpha = fs_range / (1/sqrt(0.1) - 1/sqrt(100)).
+    double fs    = kSwiftFsRangeTargets * 655;
+    double alpha = fs / (1 / std::sqrt(0.1) - 0.1);
+    double beta  = -alpha / 10;
+    double tgt   = 5000 + 655 + (alpha / std::sqrt(cwnd) + beta);
+    EXPECT_NEAR(s.fabric_target_ns(), tgt, 1e-6);
+    // Below the target: + ai / cwnd per packet acked.
+    Feedback f;
+    f.now_ns      = 1000;
+    f.acked_bytes = 4096;
+    f.rtt_ns      = 5200;
+    s.on_feedback(f);
+    cwnd += kSwiftAi / cwnd;
+    EXPECT_NEAR(s.cwnd(), cwnd, 1e-9);
+    // Above it: cwnd *= max(1 - beta (delay - target) / delay, 1 - max_mdf).
+    tgt      = s.fabric_target_ns();
+    f.now_ns = 2000;
+    f.rtt_ns = 8000;
+    s.on_feedback(f);
+    cwnd *= std::max(1 - kSwiftBeta * (8000 - tgt) / 8000, 1 - kSwiftMaxMdf);
+    EXPECT_NEAR(s.cwnd(), cwnd, 1e-9);
+    // Within the same RTT no second cut (and no increase above the target).
+    f.now_ns = 3000;
+    s.on_feedback(f);
+    EXPECT_NEAR(s.cwnd(), cwnd, 1e-9);
+    // A loss one RTT later: cwnd *= 1 - max_mdf.
+    s.on_loss(2000 + 8000);
+    cwnd *= 1 - kSwiftMaxMdf;
+    EXPECT_NEAR(s.cwnd(), cwnd, 1e-9);
+    EXPECT_DOUBLE_EQ(s.rate(), 50e9) << "a window of packets clocks the flow";
+}
+
+TEST(Swift, PacesBelowOnePacket)
+{
+    // A window of 0.5 packets sends one packet per rtt / cwnd: rate = cwnd
+    // x mtu / rtt. Reached from a start window of 1 by a cut at max_mdf.
+    SwiftParams p{50e9 / 2048, 50e9, 4096 / 5e-6, 4096, 5000, 655, 655};
+    Swift       s(p);
+    ASSERT_NEAR(s.cwnd(), 1.0, 1e-9);
+    s.on_loss(1000);
+    EXPECT_NEAR(s.cwnd(), 0.5, 1e-9);
+    // One RTT after the cut, far above the target: a cut by the excess.
+    double   tgt = s.fabric_target_ns();
+    Feedback f;
+    f.now_ns      = 1000 + 10000;
+    f.acked_bytes = 4096;
+    f.rtt_ns      = 10000;
+    s.on_feedback(f);
+    double cwnd = 0.5 * std::max(1 - kSwiftBeta * (10000 - tgt) / 10000, 1 - kSwiftMaxMdf);
+    EXPECT_NEAR(s.cwnd(), cwnd, 1e-9);
+    EXPECT_NEAR(s.rate(), cwnd * 4096 / 10e-6, 1);
+    EXPECT_NEAR(s.window_bytes(), cwnd * 4096, 1e-6);
+}
+
+TEST(Pacer, WindowPoliciesExposeTheirWindow)
+{
+    Config c      = base_config(Policy::kHpcc);
+    c.telemetry   = true;
+    c.base_rtt_ns = 5000;
+    auto h        = make_pacer(c, nullptr);
+    ASSERT_TRUE(h);
+    EXPECT_DOUBLE_EQ(h->window_bytes(), 250000);
+    c.policy = Policy::kSwift;
+    auto s   = make_pacer(c, nullptr);
+    ASSERT_TRUE(s);
+    EXPECT_NEAR(s->window_bytes(), 250000, 1e-6);
+    EXPECT_EQ(make_pacer(base_config(Policy::kDcqcn), nullptr)->window_bytes(), 0);
 }

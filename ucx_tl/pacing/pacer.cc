@@ -2,6 +2,7 @@
 // and the token bucket.
 #include "pacer.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <iterator>
@@ -11,12 +12,20 @@ namespace doorbell::pacing {
 
 namespace {
 
-std::variant<Ibrc, Dcqcn, Timely, FixedRate> make_controller(const Config &c)
+using Controller = std::variant<Ibrc, Dcqcn, Timely, Hpcc, Swift, FixedRate>;
+
+Controller make_controller(const Config &c)
 {
     switch (c.policy) {
     case Policy::kIbrc:
         return Ibrc({c.line_rate_Bps, c.min_rate_Bps, c.max_rate_Bps, c.init_rate_Bps,
-                     c.target_delay_ns, c.gain, c.ce_gain, c.ce_beta, c.probe_step});
+                     c.target_delay_ns, c.gain, c.mtu_bytes, c.base_rtt_ns, c.ce_gain, c.ce_beta,
+                     c.probe_step});
+    case Policy::kHpcc:
+        return Hpcc({c.min_rate_Bps, c.max_rate_Bps, c.base_rtt_ns});
+    case Policy::kSwift:
+        return Swift({c.min_rate_Bps, c.max_rate_Bps, c.init_rate_Bps, c.mtu_bytes, c.base_rtt_ns,
+                      c.target_delay_ns, c.target_delay_ns});
     case Policy::kDcqcn:
         return Dcqcn({c.line_rate_Bps, c.min_rate_Bps, c.max_rate_Bps, c.init_rate_Bps});
     case Policy::kTimely:
@@ -46,7 +55,7 @@ const char *policy_name(Policy policy)
 {
     static constexpr const char *kNames[] = {
 #define DOORBELL_PACING_POLICY_NAME(upper, camel, name) name,
-        DOORBELL_PACING_POLICIES(DOORBELL_PACING_POLICY_NAME)
+        DOORBELL_PACING_ALL_POLICIES(DOORBELL_PACING_POLICY_NAME)
 #undef DOORBELL_PACING_POLICY_NAME
     };
     size_t i = size_t(policy);
@@ -104,6 +113,11 @@ bool resolve_config(const Config &in, Config *out_p, std::string *error_p)
         err << "CE cut " << c.ce_beta << " outside (0, 1)";
     else if (!(c.probe_step >= 0 && c.probe_step < 1))
         err << "probe step " << c.probe_step << " outside [0, 1)";
+    else if (c.base_rtt_ns > 1000000000ull)
+        err << "base RTT " << c.base_rtt_ns << " ns exceeds 1 s";
+    else if (c.policy == Policy::kHpcc && !c.telemetry)
+        err << "hpcc needs in-band telemetry (INT records of the switches) in its ACKs, and this "
+               "path carries none";
     if (!err.str().empty())
         return fail(error_p, err.str());
 
@@ -116,20 +130,24 @@ bool resolve_config(const Config &in, Config *out_p, std::string *error_p)
             << " B/s";
         return fail(error_p, err.str());
     }
+    if (c.target_delay_ns == 0)
+        c.target_delay_ns = std::max<uint64_t>(
+            {1, c.target_floor_ns, ibrc_auto_target_ns(c.mtu_bytes, c.line_rate_Bps)});
     if (c.init_rate_Bps == 0) {
-        // IBRC starts low and probes up (an empty queue drives it up ~9 % per
-        // RTT); DCQCN and TIMELY start at the ceiling as their papers do.
+        // IBRC starts at one segment per loop time when the base RTT is
+        // known before data (else at a fraction of the ceiling) and doubles
+        // per loop time while the queue stays below its target; the other
+        // policies start at the ceiling as their papers do.
         c.init_rate_Bps = c.policy == Policy::kIbrc ?
-                              std::max(c.min_rate_Bps, c.max_rate_Bps * kIbrcInitFraction) :
+                              std::clamp(ibrc_initial_rate(c.mtu_bytes, c.max_rate_Bps,
+                                                           c.base_rtt_ns, c.target_delay_ns),
+                                         c.min_rate_Bps, c.max_rate_Bps) :
                               c.max_rate_Bps;
     }
     if (c.init_rate_Bps < c.min_rate_Bps || c.init_rate_Bps > c.max_rate_Bps) {
         err << "initial rate " << c.init_rate_Bps << " B/s outside [min, max]";
         return fail(error_p, err.str());
     }
-    if (c.target_delay_ns == 0)
-        c.target_delay_ns = std::max<uint64_t>(
-            {1, c.target_floor_ns, ibrc_auto_target_ns(c.mtu_bytes, c.line_rate_Bps)});
     if (c.burst_bytes == 0)
         c.burst_bytes = 2 * c.mtu_bytes;
     *out_p = c;
@@ -147,7 +165,10 @@ std::unique_ptr<Pacer> make_pacer(const Config &config, std::string *error_p)
 Pacer::Pacer(const Config &resolved) :
     config_(resolved),
     ctrl_(make_controller(resolved)),
-    bucket_(resolved.init_rate_Bps, resolved.burst_bytes)
+    // A path's first send is one segment; the rest follows at the rate (a
+    // full bucket at every start would put two segments per flow on the
+    // wire at once, which a synchronized incast of many flows cannot take).
+    bucket_(resolved.init_rate_Bps, resolved.burst_bytes, resolved.mtu_bytes)
 {
 }
 
@@ -160,12 +181,47 @@ void Pacer::apply_rate(uint64_t now_ns)
 
 void Pacer::on_ack(uint64_t now_ns, uint64_t acked_bytes, uint64_t ce_bytes, uint64_t rtt_ns)
 {
+    Feedback f;
+    f.now_ns      = now_ns;
+    f.acked_bytes = acked_bytes;
+    f.ce_bytes    = ce_bytes;
+    f.rtt_ns      = rtt_ns;
+    on_feedback(f);
+}
+
+void Pacer::on_feedback(const Feedback &f)
+{
     counters_.acks++;
-    counters_.acked_bytes += acked_bytes;
-    counters_.ce_bytes += ce_bytes;
-    counters_.rtt_samples += rtt_ns != 0;
-    std::visit([&](auto &c) { c.on_ack(now_ns, acked_bytes, ce_bytes, rtt_ns); }, ctrl_);
-    apply_rate(now_ns);
+    counters_.acked_bytes += f.acked_bytes;
+    counters_.ce_bytes += f.ce_bytes;
+    counters_.rtt_samples += f.rtt_ns != 0;
+    bool windowed = window_bytes() > 0;
+    std::visit(
+        [&](auto &c) {
+            if constexpr (requires { c.on_feedback(f); })
+                c.on_feedback(f);
+            else
+                c.on_ack(f.now_ns, f.acked_bytes, f.ce_bytes, f.rtt_ns);
+        },
+        ctrl_);
+    apply_rate(f.now_ns);
+    // A window that has just opened (IBRC's first segment answered): the
+    // tokens the rate accrued while the path waited are not a licence to
+    // burst; from here the rate paces from one segment.
+    if (windowed && window_bytes() == 0)
+        bucket_.cap(f.now_ns, config_.mtu_bytes);
+}
+
+double Pacer::window_bytes() const
+{
+    return std::visit(
+        [](const auto &c) -> double {
+            if constexpr (requires { c.window_bytes(); })
+                return c.window_bytes();
+            else
+                return 0;
+        },
+        ctrl_);
 }
 
 void Pacer::on_loss(uint64_t now_ns)
@@ -201,6 +257,8 @@ uint64_t Pacer::base_rtt_ns() const
         return i->base_rtt_ns();
     if (auto *t = std::get_if<Timely>(&ctrl_))
         return t->min_rtt_ns();
+    if (std::holds_alternative<Hpcc>(ctrl_) || std::holds_alternative<Swift>(ctrl_))
+        return config_.base_rtt_ns;
     return 0;
 }
 

@@ -13,26 +13,44 @@
 #include <variant>
 
 #include "dcqcn.h"
+#include "feedback.h"
+#include "hpcc.h"
 #include "ibrc.h"
 #include "policies.h"
+#include "swift.h"
 #include "timely.h"
 #include "token_bucket.h"
 
 namespace doorbell::pacing {
 
-// The policies of policies.h, in its order.
+// The policies of policies.h, in its order: a device's, then the
+// simulator's.
 enum class Policy {
 #define DOORBELL_PACING_POLICY_ENUM(upper, camel, name) k##camel,
-    DOORBELL_PACING_POLICIES(DOORBELL_PACING_POLICY_ENUM)
+    DOORBELL_PACING_ALL_POLICIES(DOORBELL_PACING_POLICY_ENUM)
 #undef DOORBELL_PACING_POLICY_ENUM
 };
 
 // Every policy, in the order of policies.h.
 inline constexpr Policy kPolicies[] = {
 #define DOORBELL_PACING_POLICY_VALUE(upper, camel, name) Policy::k##camel,
-    DOORBELL_PACING_POLICIES(DOORBELL_PACING_POLICY_VALUE)
+    DOORBELL_PACING_ALL_POLICIES(DOORBELL_PACING_POLICY_VALUE)
 #undef DOORBELL_PACING_POLICY_VALUE
 };
+
+// Whether a device runs the policy behind its gate (DOORBELL_PACING_POLICIES;
+// the others are the simulator's, policies.h says why).
+constexpr bool device_policy(Policy policy)
+{
+    switch (policy) {
+#define DOORBELL_PACING_POLICY_CASE(upper, camel, name) case Policy::k##camel:
+        DOORBELL_PACING_POLICIES(DOORBELL_PACING_POLICY_CASE)
+        return true;
+#undef DOORBELL_PACING_POLICY_CASE
+    default:
+        return false;
+    }
+}
 
 struct Config {
     Policy   policy          = Policy::kIbrc;
@@ -46,6 +64,12 @@ struct Config {
     double   init_rate_Bps = 0;      ///< first rate, bytes/s; 0 = policy default
     uint32_t mtu_bytes     = 4096;   ///< segment size, sets auto target and bucket depth
     uint32_t burst_bytes   = 0;      ///< token bucket depth, bytes; 0 = 2 segments
+    /// the path's unloaded RTT when it is known before data flows (the
+    /// fabric's design value, or what connection set-up measured), ns;
+    /// 0 = learnt from the samples. IBRC's first rate, HPCC's T and Swift's
+    /// base target follow it.
+    uint64_t base_rtt_ns = 0;
+    bool     telemetry   = false; ///< ACKs carry the switches' INT records (HPCC needs them)
     // IBRC around its linear law (docs/pacing.md); the defaults are the
     // fabric's law, a noisy host path sets its own (the UDP device does).
     double ce_gain = 1;      ///< weight of one loop time's CE fraction in the
@@ -86,6 +110,8 @@ public:
     // An ACK for `acked_bytes`, of which `ce_bytes` carried a CE mark;
     // `rtt_ns` is the echoed round trip (0 = no sample in this ACK).
     void on_ack(uint64_t now_ns, uint64_t acked_bytes, uint64_t ce_bytes, uint64_t rtt_ns);
+    // The same with what else the ACK carried (endpoint delay, INT records).
+    void on_feedback(const Feedback &f);
     // A loss was detected (NAK, retransmit timeout).
     void on_loss(uint64_t now_ns);
     // Earliest time `bytes` may be sent; <= now_ns means now.
@@ -93,25 +119,32 @@ public:
     // `bytes` left on this path: consumes tokens.
     void on_send(uint64_t now_ns, uint32_t bytes);
 
-    double          rate() const { return bucket_.rate(); } ///< bytes/s
+    double rate() const { return bucket_.rate(); } ///< bytes/s
+    /// In-flight limit of a window-based policy (HPCC, Swift), bytes; 0 =
+    /// none (the rate alone paces). A sender keeps sending while its
+    /// in-flight bytes are below it, so a window under one segment still
+    /// lets one out.
+    double          window_bytes() const;
     Policy          policy() const { return config_.policy; }
     const Config   &config() const { return config_; } ///< with auto values resolved
     const Counters &counters() const { return counters_; }
-    // IBRC only: the gain in use (1/s) and the base RTT (ns); 0 before the
-    // first RTT sample or for other policies.
+    // IBRC only: the gain in use (1/s); 0 before the first RTT sample or for
+    // other policies. The base RTT (ns) the controller works with; 0 before
+    // it is known or for policies that keep none.
     double   ibrc_gain() const;
     uint64_t base_rtt_ns() const;
 
 private:
     void apply_rate(uint64_t now_ns);
 
-    Config                                       config_;
-    std::variant<Ibrc, Dcqcn, Timely, FixedRate> ctrl_;
-    TokenBucket                                  bucket_;
-    Counters                                     counters_;
+    Config                                                    config_;
+    std::variant<Ibrc, Dcqcn, Timely, Hpcc, Swift, FixedRate> ctrl_;
+    TokenBucket                                               bucket_;
+    Counters                                                  counters_;
 };
 
-// Parses a policy's name (policies.h: "ibrc", "dcqcn", "timely", "none").
+// Parses a policy's name (policies.h: "ibrc", "dcqcn", "timely", "none",
+// and the simulator's "hpcc", "swift").
 bool        parse_policy(std::string_view name, Policy *policy_p, std::string *error_p);
 const char *policy_name(Policy policy);
 // Parses "auto" (0) or a positive number (1/s).

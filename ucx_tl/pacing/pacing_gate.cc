@@ -76,7 +76,7 @@ PacingFactory builtin_pacing_policy(const std::string &policy)
 {
     Policy      p;
     std::string err;
-    if (!parse_policy(policy, &p, &err) || p == Policy::kNone) {
+    if (!parse_policy(policy, &p, &err) || p == Policy::kNone || !device_policy(p)) {
         return PacingFactory();
     }
     return [](const PacingContext &ctx) -> std::unique_ptr<PacingGate> {

@@ -76,7 +76,8 @@ PacingFactory find_pacing_policy(const std::string &policy);
 std::string resolve_pacing_policy(const char *policy, bool loopback);
 
 /// The built-in doorbell_pacing controller for a policy name; empty for
-/// "none" and unknown names.
+/// "none", unknown names and the simulator's policies (hpcc, swift:
+/// policies.h says why no device runs them).
 PacingFactory builtin_pacing_policy(const std::string &policy);
 
 } // namespace doorbell::pacing

@@ -14,8 +14,13 @@ namespace doorbell::pacing {
 class TokenBucket {
 public:
     TokenBucket() = default;
+    // Starts with `initial_bytes` of tokens (at most the depth).
+    TokenBucket(double rate_Bps, double depth_bytes, double initial_bytes) :
+        rate_(rate_Bps), depth_(depth_bytes), tokens_(std::min(depth_bytes, initial_bytes))
+    {
+    }
     TokenBucket(double rate_Bps, double depth_bytes) :
-        rate_(rate_Bps), depth_(depth_bytes), tokens_(depth_bytes)
+        TokenBucket(rate_Bps, depth_bytes, depth_bytes)
     {
     }
 
@@ -43,6 +48,13 @@ public:
     {
         refill(now_ns);
         tokens_ -= bytes;
+    }
+
+    // Keeps at most `bytes` of tokens (refilled up to now first).
+    void cap(uint64_t now_ns, double bytes)
+    {
+        refill(now_ns);
+        tokens_ = std::min(tokens_, bytes);
     }
 
     double rate() const { return rate_; }
