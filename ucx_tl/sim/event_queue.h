@@ -10,14 +10,15 @@
 namespace doorbell::sim {
 
 enum class EvKind : uint8_t {
-    kPortDone, ///< a port finished serializing its head packet (a = port)
-    kArrive,   ///< packet b reaches the switch owning egress port a
-    kDeliver,  ///< packet b reaches its destination host
-    kAck,      ///< the ACK of packet b reaches its sender
-    kHostWake, ///< host a may send (its token bucket allows it)
-    kRto,      ///< retransmit timer of flow a
-    kSample,   ///< periodic sample of the monitored port and throughput
-    kToggle,   ///< on/off traffic: flow a starts or stops
+    kPortDone,  ///< a port finished serializing its head packet (a = port)
+    kArrive,    ///< packet b reaches the switch owning egress port a
+    kDeliver,   ///< packet b reaches its destination host
+    kAck,       ///< the ACK of packet b reaches its sender
+    kHostWake,  ///< host a may send (a pacer of one of its flows allows it)
+    kRto,       ///< retransmit timer of flow a
+    kSample,    ///< periodic sample of the monitored port and throughput
+    kToggle,    ///< on/off traffic: flow a starts or stops
+    kFlowStart, ///< flow a begins (joins its host's turn)
 };
 
 struct Event {

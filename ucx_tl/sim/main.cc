@@ -2,9 +2,12 @@
 // parse the arguments, resolve the fabric, run the scenario (or the gain
 // sweep), report.
 //
-//   doorbell-sim [run] [options]      one scenario, one policy (or --compare)
+//   doorbell-sim [run] [options]      one scenario, one policy (or --compare:
+//                                     every policy, lossy and lossless)
 //   doorbell-sim sweep-gain [options] IBRC gain swept a decade either side of
-//                                     the derived value, base RTTs 3.2/5.0/6.8 us
+//                                     the derived value on the seed's two
+//                                     fabrics (10 hosts at 3.2 us, 100 at 6.8)
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -33,10 +36,13 @@ struct Context {
     bool                     on_off_set  = false; ///< --on-us/--off-us given
     bool                     json        = false;
     std::string              plot, csv;
+    bool                     hosts_set     = false; ///< --hosts or an explicit fabric given
+    bool                     ecn_set       = false; ///< the marking was given
     std::vector<double>      sweep_rtts_us = {3.2, 5.0, 6.8};
     std::vector<double>      sweep_scales  = {0.1, 0.2, 0.5, 1, 2, 5, 10};
     std::vector<SimResult>   results;
     std::vector<std::string> labels; ///< sweep: row label
+    std::vector<size_t>      best;   ///< sweep: the best row of each block
 };
 
 // Fatal(ctx) << "message": prints and exits 2 at the end of the statement.
@@ -57,32 +63,38 @@ struct Fatal {
 };
 
 const char *kUsage = R"(usage: doorbell-sim [run|sweep-gain] [options]
-  --scenario incast|permutation|allreduce   traffic (default incast)
-  --hosts 8|128             fabric preset (8: 2 leaves x 4, 4 spines; 128: 8 x 16, 16 spines)
+  --scenario incast|permutation|allreduce|mixed   traffic (default incast)
+  --hosts 8|10|100|128      fabric preset (8: 2 leaves x 4, 4 spines; 128: 8 x 16, 16 spines;
+                            the seed's 10: 2 x 5, 5 spines, 3.2 us; 100: 10 x 10, 10 spines, 6.8 us)
   --leaves N --spines N --hosts-per-leaf N  explicit fabric
   --link-gbps G             link rate (default 400)
   --hop-delay-ns N          per-hop delay (default 584: base RTT ~5.0 us)
   --base-rtt-us X           set the hop delay for this cross-spine base RTT
   --mtu BYTES               segment size (default 4096)
   --buffer-kib N            switch buffer per egress port (default 512)
-  --ecn-kib N               ECN marking threshold (default 75 % of the buffer)
+  --ecn-kib N               ECN step marking threshold (default 75 % of the buffer)
+  --red KMIN_KIB,KMAX_KIB,PMAX   RED marking instead (DCQCN's switches; --compare gives
+                            dcqcn its paper's, scaled to the link rate)
   --credit                  credit-based (lossless) flow control
-  --cc ibrc|dcqcn|timely|none   pacing policy (default ibrc)
+  --cc ibrc|dcqcn|timely|hpcc|swift|none   pacing policy (default ibrc)
   --gain auto|X             IBRC gain in 1/s (default auto = derived)
   --gain-scale M            IBRC gain = M x derived
   --target-ns N             queueing-delay target (default auto)
-  --init-gbps G             first rate of every flow (default: line rate)
+  --init-gbps G             first rate of every flow (default: the policy's)
   --duration-us N           simulated time (default 10000)
   --warmup-us N             statistics start (default 10 % of duration)
   --sample-ns N             time-series step (default 1000)
   --allreduce-kib N         allreduce message size (default 4096)
+  --join-us N               incast: the last sender joins then (default half the duration)
+  --no-join                 incast: every sender starts at once
+  --load F                  mixed: offered load per host link (default 0.5)
   --on-us N --off-us N      on/off senders: mean ON and OFF periods (exponential);
                             sweep-gain defaults to 200/50, --on-us 0 for a static incast
-  --seed N                  ECMP, start-jitter and on/off seed (default 1)
-  --compare                 run ibrc, dcqcn, timely and none on the same scenario
+  --seed N                  ECMP, start-jitter, marking and arrival seed (default 1)
+  --compare                 every policy on the same scenario, lossy and lossless
   --json                    JSON instead of the table
   --csv FILE                time series of the (first) run as CSV
-  --plot FILE.png           plot rate, goodput and queue over time
+  --plot FILE.png           plot every run's time series (and slowdowns)
 )";
 
 bool to_u64(const std::string &s, uint64_t *v)
@@ -139,10 +151,10 @@ void parse_args(Context &ctx, int argc, char **argv)
             if (!parse_scenario(v, &c.scenario))
                 Fatal(ctx) << "--scenario: unknown '" << v << "' (incast, permutation, allreduce)";
         } else if (a == "--hosts") {
-            ctx.hosts = uint32_t(u64());
+            ctx.hosts = uint32_t(u64()), ctx.hosts_set = true;
             if (!apply_host_preset(ctx.hosts, &c))
-                Fatal(ctx)
-                    << "--hosts: presets are 8 and 128; use --leaves/--spines/--hosts-per-leaf";
+                Fatal(ctx) << "--hosts: presets are 8, 10, 100 and 128; use "
+                              "--leaves/--spines/--hosts-per-leaf";
         } else if (a == "--leaves") {
             c.leaves = uint32_t(u64()), explicit_fabric = true;
         } else if (a == "--spines") {
@@ -160,7 +172,16 @@ void parse_args(Context &ctx, int argc, char **argv)
         } else if (a == "--buffer-kib") {
             c.buffer_bytes = uint32_t(u64() * 1024);
         } else if (a == "--ecn-kib") {
-            c.ecn_bytes = uint32_t(u64() * 1024);
+            c.ecn_bytes = uint32_t(u64() * 1024), ctx.ecn_set = true;
+        } else if (a == "--red") {
+            std::string v = value();
+            double      kmin, kmax, pmax;
+            char        tail;
+            if (std::sscanf(v.c_str(), "%lf,%lf,%lf%c", &kmin, &kmax, &pmax, &tail) != 3 ||
+                !(kmin >= 0 && kmax > kmin && pmax > 0 && pmax <= 1))
+                Fatal(ctx) << "--red: '" << v << "' is not KMIN_KIB,KMAX_KIB,PMAX";
+            c.ecn_kmin_bytes = uint32_t(kmin * 1024), c.ecn_kmax_bytes = uint32_t(kmax * 1024);
+            c.ecn_pmax = pmax, ctx.ecn_set = true;
         } else if (a == "--credit") {
             c.credit = true;
         } else if (a == "--cc") {
@@ -185,6 +206,12 @@ void parse_args(Context &ctx, int argc, char **argv)
             c.sample_ns = u64();
         } else if (a == "--allreduce-kib") {
             c.allreduce_bytes = u64() * 1024;
+        } else if (a == "--join-us") {
+            c.join_ns = u64() * 1000, c.join = true;
+        } else if (a == "--no-join") {
+            c.join = false;
+        } else if (a == "--load") {
+            c.load = dbl();
         } else if (a == "--on-us") {
             c.on_ns = u64() * 1000, ctx.on_off_set = true;
         } else if (a == "--off-us") {
@@ -204,7 +231,21 @@ void parse_args(Context &ctx, int argc, char **argv)
         }
     }
     if (explicit_fabric)
-        ctx.hosts = ctx.cfg.leaves * ctx.cfg.hosts_per_leaf;
+        ctx.hosts = ctx.cfg.leaves * ctx.cfg.hosts_per_leaf, ctx.hosts_set = true;
+}
+
+// DCQCN's switches mark by RED: Kmin 5 KB, Kmax 200 KB, Pmax 1 % at 40 Gb/s
+// (Zhu et al., Sec. 5), thresholds scaled with the link rate and Kmax kept
+// within the step threshold the other policies get (75 % of the buffer).
+void apply_dcqcn_marking(SimConfig &c)
+{
+    double scale     = c.link_gbps / 40;
+    double step      = c.ecn_bytes ? c.ecn_bytes : c.buffer_bytes / 4 * 3;
+    c.ecn_kmin_bytes = uint32_t(5000 * scale);
+    c.ecn_kmax_bytes = uint32_t(std::min(200000 * scale, step));
+    c.ecn_pmax       = 0.01;
+    if (c.ecn_kmin_bytes >= c.ecn_kmax_bytes)
+        c.ecn_kmax_bytes = 0; // a buffer too small for RED: the step
 }
 
 // The IBRC gain for a config: derived x scale when --gain-scale is given.
@@ -221,6 +262,24 @@ void apply_gain_scale(SimConfig &c, double scale)
         c.cc.gain = scale * pacing::ibrc_derived_gain(base_rtt_ns(c) + r.target_delay_ns);
 }
 
+// Kleinrock's power of a run: goodput (utilization) over delay (the base
+// RTT plus the p99 queueing delay). The best gain of a sweep block has the
+// most: a gain that fills the link with a long queue, or keeps the queue
+// short by leaving the link idle, both lose.
+double power(const SimResult &r)
+{
+    return r.utilization / (r.base_rtt_ns * 1e-3 + r.qdelay_p99_us);
+}
+
+size_t best_of(const std::vector<SimResult> &r, size_t first, size_t last)
+{
+    size_t best = first;
+    for (size_t i = first; i < last; i++)
+        if (power(r[i]) > power(r[best]))
+            best = i;
+    return best;
+}
+
 void run_one(Context &ctx, const SimConfig &c)
 {
     SimResult   r;
@@ -230,7 +289,7 @@ void run_one(Context &ctx, const SimConfig &c)
     ctx.results.push_back(std::move(r));
 }
 
-// Pass 2: one scenario (or the four policies on it).
+// Pass 2: one scenario (or every policy on it).
 void run_scenarios(Context &ctx)
 {
     SimConfig c = ctx.cfg;
@@ -241,32 +300,60 @@ void run_scenarios(Context &ctx)
         run_one(ctx, c);
         return;
     }
-    for (pacing::Policy p : pacing::kPolicies) {
-        SimConfig k = c;
-        k.cc.policy = p;
-        run_one(ctx, k);
-    }
+    // Every policy on the lossy fabric, then on the lossless one (where
+    // DCQCN and HPCC are deployed), each with its own switch marking; the
+    // unpaced fabric last, as the reference.
+    std::vector<pacing::Policy> order;
+    for (pacing::Policy p : pacing::kPolicies)
+        if (p != pacing::Policy::kNone)
+            order.push_back(p);
+    order.push_back(pacing::Policy::kNone);
+    for (bool credit : {false, true})
+        for (pacing::Policy p : order) {
+            SimConfig k = c;
+            k.cc.policy = p;
+            k.credit    = credit;
+            if (p == pacing::Policy::kDcqcn && !ctx.ecn_set)
+                apply_dcqcn_marking(k);
+            run_one(ctx, k);
+        }
 }
 
-// Pass 2 (sweep-gain): the seed's experiment, IBRC at a fixed ECN threshold.
-// Senders come and go (ON 200 us / OFF 50 us on average unless given): a
-// gain shows itself in how the loop refills and drains, which a static
-// incast, once settled, hides.
+// Pass 2 (sweep-gain): the seed's experiment, IBRC at a fixed ECN threshold,
+// on the seed's two fabrics (10 hosts at 3.2 us, 100 at 6.8 us) or on the
+// one given at 3.2 / 5.0 / 6.8 us. Senders come and go (ON 200 us / OFF 50
+// us on average unless given): a gain shows itself in how the loop refills
+// and drains, which a static incast, once settled, hides.
 void sweep_gain(Context &ctx)
 {
     if (!ctx.on_off_set)
         ctx.cfg.on_ns = kSweepOnNs, ctx.cfg.off_ns = kSweepOffNs;
-    for (double rtt : ctx.sweep_rtts_us) {
+    ctx.cfg.join = false;
+    std::vector<std::pair<uint32_t, double>> blocks; // hosts (0 = as given), base RTT
+    if (!ctx.hosts_set)
+        blocks = {{10, 3.2}, {100, 6.8}};
+    else if (ctx.base_rtt_us > 0)
+        blocks = {{0, ctx.base_rtt_us}};
+    else
+        for (double rtt : ctx.sweep_rtts_us)
+            blocks.push_back({0, rtt});
+    for (auto [hosts, rtt] : blocks) {
+        SimConfig base = ctx.cfg;
+        if (hosts)
+            apply_host_preset(hosts, &base);
+        base.hop_delay_ns = hop_delay_for_rtt(base, uint64_t(rtt * 1000));
+        size_t first      = ctx.results.size();
         for (double m : ctx.sweep_scales) {
-            SimConfig c    = ctx.cfg;
-            c.cc.policy    = pacing::Policy::kIbrc;
-            c.hop_delay_ns = hop_delay_for_rtt(c, uint64_t(rtt * 1000));
+            SimConfig c = base;
+            c.cc.policy = pacing::Policy::kIbrc;
             apply_gain_scale(c, m);
             run_one(ctx, c);
             char label[64];
-            std::snprintf(label, sizeof label, "%5.2f %5.1fx", base_rtt_ns(c) * 1e-3, m);
+            std::snprintf(label, sizeof label, "%5u %6.2f %5.1fx", c.leaves * c.hosts_per_leaf,
+                          base_rtt_ns(c) * 1e-3, m);
             ctx.labels.push_back(label);
         }
+        ctx.best.push_back(best_of(ctx.results, first, ctx.results.size()));
     }
 }
 
@@ -281,14 +368,17 @@ void report(Context &ctx)
         std::string        line;
         size_t             row = 0;
         std::getline(in, line);
-        std::printf(
-            "gain sweep: %s, %u hosts, ECN at %u KiB of %u KiB, senders ON %.0f / OFF %.0f us\n",
-            scenario_name(ctx.cfg.scenario), ctx.hosts,
-            (ctx.cfg.ecn_bytes ? ctx.cfg.ecn_bytes : ctx.cfg.buffer_bytes / 4 * 3) >> 10,
-            ctx.cfg.buffer_bytes >> 10, ctx.cfg.on_ns * 1e-3, ctx.cfg.off_ns * 1e-3);
-        std::cout << "rtt_us  scale  " << line << "\n";
-        while (std::getline(in, line))
-            std::cout << ctx.labels[row++] << "  " << line << "\n";
+        std::printf("gain sweep: %s, ECN at %u KiB of %u KiB, senders ON %.0f / OFF %.0f us; "
+                    "* = best of its block (most power: utilization / (base RTT + p99 "
+                    "queueing delay))\n",
+                    scenario_name(ctx.cfg.scenario),
+                    (ctx.cfg.ecn_bytes ? ctx.cfg.ecn_bytes : ctx.cfg.buffer_bytes / 4 * 3) >> 10,
+                    ctx.cfg.buffer_bytes >> 10, ctx.cfg.on_ns * 1e-3, ctx.cfg.off_ns * 1e-3);
+        std::cout << "hosts rtt_us  scale   " << line << "\n";
+        while (std::getline(in, line)) {
+            bool best = std::find(ctx.best.begin(), ctx.best.end(), row) != ctx.best.end();
+            std::cout << ctx.labels[row++] << (best ? " * " : "   ") << line << "\n";
+        }
     } else {
         const SimResult &r = ctx.results[0];
         std::printf(
@@ -296,9 +386,16 @@ void report(Context &ctx)
             scenario_name(ctx.cfg.scenario), ctx.hosts, r.flows, r.base_rtt_ns * 1e-3,
             r.derived_gain);
         std::cout << format_table(ctx.results);
+        if (ctx.cfg.scenario == Scenario::kMixed) {
+            std::printf("flow completion time slowdown (FCT / FCT alone), web-search sizes at "
+                        "%.0f %% load; short: up to %llu bytes\n",
+                        100 * ctx.cfg.load, (unsigned long long)ctx.cfg.short_bytes);
+            std::cout << format_fct_table(ctx.results);
+        }
         for (const SimResult &x : ctx.results)
             if (x.allreduce_us > 0)
-                std::printf("%s: allreduce of %llu KiB done at %.2f us\n", x.policy.c_str(),
+                std::printf("%s %s: allreduce of %llu KiB done at %.2f us\n", x.policy.c_str(),
+                            x.credit ? "credit" : "lossy",
                             (unsigned long long)(ctx.cfg.allreduce_bytes >> 10), x.allreduce_us);
         uint64_t ev   = 0;
         double   wall = 0;
@@ -315,7 +412,7 @@ void report(Context &ctx)
     }
     if (!ctx.plot.empty()) {
         std::string err;
-        if (!write_plot(ctx.results[0], ctx.plot, &err))
+        if (!write_plot(ctx.results, ctx.plot, &err))
             Fatal(ctx) << "--plot: " << err;
     }
 }
