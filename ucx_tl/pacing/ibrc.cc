@@ -72,6 +72,11 @@ void Ibrc::on_ack(uint64_t now_ns, uint64_t acked_bytes, uint64_t ce_bytes, uint
                                      params_.min_rate_Bps, params_.max_rate_Bps);
             rate_       = std::min(rate_, start_rate_);
         } else {
+            if (resumed_) {
+                resumed_ = false;
+                if (double(delay) >= kIbrcEmptyFraction * params_.target_ns)
+                    rate_ = std::min(rate_, params_.max_rate_Bps * kIbrcInitFraction);
+            }
             if (n_counted_++ == 0)
                 standing_ = double(delay) >= kIbrcEmptyFraction * params_.target_ns;
             if (starting_ && standing_ && share_Bps_ == 0) {
@@ -112,10 +117,19 @@ void Ibrc::on_send(uint64_t now_ns, uint64_t bytes)
     if (sent_ && now_ns - last_send_ns_ > kIbrcIdleLoops * (loop_ns + spacing_ns)) {
         // Not a new start: flows that pause and resume (an on/off incast)
         // would all ramp at once after every lull and drive the queue into
-        // a limit cycle. The law resumes from a capped rate instead.
-        rate_      = std::min(rate_, params_.max_rate_Bps * kIbrcInitFraction);
-        have_prev_ = false;
-        fresh_     = true;
+        // a limit cycle. The law resumes from the old rate, halved per
+        // kIbrcIdleHalving loop times of idle (a rate describes a fabric that
+        // moves on), so a ring step that waited on its neighbour goes on near
+        // the rate it had; but if the first sample after the pause shows a
+        // standing queue, others share the path and took the capacity
+        // meanwhile: the flow drops to the cap kIbrcInitFraction sets
+        // (on_ack()), as it resumed before.
+        double idle_loops = double(now_ns - last_send_ns_) / double(loop_ns);
+        rate_             = std::max(rate_ * std::exp2(-idle_loops / kIbrcIdleHalving),
+                                     std::min(rate_, params_.max_rate_Bps * kIbrcInitFraction));
+        resumed_          = true;
+        have_prev_        = false;
+        fresh_            = true;
         clamp();
     }
     sent_         = true;
@@ -282,7 +296,7 @@ double Ibrc::start_limit_ns() const
 // The rate whose own target is `delay_ns` (the inverse of own_target_ns()).
 double Ibrc::rate_for_target(double delay_ns) const
 {
-    double x = (delay_ns / params_.target_ns - 1) / kIbrcFairness;
+    double x = (delay_ns / params_.target_ns - 1) / params_.fairness;
     return params_.max_rate_Bps *
            std::exp(-std::max(0.0, x) * std::log(params_.max_rate_Bps / params_.min_rate_Bps));
 }
@@ -291,10 +305,10 @@ double Ibrc::rate_for_target(double delay_ns) const
 // equilibrium every flow sees the same delay, so only equal rates null every
 // flow's error at once. Logarithmic in the rate so that small shares (many
 // flows) converge as fast as large ones; bounded between the target (at the
-// ceiling) and (1 + kIbrcFairness) target (at the floor).
+// ceiling) and (1 + fairness) targets (at the floor).
 double Ibrc::own_target_ns() const
 {
-    return params_.target_ns * (1 + kIbrcFairness * std::log(params_.max_rate_Bps / rate_) /
+    return params_.target_ns * (1 + params_.fairness * std::log(params_.max_rate_Bps / rate_) /
                                         std::log(params_.max_rate_Bps / params_.min_rate_Bps));
 }
 

@@ -32,6 +32,7 @@ static constexpr uint32_t kIbrcTargetSegments = 8;    ///< auto target = 8 segme
 static constexpr double   kIbrcProbeError     = 4;    ///< empty queue counts as 4 RTTs below target
 static constexpr double   kIbrcEmptyFraction  = 0.25; ///< queue "empty" below 1/4 of the target
 static constexpr double kIbrcFairness = 4; ///< own target = target (1 + f log(max/r) / log(max/min))
+static constexpr double kIbrcHostFairness = 2; ///< f on a path with a target floor (a host path)
 static constexpr double kIbrcInitFraction = 1.0 / 16; ///< first rate, of the ceiling, when the
                                                       ///< base RTT is not known before data;
                                                       ///< the cap on resuming after idle
@@ -41,7 +42,8 @@ static constexpr uint32_t kIbrcStartHold   = 2; ///< start: loop times held on a
                                                 ///< the own target before the law takes over
 static constexpr double   kIbrcLossBeta     = 0.5; ///< cut on loss, once per RTT
 static constexpr double   kIbrcMaxStep      = 0.5; ///< one update changes the rate by at most 50 %
-static constexpr uint32_t kIbrcIdleLoops    = 4;   ///< idle this many loop times: resume capped
+static constexpr uint32_t kIbrcIdleLoops    = 4;   ///< idle this many loop times: resume lower
+static constexpr double   kIbrcIdleHalving  = 64;  ///< idle loop times per halving of the rate
 static constexpr uint64_t kIbrcBaseWindowNs = 1000000000; ///< base RTT window, 1 s
 
 // The normalized loop coefficients (a, p) for a crossover w_c (rad per RTT)
@@ -77,6 +79,7 @@ struct IbrcParams {
     double   ce_gain     = 1;   ///< alpha <- (1 - g) alpha + g * (CE fraction of a loop time)
     double   ce_beta     = 0.5; ///< a marked loop time cuts r *= 1 - ce_beta * alpha
     double   probe_step  = 0;   ///< empty-queue probe: at least this of the ceiling per loop time
+    double   fairness    = kIbrcFairness; ///< own-target spread f, in targets
 };
 
 class Ibrc {
@@ -134,6 +137,7 @@ private:
     bool        starting_       = true;  ///< start: doubling per loop time below target
     bool        fresh_          = true;  ///< no law update since the (re)start
     bool        sampled_        = false; ///< an RTT sample arrived
+    bool        resumed_        = false; ///< resumed after idle, no sample since
     uint32_t    n_counted_      = 0;     ///< samples after the first
     bool        standing_       = false; ///< the queue was there when the flow began (a newcomer)
     double      start_rate_     = 0;     ///< the first rate (ibrc_initial_rate())

@@ -20,7 +20,7 @@ Controller make_controller(const Config &c)
     case Policy::kIbrc:
         return Ibrc({c.line_rate_Bps, c.min_rate_Bps, c.max_rate_Bps, c.init_rate_Bps,
                      c.target_delay_ns, c.gain, c.mtu_bytes, c.base_rtt_ns, c.ce_gain, c.ce_beta,
-                     c.probe_step});
+                     c.probe_step, c.fairness});
     case Policy::kHpcc:
         return Hpcc({c.min_rate_Bps, c.max_rate_Bps, c.base_rtt_ns});
     case Policy::kSwift:
@@ -113,6 +113,8 @@ bool resolve_config(const Config &in, Config *out_p, std::string *error_p)
         err << "CE cut " << c.ce_beta << " outside (0, 1)";
     else if (!(c.probe_step >= 0 && c.probe_step < 1))
         err << "probe step " << c.probe_step << " outside [0, 1)";
+    else if (!(c.fairness >= 0 && c.fairness <= 16))
+        err << "fairness spread " << c.fairness << " outside [0, 16] targets";
     else if (c.base_rtt_ns > 1000000000ull)
         err << "base RTT " << c.base_rtt_ns << " ns exceeds 1 s";
     else if (c.policy == Policy::kHpcc && !c.telemetry)
@@ -150,6 +152,8 @@ bool resolve_config(const Config &in, Config *out_p, std::string *error_p)
     }
     if (c.burst_bytes == 0)
         c.burst_bytes = 2 * c.mtu_bytes;
+    if (c.fairness == 0)
+        c.fairness = c.target_floor_ns ? kIbrcHostFairness : kIbrcFairness;
     *out_p = c;
     return true;
 }

@@ -72,11 +72,15 @@ struct Config {
     bool     telemetry   = false; ///< ACKs carry the switches' INT records (HPCC needs them)
     // IBRC around its linear law (docs/pacing.md); the defaults are the
     // fabric's law, a noisy host path sets its own (the UDP device does).
-    double ce_gain = 1;      ///< weight of one loop time's CE fraction in the
-                             ///< estimate alpha (DCTCP's g); 1 = that alone
-    double ce_beta    = 0.5; ///< a marked loop time cuts r *= 1 - ce_beta * alpha
-    double probe_step = 0;   ///< an empty-queue probe adds at least this
-                             ///< fraction of the ceiling per loop time; 0 = none
+    double ce_gain = 1;   ///< weight of one loop time's CE fraction in the
+                          ///< estimate alpha (DCTCP's g); 1 = that alone
+    double ce_beta = 0.5; ///< a marked loop time cuts r *= 1 - ce_beta * alpha
+    /// spread of a flow's own target with its share, in targets (IBRC's
+    /// fairness term); 0 = auto: kIbrcFairness, kIbrcHostFairness when the
+    /// target has a floor (a host path, whose ECN threshold is closer)
+    double fairness   = 0;
+    double probe_step = 0; ///< an empty-queue probe adds at least this
+                           ///< fraction of the ceiling per loop time; 0 = none
 };
 
 // Counters a device can expose; all monotonic.
