@@ -400,3 +400,30 @@ TEST(IbrcStart, SynchronizedIncastStartStaysBelowTheMarkingThreshold)
     EXPECT_GT(jain(r), 0.999);
     EXPECT_NEAR(f.total_rate() / kC, 1.0, 0.05);
 }
+
+// A path that pauses (a ring step waiting on its neighbour) resumes near its
+// old rate, halved per kIbrcIdleHalving idle loop times; if its first sample
+// after the pause shows a standing queue, others took the capacity and it
+// drops to kIbrcInitFraction of the ceiling.
+TEST(IbrcLaw, PausedPathResumesNearItsRateUnlessAQueueShows)
+{
+    for (bool queue : {false, true}) {
+        Fluid  f;
+        Pacer &p = f.add(ibrc());
+        f.run(400000);
+        ASSERT_GT(p.rate(), 0.95 * kC);
+        double   before = p.rate();
+        uint64_t loop   = kBase + p.config().target_delay_ns;
+        p.on_send(f.now, 4096); // the last send before the pause
+        uint64_t t = f.now + 20 * loop;
+        p.on_send(t, 4096);
+        EXPECT_NEAR(p.rate(), before * std::exp2(-20 / kIbrcIdleHalving), before * 1e-9);
+        double   resumed = p.rate();
+        uint64_t delay   = queue ? p.config().target_delay_ns : 0;
+        p.on_ack(t + kBase, 4096, 0, kBase + delay); // (the law's update follows)
+        if (queue)
+            EXPECT_NEAR(p.rate(), kC * kIbrcInitFraction, 0.1 * kC * kIbrcInitFraction);
+        else
+            EXPECT_GE(p.rate(), resumed);
+    }
+}
