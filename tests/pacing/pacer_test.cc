@@ -101,6 +101,13 @@ TEST(PacerConfig, ResolvesAutoValues)
     c.policy = Policy::kDcqcn;
     ASSERT_TRUE(resolve_config(c, &r, &err));
     EXPECT_EQ(r.init_rate_Bps, 50e9);
+    // The baselines' queue allowance is their own: TIMELY's thresholds and
+    // Swift's target scale with kBaselineAllowanceSegments segment times.
+    for (Policy p : {Policy::kTimely, Policy::kSwift}) {
+        c.policy = p;
+        ASSERT_TRUE(resolve_config(c, &r, &err));
+        EXPECT_EQ(r.target_delay_ns, uint64_t(kBaselineAllowanceSegments * 4096 / 50e9 * 1e9));
+    }
 }
 
 // A device whose path adds scheduling noise sets a floor under the automatic
@@ -162,6 +169,27 @@ TEST(IbrcGain, DesignMeetsCrossoverAndMargin)
     // Phase margin: 180 + arg L = atan(p w / a) - w (rad).
     double pm = (std::atan2(d.p * w, d.a) - w) * 180 / M_PI;
     EXPECT_NEAR(pm, kIbrcPhaseMarginDeg, 1e-6);
+}
+
+// The design's numbers (docs/pacing.md): crossover half a radian per loop
+// time, 50 degrees of margin, a gain margin above 3 with one loop time of
+// delay: a = 0.0492, p = 0.490.
+TEST(IbrcGain, TheDesignsCoefficients)
+{
+    IbrcLoop d = ibrc_design(kIbrcCrossover, kIbrcPhaseMarginDeg);
+    EXPECT_NEAR(d.a, 0.0492, 5e-4);
+    EXPECT_NEAR(d.p, 0.490, 5e-3);
+    // Gain margin: where the phase a + j p w - w - pi crosses -pi, 1 / |L|.
+    double w = 0.1, prev = 0;
+    for (; w < 10; w += 1e-4) {
+        double ph = std::atan2(d.p * w, d.a) - w;
+        if (prev > 0 && ph <= 0)
+            break;
+        prev = ph;
+    }
+    double margin = w * w / std::hypot(d.a, d.p * w);
+    EXPECT_GT(margin, 3);
+    EXPECT_LT(margin, 3.5);
 }
 
 TEST(IbrcGain, FollowsTheRtt)

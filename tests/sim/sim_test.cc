@@ -90,7 +90,11 @@ TEST(SimIncast, DerivedGainHoldsTheLinkWithSteadyRtt)
     EXPECT_GE(r.utilization, 0.94);
     EXPECT_LE(r.rtt_std_us, 0.8);
     EXPECT_EQ(r.dips, 0u);
-    EXPECT_GT(r.jain, 0.99);
+    // Four flows hold the link but not equal shares: their additive steps
+    // pull them together only in proportion to their number, and the paths
+    // differ by a few ns of queue at shared spine ports (docs/pacing.md,
+    // where IBRC loses).
+    EXPECT_GT(r.jain, 0.9);
     EXPECT_NEAR(r.gain, r.derived_gain, r.derived_gain * 0.05);
 }
 
@@ -108,11 +112,11 @@ TEST(SimIncast, IbrcRetransmitsLessAndQueuesLessThanDcqcnAndTimely)
 
 TEST(SimIncast, GainTenTimesTooLowUnderUtilizes)
 {
-    // Static incast: the start fills the link whatever the gain (it doubles
-    // per loop time, the law does not take part), so a low gain shows only in
-    // more RTT jitter around the target.
+    // Static incast: the start ends at half the rate that built its first
+    // queue, and from there a low gain climbs back too slowly.
     SimResult low = run_scaled(0.1), good = run_scaled(1);
-    EXPECT_GT(low.rtt_std_us, 4 * good.rtt_std_us);
+    EXPECT_GE(good.utilization, 0.99);
+    EXPECT_LT(low.utilization, good.utilization - 0.1);
     // Senders that come and go: it cannot refill the link in time.
     SimResult low_dyn = run_scaled(0.1, 5000, true), good_dyn = run_scaled(1, 5000, true);
     EXPECT_LT(low_dyn.utilization, 0.6);
@@ -197,7 +201,9 @@ TEST(SimScenarios, Preset128Hosts)
 
 // The 128-host incast (112 senders that start in the same instant, the last
 // one late): the start overruns nothing, and after it the flows share the
-// bottleneck evenly, the newcomer too.
+// bottleneck evenly with a standing queue of about 0.7 us (the target plus
+// 112 flows' additive shares); the newcomer reads its share from that queue
+// and holds it from its first averaging window (20 base RTTs) on.
 TEST(SimIncast, SynchronizedStartOf112SendersDropsNothingAndSharesEvenly)
 {
     SimConfig c;
@@ -208,10 +214,14 @@ TEST(SimIncast, SynchronizedStartOf112SendersDropsNothingAndSharesEvenly)
     EXPECT_EQ(r.flows, 112u);
     EXPECT_EQ(r.drops, 0u);
     EXPECT_EQ(r.retx_all_pct, 0);
-    EXPECT_GE(r.jain, 0.95);
+    EXPECT_GE(r.jain, 0.99);
+    EXPECT_LT(r.qdelay_p99_us, 1.5);
+    EXPECT_GE(r.utilization, 0.99);
     EXPECT_DOUBLE_EQ(r.join_us, 1000);
+    EXPECT_GE(r.converge_us, 0) << "the newcomer within 10 % of its share";
+    EXPECT_LE(r.converge_us, 500);
     ASSERT_EQ(r.tail_Bps.size(), 112u);
-    EXPECT_NEAR(r.tail_Bps.back() / r.fair_share_Bps, 1.0, 0.3) << "the late joiner";
+    EXPECT_NEAR(r.tail_Bps.back() / r.fair_share_Bps, 1.0, 0.1) << "the late joiner";
 }
 
 TEST(SimFabric, SwitchesStampIntForHpcc)

@@ -74,24 +74,28 @@ void Ibrc::on_ack(uint64_t now_ns, uint64_t acked_bytes, uint64_t ce_bytes, uint
         } else {
             if (resumed_) {
                 resumed_ = false;
-                if (double(delay) >= kIbrcEmptyFraction * params_.target_ns)
+                if (double(delay) >= kIbrcEmptyFraction * start_scale_ns())
                     rate_ = std::min(rate_, params_.max_rate_Bps * kIbrcInitFraction);
             }
-            if (n_counted_++ == 0)
-                standing_ = double(delay) >= kIbrcEmptyFraction * params_.target_ns;
-            if (starting_ && standing_ && share_Bps_ == 0) {
-                ref_sum_ns_ += double(delay); // the queue before this flow added to it
+            if (n_counted_++ == 0) {
+                // The queue the flow found: a queue above half the start's
+                // scale is others' standing queue, and it tells a share.
+                found_ns_ = double(delay);
+                standing_ = found_ns_ >= kIbrcStandingFraction * start_scale_ns();
+            }
+            if (starting_ && standing_) {
+                ref_sum_ns_ += double(delay);
                 ref_n_++;
             }
             sum_delay_ns_ += double(delay);
             max_delay_ns_ = std::max(max_delay_ns_, double(delay));
             n_delay_++;
-            // On an empty path a queue above the target ends the start at
-            // once, not at the end of the loop time: the doubling must not
-            // run one more round. (A newcomer to a standing queue decides
-            // on the loop time's mean, in update().)
+            sample_sent_ns_ = now_ns - rtt_ns;
+            // A queue above the start's limit ends the start at once, not at
+            // the end of the loop time: the doubling must not run one more
+            // round.
             if (starting_ && double(delay) > start_limit_ns())
-                end_start(now_ns, rate_before(now_ns - rtt_ns) / 2);
+                end_start(now_ns, rate_before(sample_sent_ns_) / 2);
         }
     }
     if (!have_base())
@@ -130,6 +134,7 @@ void Ibrc::on_send(uint64_t now_ns, uint64_t bytes)
         resumed_          = true;
         have_prev_        = false;
         fresh_            = true;
+        empties_          = 0;
         clamp();
     }
     sent_         = true;
@@ -179,6 +184,7 @@ void Ibrc::update(uint64_t now_ns)
     win_acked_ = win_ce_ = 0;
 
     if (ce_frac > 0) {
+        empties_ = 0;
         cut(now_ns, 1 - params_.ce_beta * alpha_);
         return;
     }
@@ -186,7 +192,7 @@ void Ibrc::update(uint64_t now_ns)
         return;
 
     // Gains: a = gain * T, p in the designed ratio to a (a user gain scales
-    // the whole controller).
+    // the whole controller, the additive step too).
     double a   = gain() * T;
     double p   = design_.p * a / design_.a;
     double err = (delay - own_target_ns()) / (T * 1e9);
@@ -200,58 +206,96 @@ void Ibrc::update(uint64_t now_ns)
     fresh_ = false;
     if (starting_) {
         if (standing_) {
-            // A newcomer to a standing queue: at an equilibrium the queue is
-            // the own target of the flows' common rate, so the rate whose
-            // own target it is, is their share. The newcomer reads it from
-            // the queue as it found it (its samples up to its first update,
-            // before its own ramp added to the queue), doubles toward it and
-            // takes it; the multiplicative law then scales every flow, the
-            // newcomer too, to the share of one more flow.
-            if (share_Bps_ == 0)
-                share_Bps_ = std::max(rate_for_target(ref_sum_ns_ / ref_n_), start_rate_ / 2);
-            if (2 * rate_ >= share_Bps_) {
-                end_start(now_ns, share_Bps_);
+            // A newcomer to a standing queue: at an equilibrium of the law
+            // every flow's delay excess is the additive step's share of its
+            // own packet spacing (and the own target's, if any), so the
+            // queue tells the rate every flow there has. The newcomer reads
+            // it from the mean of kIbrcShareSamples samples taken at its
+            // first rate (a ramp would raise the queue it reads, and the
+            // incumbents' answer to it), then doubles toward it and takes
+            // it; the multiplicative law then scales every flow, the
+            // newcomer too, to the share of one more.
+            double share = std::max(rate_for_queue(ref_sum_ns_ / ref_n_), start_rate_ / 2);
+            if (ref_n_ >= kIbrcShareSamples && 2 * rate_ >= share) {
+                end_start(now_ns, share);
                 prev_err_ = err;
                 return;
             }
-        } else if (max_delay >= kIbrcEmptyFraction * params_.target_ns) {
-            // A queue built up (below the own target, or on_ack would have
-            // ended the start): hold, do not double into it; the law takes
-            // over after kIbrcStartHold such loop times.
+            rate_before_double_ = rate_;
+            doubled_ns_         = now_ns;
+            if (ref_n_ >= kIbrcShareSamples)
+                rate_ = std::min(rate_ * kIbrcStartGrowth, share);
+            prev_err_  = err;
+            have_prev_ = true;
+            clamp();
+            return;
+        }
+        if (max_delay >= found_ns_ + kIbrcEmptyFraction * start_scale_ns()) {
+            // A queue built up above the one the flow found (below the
+            // start's limit, or on_ack would have ended the start): hold, do
+            // not double into it; the law takes over after kIbrcStartHold
+            // such loop times, at the rate that sent the packet that saw it.
             if (++holds_ >= kIbrcStartHold)
-                end_start(now_ns, rate_);
+                end_start(now_ns, rate_before(sample_sent_ns_));
             prev_err_  = err;
             have_prev_ = true;
             return;
         }
-        // Every sample of this loop time was below the target (else on_ack
-        // ended the start): the path has room, double.
-        rate_before_double_ = rate_;
-        doubled_ns_         = now_ns;
-        rate_ *= std::pow(kIbrcStartGrowth, std::min(1.0, dt / T));
+        // Every sample of this loop time was near the queue the flow found:
+        // the path has room, double. At the ceiling the start goes on
+        // without doubling for kIbrcStartHold loop times, so that a queue
+        // the last doubling built still ends it with the halving (the
+        // samples are a loop time old); a path that stays empty is the
+        // flow's alone, and the start is over.
+        if (rate_ < params_.max_rate_Bps) {
+            rate_before_double_ = rate_;
+            doubled_ns_         = now_ns;
+            rate_ *= std::pow(kIbrcStartGrowth, std::min(1.0, dt / T));
+        } else if (++holds_ >= kIbrcStartHold) {
+            end_start(now_ns, rate_);
+        }
         prev_err_  = err;
         have_prev_ = true;
         clamp();
-        if (rate_ >= params_.max_rate_Bps)
-            starting_ = false; // nothing left to double toward
         return;
     }
-    // An empty queue says only "below target": probe as if well below.
-    double err_i = err;
-    bool   empty = delay < kIbrcEmptyFraction * params_.target_ns;
-    if (empty)
-        err_i = std::min(err, -kIbrcProbeError);
-    double step = -a * err_i * dt / T;
+    // A burst: the queue stands far above where this flow's equilibrium
+    // would hold it (its own target plus its additive share), more than the
+    // linear law can drain in a few loop times without holding everyone
+    // else's packets behind it. Cut in proportion to the excess, as Swift's
+    // multiplicative decrease, at most once per loop time. A flow below its
+    // share expects a longer queue, so the larger flows brake first.
+    double over   = delay - equilibrium_delay_ns();
+    bool   cut_ok = !have_cut_ || now_ns - last_cut_ns_ >= uint64_t(T * 1e9);
+    bool   young  = now_ns - started_ns_ < uint64_t(kIbrcBurstLoops * T * 1e9);
+    if (young && cut_ok && over > kIbrcBurstScales * start_scale_ns()) {
+        empties_ = 0;
+        cut(now_ns, std::max(1 - kIbrcBurstBeta * over / delay, 1 - kIbrcMaxStep));
+        prev_err_  = err;
+        have_prev_ = true;
+        return;
+    }
+    // An empty queue says only "below target": probe as if well below, once
+    // it stayed empty for kIbrcEmptyLoops loop times (a single sample that
+    // finds the queue empty is the queue's noise, and a probe on it would
+    // kick a flow by several percent).
+    bool empty   = delay < kIbrcEmptyFraction * params_.target_ns;
+    empties_     = empty ? empties_ + 1 : 0;
+    bool   probe = empties_ >= kIbrcEmptyLoops;
+    double err_i = probe ? std::min(err, -kIbrcProbeError) : err;
+    double step  = -a * err_i * dt / T;
     if (have_prev_)
         step -= p * (err - prev_err_);
     step          = std::clamp(step, -kIbrcMaxStep, kIbrcMaxStep);
     double before = rate_;
-    rate_ *= 1 + step;
-    if (empty && params_.probe_step > 0) {
-        // The multiplicative probe keeps rate ratios; an additive floor gives
-        // every flow the same step, so a small flow catches up with a large one
-        // (additive increase, multiplicative decrease). Scaled with the gain, as
-        // a user gain scales the whole controller.
+    // The additive step, the same for every flow (additive increase,
+    // multiplicative decrease): the multiplicative law keeps rate ratios,
+    // this pulls them to one.
+    rate_ = rate_ * (1 + step) + params_.additive * a * params_.mtu_bytes / T * (dt / T);
+    if (probe && params_.probe_step > 0) {
+        // The host path's probe floor: a larger additive step while the
+        // queue is empty, scaled with the gain, as a user gain scales the
+        // whole controller.
         double add = params_.probe_step * params_.max_rate_Bps * (a / design_.a) * dt / T;
         rate_      = std::max(rate_, before + add);
     }
@@ -260,15 +304,16 @@ void Ibrc::update(uint64_t now_ns)
     clamp();
 }
 
-// The start ends at `rate` (never above the current one): on an empty path
-// when the queue rises above the own target, at half the rate the flow had
-// when it sent the packet that saw it (the samples are a loop time old, so
-// the doubling may have run once more since); for a newcomer at the share
-// the standing queue tells (update()).
+// The start ends at `rate`: on an empty path when the queue rises above the
+// start's limit, at half the rate the flow had when it sent the packet that
+// saw it (the samples are a loop time old, so the doubling may have run once
+// more since); for a newcomer at the share the standing queue tells
+// (update()).
 void Ibrc::end_start(uint64_t now_ns, double rate)
 {
-    starting_ = false;
-    rate_     = rate;
+    started_ns_ = now_ns;
+    starting_   = false;
+    rate_       = rate;
     clamp();
     // It counts as the loop time's cut: marks of the same queue that arrive
     // after it are not a second signal.
@@ -283,33 +328,73 @@ double Ibrc::rate_before(uint64_t t_ns) const
     return t_ns < doubled_ns_ ? rate_before_double_ : rate_;
 }
 
-// The queueing delay that ends a start at once: the own target, and for a
-// newcomer at least a target above the queue it found (its approach to its
-// share adds to the queue by itself; a rise beyond that is others starting).
+// The start's scale: kIbrcStartSegments segment times at the ceiling, or the
+// target if that is longer. The start decides on queues of this size, not on
+// the law's target: while many flows start together, their segments collide
+// into queues of a few segments that say nothing about the path.
+double Ibrc::start_scale_ns() const
+{
+    return std::max(double(params_.target_ns),
+                    kIbrcStartSegments * params_.mtu_bytes / params_.max_rate_Bps * 1e9);
+}
+
+// The queueing delay that ends a start at once: the start's scale above the
+// queue the flow found (or its own target, if higher); for a newcomer above
+// the standing queue it read (its approach to its share adds to the queue by
+// itself; a rise beyond that is others starting).
 double Ibrc::start_limit_ns() const
 {
-    if (!standing_ || ref_n_ == 0)
-        return own_target_ns();
-    return std::max(own_target_ns(), ref_sum_ns_ / ref_n_ + params_.target_ns);
+    double found = standing_ && ref_n_ ? ref_sum_ns_ / ref_n_ : found_ns_;
+    return std::max(own_target_ns(), found + start_scale_ns());
 }
 
-// The rate whose own target is `delay_ns` (the inverse of own_target_ns()).
-double Ibrc::rate_for_target(double delay_ns) const
+// The rate at which a flow is in equilibrium with a queueing delay q: its
+// rate times its delay excess over its own target is the additive step's
+// share of a segment, r (q - own(r)) = kIbrcAdditive x segment. The left side
+// grows with r (the own target falls as r grows), so bisection on log r finds
+// it; without an additive step, the rate whose own target is q.
+double Ibrc::rate_for_queue(double q_ns) const
 {
-    double x = (delay_ns / params_.target_ns - 1) / params_.fairness;
-    return params_.max_rate_Bps *
-           std::exp(-std::max(0.0, x) * std::log(params_.max_rate_Bps / params_.min_rate_Bps));
+    double share = params_.additive * params_.mtu_bytes;
+    auto   g     = [&](double log_r) {
+        double r = std::exp(log_r);
+        return r * (q_ns - own_target_at(r)) * 1e-9 - share;
+    };
+    double lo = std::log(params_.min_rate_Bps), hi = std::log(params_.max_rate_Bps);
+    if (g(hi) <= 0)
+        return params_.max_rate_Bps;
+    if (g(lo) >= 0)
+        return params_.min_rate_Bps;
+    for (int i = 0; i < 48; i++) {
+        double mid             = (lo + hi) / 2;
+        (g(mid) > 0 ? hi : lo) = mid;
+    }
+    return std::exp(lo);
 }
 
-// The flow's own target falls as its share of the line rate grows: at an
-// equilibrium every flow sees the same delay, so only equal rates null every
-// flow's error at once. Logarithmic in the rate so that small shares (many
-// flows) converge as fast as large ones; bounded between the target (at the
-// ceiling) and (1 + fairness) targets (at the floor).
+// The own target at a rate: it falls as a flow's share of the line rate
+// grows, so at an equilibrium, where every flow sees the same delay, only
+// equal rates null every flow's error at once. Logarithmic in the rate so
+// that small shares (many flows) converge as fast as large ones; bounded
+// between the target (at the ceiling) and (1 + fairness) targets (at the
+// floor). With fairness 0 (a fabric's default), the target itself.
+double Ibrc::own_target_at(double rate) const
+{
+    return params_.target_ns * (1 + params_.fairness * std::log(params_.max_rate_Bps / rate) /
+                                        std::log(params_.max_rate_Bps / params_.min_rate_Bps));
+}
+
 double Ibrc::own_target_ns() const
 {
-    return params_.target_ns * (1 + params_.fairness * std::log(params_.max_rate_Bps / rate_) /
-                                        std::log(params_.max_rate_Bps / params_.min_rate_Bps));
+    return own_target_at(rate_);
+}
+
+// The queueing delay at which this flow's rate is in equilibrium: its own
+// target plus the additive step's share of its own packet spacing (the
+// inverse of rate_for_queue()).
+double Ibrc::equilibrium_delay_ns() const
+{
+    return own_target_ns() + params_.additive * params_.mtu_bytes / rate_ * 1e9;
 }
 
 void Ibrc::clamp()

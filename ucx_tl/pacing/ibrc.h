@@ -4,17 +4,22 @@
 //
 // Plant: the bottleneck queue integrates the excess rate, q' = sum(r_i) - C,
 // and is observed one RTT later through the RTT samples (queueing delay
-// d = RTT - base RTT, base = windowed minimum). Law, once per RTT T (T = base
-// RTT + target delay), with e = (d - target) / T in RTTs:
-//     r <- r * (1 - a * e * dt/T - p * (e - e_prev))
-// where the target of a flow rises a little as its rate falls (fairness).
+// d = RTT - base RTT, base = windowed minimum). Law, once per loop time T
+// (T = base RTT + target delay), with e = (d - target) / T in loop times:
+//     r <- r * (1 - a * e * dt/T - p * (e - e_prev)) + A * dt/T
 // The rate is the integrator state (a: integral action); the p term on the
 // change of the error is the lead that a loop of two integrators (rate ->
-// queue) needs to be stable at all. Multiplicative form: every flow scales by
-// the same factor, so the aggregate loop gain does not depend on the number of
-// flows N. a and p come from the loop design (crossover kIbrcCrossover rad per
-// RTT, phase margin kIbrcPhaseMarginDeg); the gain (1/s) is a / T, so it
-// follows the measured base RTT and, through the target, the line rate.
+// queue) needs to be stable at all. The multiplicative part scales every flow
+// by the same factor, so the aggregate loop gain does not depend on the number
+// of flows N; a and p come from the loop design (crossover kIbrcCrossover rad
+// per loop time, phase margin kIbrcPhaseMarginDeg); the gain (1/s) is a / T,
+// so it follows the measured base RTT and, through the target, the line rate.
+// The additive step A = kIbrcAdditive * a * segment / T is the same for every
+// flow: it is what makes shares equal (additive increase, multiplicative
+// decrease), and at equilibrium each flow's delay above the target is
+// kIbrcAdditive of its own packet spacing, so N flows at their share hold
+// N * kIbrcAdditive segment times of queue above the target: the queue tells
+// a newcomer its share.
 //
 // Units: ns, bytes, bytes/s; gain in 1/s.
 #pragma once
@@ -26,32 +31,53 @@
 
 namespace doorbell::pacing {
 
-static constexpr double   kIbrcCrossover      = 0.25; ///< loop crossover, rad per RTT (1/(4T))
-static constexpr double   kIbrcPhaseMarginDeg = 55;   ///< well damped: overshoot ~15 %
-static constexpr uint32_t kIbrcTargetSegments = 8;    ///< auto target = 8 segment times
-static constexpr double   kIbrcProbeError     = 4;    ///< empty queue counts as 4 RTTs below target
-static constexpr double   kIbrcEmptyFraction  = 0.25; ///< queue "empty" below 1/4 of the target
-static constexpr double kIbrcFairness = 4; ///< own target = target (1 + f log(max/r) / log(max/min))
-static constexpr double kIbrcHostFairness = 2; ///< f on a path with a target floor (a host path)
-static constexpr double kIbrcInitFraction = 1.0 / 16; ///< first rate, of the ceiling, when the
-                                                      ///< base RTT is not known before data;
-                                                      ///< the cap on resuming after idle
-static constexpr double   kIbrcStartGrowth = 2;       ///< start: rate x2 per loop time below target
-static constexpr double   kIbrcStartLoops  = 2; ///< first rate: a segment per this many loop times
-static constexpr uint32_t kIbrcStartHold   = 2; ///< start: loop times held on a queue below
-                                                ///< the own target before the law takes over
-static constexpr double   kIbrcLossBeta     = 0.5; ///< cut on loss, once per RTT
-static constexpr double   kIbrcMaxStep      = 0.5; ///< one update changes the rate by at most 50 %
-static constexpr uint32_t kIbrcIdleLoops    = 4;   ///< idle this many loop times: resume lower
-static constexpr double   kIbrcIdleHalving  = 64;  ///< idle loop times per halving of the rate
-static constexpr uint64_t kIbrcBaseWindowNs = 1000000000; ///< base RTT window, 1 s
+// clang-format off
+// The loop (docs/pacing.md derives a and p from these).
+static constexpr double   kIbrcCrossover      = 0.5;  ///< crossover, rad per loop time (1/(2T))
+static constexpr double   kIbrcPhaseMarginDeg = 50;   ///< gain margin 3.2 at one loop time of delay
+static constexpr uint32_t kIbrcTargetSegments = 2;    ///< auto target: 2 segment times
+// Fairness: the additive step is kIbrcAdditive x a segments per loop time per
+// loop time; at equilibrium a flow's delay above its own target is
+// kIbrcAdditive of its own packet spacing.
+static constexpr double   kIbrcAdditive       = 1.0 / 16;
+static constexpr double   kIbrcFairness       = 0;    ///< own-target spread f on a fabric (none)
+static constexpr double   kIbrcHostFairness   = 2;    ///< f on a path with a target floor (a host)
+// Around the linear law.
+static constexpr double   kIbrcProbeError     = 2;    ///< an empty queue counts as 2 loop times
+                                                      ///< below the target
+static constexpr double   kIbrcEmptyFraction  = 0.25; ///< "empty": below 1/4 of the target
+static constexpr uint32_t kIbrcEmptyLoops     = 2;    ///< probe after 2 empty loop times in a row
+static constexpr double   kIbrcBurstScales    = 2;    ///< a burst: this many start scales above
+                                                      ///< the flow's equilibrium delay
+static constexpr double   kIbrcBurstBeta      = 0.5;  ///< burst cut r *= 1 - beta excess / delay
+static constexpr double   kIbrcBurstLoops     = 64;   ///< loop times after its start a flow brakes
+static constexpr double   kIbrcLossBeta       = 0.5;  ///< cut on loss, once per loop time
+static constexpr double   kIbrcMaxStep        = 0.5;  ///< an update moves the rate by at most 50 %
+static constexpr uint32_t kIbrcIdleLoops      = 4;    ///< idle this long: resume lower
+static constexpr double   kIbrcIdleHalving    = 64;   ///< idle loop times per halving of the rate
+static constexpr uint64_t kIbrcBaseWindowNs   = 1000000000; ///< base RTT window, 1 s
+// The start.
+static constexpr double   kIbrcInitFraction   = 1.0 / 16; ///< first rate, of the ceiling, without
+                                                          ///< a base RTT before data; the cap
+                                                          ///< on resuming into a queue
+static constexpr double   kIbrcStartLoops     = 2;    ///< first rate: a segment per 2 loop times
+static constexpr double   kIbrcStartGrowth    = 2;    ///< then x2 per loop time on an empty path
+static constexpr uint32_t kIbrcStartSegments  = 8;    ///< the start's scale, segment times: a
+                                                      ///< queue this much above the one the
+                                                      ///< flow found ends the start
+static constexpr uint32_t kIbrcStartHold      = 2;    ///< loop times held on a smaller queue (or
+                                                      ///< at the ceiling) before the law
+static constexpr double   kIbrcStandingFraction = 0.5; ///< a first sample above half the start's
+                                                       ///< scale found a standing queue
+static constexpr uint32_t kIbrcShareSamples   = 8;    ///< samples a newcomer reads its share from
+// clang-format on
 
-// The normalized loop coefficients (a, p) for a crossover w_c (rad per RTT)
-// and a phase margin: open loop L(s) = (a + p s) e^{-s} / s^2 in RTT-normalized
-// time; |L(j w_c)| = 1 and arg L(j w_c) = -180 deg + margin.
+// The normalized loop coefficients (a, p) for a crossover w_c (rad per loop
+// time) and a phase margin: open loop L(s) = (a + p s) e^{-s} / s^2 in
+// loop-time-normalized time; |L(j w_c)| = 1 and arg L(j w_c) = -180 deg + margin.
 struct IbrcLoop {
-    double a; ///< integral coefficient, per RTT per RTT of error
-    double p; ///< lead coefficient, per RTT of error change
+    double a; ///< integral coefficient, per loop time per loop time of error
+    double p; ///< lead coefficient, per loop time of error change
 };
 IbrcLoop ibrc_design(double crossover, double phase_margin_deg);
 
@@ -80,6 +106,8 @@ struct IbrcParams {
     double   ce_beta     = 0.5; ///< a marked loop time cuts r *= 1 - ce_beta * alpha
     double   probe_step  = 0;   ///< empty-queue probe: at least this of the ceiling per loop time
     double   fairness    = kIbrcFairness; ///< own-target spread f, in targets
+    double   additive    = kIbrcAdditive; ///< additive step, segments per loop time per
+                                          ///< loop time, times a; 0 = none
 };
 
 class Ibrc {
@@ -96,7 +124,9 @@ public:
     // the initial rate instead).
     double window_bytes() const { return sampled_ ? 0 : params_.mtu_bytes; }
     // The gain in use (1/s); 0 until the base RTT is known.
-    double   gain() const;
+    double gain() const;
+    // Whether the path is still in its start (the law has not taken over).
+    bool     starting() const { return starting_; }
     uint64_t base_rtt_ns() const { return have_base() ? base_ns() : 0; }
 
 private:
@@ -115,8 +145,11 @@ private:
     void   end_start(uint64_t now_ns, double rate);
     double rate_before(uint64_t t_ns) const;
     double own_target_ns() const;
-    double rate_for_target(double delay_ns) const;
     double start_limit_ns() const;
+    double start_scale_ns() const;
+    double own_target_at(double rate) const;
+    double equilibrium_delay_ns() const;
+    double rate_for_queue(double delay_ns) const;
     void   cut(uint64_t now_ns, double factor);
     void   clamp();
 
@@ -139,13 +172,16 @@ private:
     bool        sampled_        = false; ///< an RTT sample arrived
     bool        resumed_        = false; ///< resumed after idle, no sample since
     uint32_t    n_counted_      = 0;     ///< samples after the first
+    double      found_ns_       = 0;     ///< the queue the first of them found
     bool        standing_       = false; ///< the queue was there when the flow began (a newcomer)
     double      start_rate_     = 0;     ///< the first rate (ibrc_initial_rate())
     double      ref_sum_ns_     = 0;     ///< start, newcomer: the queue it found (sum of delays)
     uint32_t    ref_n_          = 0;     ///< and their number
-    double      share_Bps_      = 0;     ///< the share that queue tells; 0 = not read yet
     double      max_delay_ns_   = 0;     ///< largest queueing delay of the loop time
     uint32_t    holds_          = 0;     ///< start: loop times held on a rising queue
+    uint32_t    empties_        = 0;     ///< loop times in a row with an empty queue
+    uint64_t    sample_sent_ns_ = 0;     ///< send time of the packet of the last sample
+    uint64_t    started_ns_     = 0;     ///< when the start ended
     double      rate_before_double_ = 0; ///< start: the rate before the last doubling
     uint64_t    doubled_ns_         = 0; ///< start: when it doubled
     uint64_t    last_send_ns_       = 0; ///< time of the last send

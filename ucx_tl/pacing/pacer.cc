@@ -132,9 +132,14 @@ bool resolve_config(const Config &in, Config *out_p, std::string *error_p)
             << " B/s";
         return fail(error_p, err.str());
     }
-    if (c.target_delay_ns == 0)
-        c.target_delay_ns = std::max<uint64_t>(
-            {1, c.target_floor_ns, ibrc_auto_target_ns(c.mtu_bytes, c.line_rate_Bps)});
+    if (c.target_delay_ns == 0) {
+        // IBRC's own target; the queue allowance the baselines scale with.
+        uint64_t auto_ns  = c.policy == Policy::kIbrc ?
+                                ibrc_auto_target_ns(c.mtu_bytes, c.line_rate_Bps) :
+                                uint64_t(kBaselineAllowanceSegments * c.mtu_bytes / c.line_rate_Bps *
+                                         1e9);
+        c.target_delay_ns = std::max<uint64_t>({1, c.target_floor_ns, auto_ns});
+    }
     if (c.init_rate_Bps == 0) {
         // IBRC starts at one segment per loop time when the base RTT is
         // known before data (else at a fraction of the ceiling) and doubles
