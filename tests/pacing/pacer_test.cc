@@ -110,6 +110,72 @@ TEST(PacerConfig, ResolvesAutoValues)
     }
 }
 
+// A message the owner announces during IBRC's start goes at once, outside
+// the rate and the window, when it fits the unscheduled budget (one BDP at
+// the ceiling: 250 KB at 50 GB/s and 5 us) with what is still outstanding of
+// earlier ones; a longer one, or one after the start, waits for the rate.
+TEST(PacerUnscheduled, AShortMessageGoesAtOnceDuringTheStart)
+{
+    Config c      = base_config(Policy::kIbrc);
+    c.base_rtt_ns = 5000;
+    auto p        = make_pacer(c, nullptr);
+    ASSERT_TRUE(p);
+    p->on_message(0, 100000);
+    EXPECT_EQ(p->unscheduled_left(), 100000u);
+    EXPECT_EQ(p->window_bytes(), 0) << "not held to the first segment";
+    uint64_t sent = 0;
+    while (sent < 100000) {
+        ASSERT_EQ(p->next_send_ns(0, 4096), 0u) << sent;
+        p->on_send(0, 4096);
+        sent += 4096;
+    }
+    EXPECT_EQ(p->unscheduled_left(), 0u);
+    EXPECT_EQ(p->counters().unscheduled, 100000u);
+    EXPECT_GT(p->next_send_ns(0, 4096), 0u) << "then the rate paces";
+    EXPECT_EQ(p->window_bytes(), 4096) << "and the start's first window";
+    // Outstanding 100 KB of 250 KB: a second message of 200 KB is paced, one
+    // of 100 KB goes; acknowledged bytes return budget.
+    p->on_message(0, 200000);
+    EXPECT_EQ(p->unscheduled_left(), 0u);
+    p->on_message(0, 100000);
+    EXPECT_EQ(p->unscheduled_left(), 100000u);
+    p->on_ack(5000, 200000, 0, 5000);
+    p->on_message(5000, 150000);
+    EXPECT_EQ(p->unscheduled_left(), 250000u);
+}
+
+TEST(PacerUnscheduled, LongMessagesLaterMessagesAndOtherPoliciesArePaced)
+{
+    Config c      = base_config(Policy::kIbrc);
+    c.base_rtt_ns = 5000;
+    auto p        = make_pacer(c, nullptr);
+    p->on_message(0, 250001); // above one BDP: the cautious start
+    EXPECT_EQ(p->unscheduled_left(), 0u);
+    p->on_ack(5000, 4096, 0, 5000);
+    p->on_loss(5001); // the start ends
+    p->on_message(6000, 4096);
+    EXPECT_EQ(p->unscheduled_left(), 0u) << "past the start the rate rules";
+    // Without a base RTT before data there is no BDP to bound the budget.
+    c.base_rtt_ns = 0;
+    p             = make_pacer(c, nullptr);
+    p->on_message(0, 4096);
+    EXPECT_EQ(p->unscheduled_left(), 0u);
+    c.base_rtt_ns     = 5000;
+    c.unscheduled_bdp = 0;
+    p                 = make_pacer(c, nullptr);
+    p->on_message(0, 4096);
+    EXPECT_EQ(p->unscheduled_left(), 0u);
+    Config d      = base_config(Policy::kDcqcn);
+    d.base_rtt_ns = 5000;
+    p             = make_pacer(d, nullptr);
+    p->on_message(0, 4096);
+    EXPECT_EQ(p->unscheduled_left(), 0u) << "DCQCN starts at the line rate anyway";
+    c.unscheduled_bdp = 17;
+    std::string err;
+    EXPECT_EQ(make_pacer(c, &err), nullptr);
+    EXPECT_NE(err.find("unscheduled"), std::string::npos) << err;
+}
+
 // A device whose path adds scheduling noise sets a floor under the automatic
 // target; a target the user gave is kept as given.
 TEST(PacerConfig, AutoTargetRespectsTheDevicesFloor)

@@ -70,6 +70,8 @@ static constexpr uint32_t kIbrcStartHold      = 2;    ///< loop times held on a 
 static constexpr double   kIbrcStandingFraction = 0.5; ///< a first sample above half the start's
                                                        ///< scale found a standing queue
 static constexpr uint32_t kIbrcShareSamples   = 8;    ///< samples a newcomer reads its share from
+static constexpr double   kIbrcUnscheduledBdp = 1;    ///< a message of up to 1 BDP goes
+                                                      ///< unscheduled during a path's start
 // clang-format on
 
 // The normalized loop coefficients (a, p) for a crossover w_c (rad per loop
@@ -125,7 +127,8 @@ public:
     double window_bytes() const { return sampled_ ? 0 : params_.mtu_bytes; }
     // The gain in use (1/s); 0 until the base RTT is known.
     double gain() const;
-    // Whether the path is still in its start (the law has not taken over).
+    // Whether the path is still in its start (no law update yet): a message
+    // short enough may then go unscheduled (Pacer::on_message()).
     bool     starting() const { return starting_; }
     uint64_t base_rtt_ns() const { return have_base() ? base_ns() : 0; }
 

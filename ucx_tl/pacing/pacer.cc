@@ -115,6 +115,8 @@ bool resolve_config(const Config &in, Config *out_p, std::string *error_p)
         err << "probe step " << c.probe_step << " outside [0, 1)";
     else if (!(c.fairness >= 0 && c.fairness <= 16))
         err << "fairness spread " << c.fairness << " outside [0, 16] targets";
+    else if (!(c.unscheduled_bdp >= 0 && c.unscheduled_bdp <= 16))
+        err << "unscheduled budget " << c.unscheduled_bdp << " BDP outside [0, 16]";
     else if (c.base_rtt_ns > 1000000000ull)
         err << "base RTT " << c.base_rtt_ns << " ns exceeds 1 s";
     else if (c.policy == Policy::kHpcc && !c.telemetry)
@@ -179,6 +181,21 @@ Pacer::Pacer(const Config &resolved) :
     // wire at once, which a synchronized incast of many flows cannot take).
     bucket_(resolved.init_rate_Bps, resolved.burst_bytes, resolved.mtu_bytes)
 {
+    // One BDP at the ceiling, with the base RTT known before data: without
+    // it the path's size is unknown, and nothing goes unscheduled.
+    if (resolved.policy == Policy::kIbrc)
+        unsched_budget_ = uint64_t(resolved.unscheduled_bdp * resolved.max_rate_Bps *
+                                   resolved.base_rtt_ns * 1e-9);
+}
+
+void Pacer::on_message(uint64_t, uint64_t bytes)
+{
+    auto *ibrc = std::get_if<Ibrc>(&ctrl_);
+    if (ibrc == nullptr || !ibrc->starting() || bytes == 0 ||
+        unsched_out_ + bytes > unsched_budget_)
+        return;
+    unsched_left_ += bytes;
+    unsched_out_ += bytes;
 }
 
 void Pacer::apply_rate(uint64_t now_ns)
@@ -204,6 +221,7 @@ void Pacer::on_feedback(const Feedback &f)
     counters_.acked_bytes += f.acked_bytes;
     counters_.ce_bytes += f.ce_bytes;
     counters_.rtt_samples += f.rtt_ns != 0;
+    unsched_out_ -= std::min(unsched_out_, f.acked_bytes);
     bool windowed = window_bytes() > 0;
     std::visit(
         [&](auto &c) {
@@ -223,6 +241,8 @@ void Pacer::on_feedback(const Feedback &f)
 
 double Pacer::window_bytes() const
 {
+    if (unsched_left_ > 0)
+        return 0; // an unscheduled message goes whole
     return std::visit(
         [](const auto &c) -> double {
             if constexpr (requires { c.window_bytes(); })
@@ -242,6 +262,8 @@ void Pacer::on_loss(uint64_t now_ns)
 
 uint64_t Pacer::next_send_ns(uint64_t now_ns, uint32_t bytes)
 {
+    if (unsched_left_ > 0)
+        return now_ns;
     return bucket_.next_send_ns(now_ns, bytes);
 }
 
@@ -250,7 +272,15 @@ void Pacer::on_send(uint64_t now_ns, uint32_t bytes)
     counters_.sent_bytes += bytes;
     std::visit([&](auto &c) { c.on_send(now_ns, bytes); }, ctrl_);
     apply_rate(now_ns);
-    bucket_.consume(now_ns, bytes);
+    if (unsched_left_ > 0) {
+        // Unscheduled bytes take no tokens: the rate paces what follows.
+        uint64_t n = std::min<uint64_t>(unsched_left_, bytes);
+        unsched_left_ -= n;
+        counters_.unscheduled += n;
+        bytes -= uint32_t(n);
+    }
+    if (bytes)
+        bucket_.consume(now_ns, bytes);
 }
 
 double Pacer::ibrc_gain() const

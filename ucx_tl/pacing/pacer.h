@@ -81,6 +81,10 @@ struct Config {
     double fairness   = 0;
     double probe_step = 0; ///< an empty-queue probe adds at least this
                            ///< fraction of the ceiling per loop time; 0 = none
+    /// IBRC: a message of up to this many BDPs (ceiling x the base RTT known
+    /// before data) goes unscheduled during a path's start (on_message());
+    /// 0 = none
+    double unscheduled_bdp = kIbrcUnscheduledBdp;
 };
 
 // TIMELY's thresholds and Swift's fabric target are set in their papers for
@@ -97,6 +101,7 @@ struct Counters {
     uint64_t rtt_samples = 0; ///< on_ack calls that carried an RTT
     uint64_t losses      = 0; ///< on_loss calls
     uint64_t sent_bytes  = 0; ///< bytes passed to on_send
+    uint64_t unscheduled = 0; ///< of them, sent unscheduled (on_message())
 };
 
 // The controller of a policy that does not control: the rate is the ceiling.
@@ -126,8 +131,18 @@ public:
     void on_loss(uint64_t now_ns);
     // Earliest time `bytes` may be sent; <= now_ns means now.
     uint64_t next_send_ns(uint64_t now_ns, uint32_t bytes);
-    // `bytes` left on this path: consumes tokens.
+    // `bytes` left on this path: consumes tokens (or unscheduled credit).
     void on_send(uint64_t now_ns, uint32_t bytes);
+    // The owner is about to send a message of `bytes` on this path (a work
+    // request's length). During IBRC's start, a message of at most the
+    // unscheduled budget (Config::unscheduled_bdp BDPs; what is outstanding
+    // of earlier ones counts against it) goes unscheduled: at once, outside
+    // the rate and the window, as Homa sends a message's first RTT of bytes.
+    // A longer message, one past the start or of another policy is paced;
+    // so is a stream whose owner announces nothing.
+    void on_message(uint64_t now_ns, uint64_t bytes);
+    /// Bytes this path may still send unscheduled.
+    uint64_t unscheduled_left() const { return unsched_left_; }
 
     double rate() const { return bucket_.rate(); } ///< bytes/s
     /// In-flight limit of a window-based policy (HPCC, Swift), bytes; 0 =
@@ -151,6 +166,9 @@ private:
     std::variant<Ibrc, Dcqcn, Timely, Hpcc, Swift, FixedRate> ctrl_;
     TokenBucket                                               bucket_;
     Counters                                                  counters_;
+    uint64_t unsched_budget_ = 0; ///< bytes a start may send unscheduled (0 = none)
+    uint64_t unsched_left_   = 0; ///< granted and not yet sent
+    uint64_t unsched_out_    = 0; ///< granted and not yet acknowledged
 };
 
 // Parses a policy's name (policies.h: "ibrc", "dcqcn", "timely", "none",
