@@ -345,6 +345,10 @@ void Sim::start_flow(uint32_t fi)
         return;
     f.active = true;
     host[f.src].flows.push_back(fi);
+    // A flow of known size (a mixed-workload flow, an allreduce step) is a
+    // message whose length its NIC knows; an endless one announces none.
+    if (f.limit_seq != kInfinite)
+        f.pacer->on_message(now, (f.limit_seq - f.next_seq) * cfg.mtu_bytes);
     host_send(f.src);
 }
 
@@ -484,6 +488,7 @@ void Sim::deliver(uint32_t id)
                 Flow    &g   = flows[out];
                 uint64_t lim = std::min(steps, done_steps + 1) * chunk_segs;
                 if (lim > g.limit_seq) {
+                    g.pacer->on_message(now, (lim - g.limit_seq) * cfg.mtu_bytes);
                     g.limit_seq = lim;
                     if (g.active)
                         host_send(g.src);
