@@ -34,7 +34,7 @@ namespace doorbell::pacing {
 // clang-format off
 // The loop (docs/pacing.md derives a and p from these).
 static constexpr double   kIbrcCrossover      = 0.5;  ///< crossover, rad per loop time (1/(2T))
-static constexpr double   kIbrcPhaseMarginDeg = 50;   ///< gain margin 3.2 at one loop time of delay
+static constexpr double   kIbrcPhaseMarginDeg = 50;   ///< gain margin 3.1 at one loop time of delay
 static constexpr uint32_t kIbrcTargetSegments = 2;    ///< auto target: 2 segment times
 // Fairness: the additive step is kIbrcAdditive x a segments per loop time per
 // loop time; at equilibrium a flow's delay above its own target is
@@ -47,7 +47,7 @@ static constexpr double   kIbrcProbeError     = 2;    ///< an empty queue counts
                                                       ///< below the target
 static constexpr double   kIbrcEmptyFraction  = 0.25; ///< "empty": below 1/4 of the target
 static constexpr uint32_t kIbrcEmptyLoops     = 2;    ///< probe after 2 empty loop times in a row
-static constexpr double   kIbrcBurstScales    = 2;    ///< a burst: this many start scales above
+static constexpr double   kIbrcBurstScales    = 1.5;  ///< a burst: this many start scales above
                                                       ///< the flow's equilibrium delay
 static constexpr double   kIbrcBurstBeta      = 0.5;  ///< burst cut r *= 1 - beta excess / delay
 static constexpr double   kIbrcBurstLoops     = 64;   ///< loop times after its start a flow brakes
