@@ -13,14 +13,17 @@
 // = clamp(alpha / sqrt(fcwnd) + beta', 0, fs_range) grows as the window
 // shrinks (more flows share the bottleneck), alpha = fs_range / (1/sqrt(
 // fs_min_cwnd) - 1/sqrt(fs_max_cwnd)), beta' = -alpha / sqrt(fs_max_cwnd).
-// Constants of the paper: ai = 1 packet per RTT, beta = 0.8, max_mdf = 0.5,
-// fs_min_cwnd = 0.1, fs_max_cwnd = 100 packets. Its delays (base target,
-// per-hop h, fs_range) are set for its fabric; here base target + hops x h
-// is the path's base RTT plus the queue allowance `target_ns` (IBRC's auto
-// target, 8 segment times), so the hop scaling follows the measured (or
-// configured) base RTT of the path, and fs_range = kSwiftFsRangeTargets x
-// target_ns. A flow starts at init rate x base RTT (the ceiling: a line-rate
-// start, as the other RDMA controllers here).
+// Constants of the paper's Algorithm 1, as public reimplementations carry
+// them: ai = 1 packet per RTT, beta = 0.8, max_mdf = 0.5, fs_min_cwnd = 0.1,
+// fs_max_cwnd = 100 packets. The paper's table of delays (base target,
+// per-hop h, fs_range) could not be read from the sources available here, and
+// its delays are set for its fabric anyway: they are assumed, scaled to this
+// one: base target + hops x h is the path's base RTT plus the queue allowance
+// `target_ns` (kBaselineAllowanceSegments segment times, 655 ns at 400 Gb/s),
+// so the hop scaling follows the measured (or configured) base RTT of the
+// path, and fs_range = kSwiftFsRangeTargets x target_ns. A flow starts at
+// init rate x base RTT (the ceiling: a line-rate start, as the other RDMA
+// controllers here).
 //
 // Units: ns, bytes, bytes/s; windows in packets of mtu_bytes.
 #pragma once
