@@ -25,6 +25,7 @@ namespace {
 
 static constexpr uint64_t kSweepOnNs  = 200000; ///< sweep-gain: mean ON period
 static constexpr uint64_t kSweepOffNs = 50000;  ///< sweep-gain: mean OFF period
+static constexpr uint32_t kSweepSeeds = 4;      ///< sweep-gain: seeds averaged per row
 
 struct Context {
     std::string              command = "run";
@@ -40,6 +41,7 @@ struct Context {
     bool                     ecn_set       = false; ///< the marking was given
     std::vector<double>      sweep_rtts_us = {3.2, 5.0, 6.8};
     std::vector<double>      sweep_scales  = {0.1, 0.2, 0.5, 1, 2, 5, 10};
+    uint32_t                 sweep_seeds   = kSweepSeeds; ///< runs averaged per sweep row
     std::vector<SimResult>   results;
     std::vector<std::string> labels; ///< sweep: row label
     std::vector<size_t>      best;   ///< sweep: the best row of each block
@@ -91,6 +93,7 @@ const char *kUsage = R"(usage: doorbell-sim [run|sweep-gain] [options]
   --on-us N --off-us N      on/off senders: mean ON and OFF periods (exponential);
                             sweep-gain defaults to 200/50, --on-us 0 for a static incast
   --seed N                  ECMP, start-jitter, marking and arrival seed (default 1)
+  --seeds N                 sweep-gain: average each row over seeds seed..seed+N-1 (default 4)
   --compare                 every policy on the same scenario, lossy and lossless
   --json                    JSON instead of the table
   --csv FILE                time series of the (first) run as CSV
@@ -218,6 +221,11 @@ void parse_args(Context &ctx, int argc, char **argv)
             c.off_ns = u64() * 1000, ctx.on_off_set = true;
         } else if (a == "--seed") {
             c.seed = u64();
+        } else if (a == "--seeds") {
+            uint64_t n = u64();
+            if (n < 1 || n > 64)
+                Fatal(ctx) << "--seeds must be in [1, 64]";
+            ctx.sweep_seeds = uint32_t(n);
         } else if (a == "--compare") {
             ctx.compare = true;
         } else if (a == "--json") {
@@ -269,6 +277,41 @@ void apply_gain_scale(SimConfig &c, double scale)
 double power(const SimResult &r)
 {
     return r.utilization / (r.base_rtt_ns * 1e-3 + r.qdelay_p99_us);
+}
+
+// The mean of runs that differ only in their seed (ECMP, start jitter,
+// on/off periods): one run's ranking of gains a few per cent apart is the
+// seed's as much as the gain's. Counts are summed, figures averaged.
+SimResult mean_of(const std::vector<SimResult> &runs)
+{
+    SimResult m   = runs[0];
+    double    n   = double(runs.size());
+    auto      avg = [&](auto field) {
+        double s = 0;
+        for (const SimResult &r : runs)
+            s += r.*field;
+        return s / n;
+    };
+    m.utilization   = avg(&SimResult::utilization);
+    m.rtt_mean_us   = avg(&SimResult::rtt_mean_us);
+    m.rtt_std_us    = avg(&SimResult::rtt_std_us);
+    m.rtt_p99_us    = avg(&SimResult::rtt_p99_us);
+    m.qdelay_p99_us = avg(&SimResult::qdelay_p99_us);
+    m.retx_pct      = avg(&SimResult::retx_pct);
+    m.retx_all_pct  = avg(&SimResult::retx_all_pct);
+    m.dip_period_us = avg(&SimResult::dip_period_us);
+    m.jain          = avg(&SimResult::jain);
+    m.jain_window   = avg(&SimResult::jain_window);
+    m.dips = 0, m.drops = 0, m.events = 0, m.wall_s = 0;
+    for (const SimResult &r : runs) {
+        m.queue_max_kib = std::max(m.queue_max_kib, r.queue_max_kib);
+        m.dips += r.dips;
+        m.drops += r.drops;
+        m.events += r.events;
+        m.wall_s += r.wall_s;
+    }
+    m.events_per_s = m.wall_s > 0 ? m.events / m.wall_s : 0;
+    return m;
 }
 
 size_t best_of(const std::vector<SimResult> &r, size_t first, size_t last)
@@ -347,7 +390,15 @@ void sweep_gain(Context &ctx)
             SimConfig c = base;
             c.cc.policy = pacing::Policy::kIbrc;
             apply_gain_scale(c, m);
-            run_one(ctx, c);
+            std::vector<SimResult> runs;
+            for (uint32_t i = 0; i < ctx.sweep_seeds; i++) {
+                SimConfig k = c;
+                k.seed      = c.seed + i;
+                run_one(ctx, k);
+                runs.push_back(std::move(ctx.results.back()));
+                ctx.results.pop_back();
+            }
+            ctx.results.push_back(mean_of(runs));
             char label[64];
             std::snprintf(label, sizeof label, "%5u %6.2f %5.1fx", c.leaves * c.hosts_per_leaf,
                           base_rtt_ns(c) * 1e-3, m);
@@ -369,11 +420,12 @@ void report(Context &ctx)
         size_t             row = 0;
         std::getline(in, line);
         std::printf("gain sweep: %s, ECN at %u KiB of %u KiB, senders ON %.0f / OFF %.0f us; "
-                    "* = best of its block (most power: utilization / (base RTT + p99 "
-                    "queueing delay))\n",
+                    "each row the mean of %u seeds (drops, dips summed); * = best of its "
+                    "block (most power: utilization / (base RTT + p99 queueing delay))\n",
                     scenario_name(ctx.cfg.scenario),
                     (ctx.cfg.ecn_bytes ? ctx.cfg.ecn_bytes : ctx.cfg.buffer_bytes / 4 * 3) >> 10,
-                    ctx.cfg.buffer_bytes >> 10, ctx.cfg.on_ns * 1e-3, ctx.cfg.off_ns * 1e-3);
+                    ctx.cfg.buffer_bytes >> 10, ctx.cfg.on_ns * 1e-3, ctx.cfg.off_ns * 1e-3,
+                    ctx.sweep_seeds);
         std::cout << "hosts rtt_us  scale   " << line << "\n";
         while (std::getline(in, line)) {
             bool best = std::find(ctx.best.begin(), ctx.best.end(), row) != ctx.best.end();
