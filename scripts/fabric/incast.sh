@@ -72,7 +72,7 @@ trap 'exit 130' INT TERM
 "${F[@]}" up --leaves 2 --hosts-per-leaf 3 --spines 1 --spine-rate "$rate" --buffer "$buffer" --ecn-k "$ecn_k" --mtu "$mtu" >&2
 mapfile -t hosts < <("${F[@]}" hosts)
 receiver=${hosts[3]}
-rate_bps=$(awk '/^SPINE_BPS=/{split($0,a,"="); print a[2]}' "/run/doorbell-fabric/$name/config")
+rate_bps=$(awk '/^SPINE_BPS=/{split($0,a,"="); print a[2]}' "${DOORBELL_FABRIC_STATE:-/run/doorbell-fabric}/$name/config")
 
 port_counters() {   # "drop marked sent_bytes" of the bottleneck port (leaf 1 -> spine 1)
   "${F[@]}" status 2>/dev/null | awk -v ns="$name-l1" '$1 == ns && $2 == "s1" {
