@@ -82,6 +82,7 @@ const char *kUsage = R"(usage: doorbell-sim [run|sweep-gain] [options]
   --gain auto|X             IBRC gain in 1/s (default auto = derived)
   --gain-scale M            IBRC gain = M x derived
   --target-ns N             queueing-delay target (default auto)
+  --fairness F              IBRC own-target spread, in targets (default auto)
   --init-gbps G             first rate of every flow (default: the policy's)
   --duration-us N           simulated time (default 10000)
   --warmup-us N             statistics start (default 10 % of duration)
@@ -201,6 +202,8 @@ void parse_args(Context &ctx, int argc, char **argv)
             c.cc.init_rate_Bps = dbl() * 1e9 / 8;
         } else if (a == "--target-ns") {
             c.cc.target_delay_ns = u64();
+        } else if (a == "--fairness") {
+            c.cc.fairness = dbl();
         } else if (a == "--duration-us") {
             c.duration_ns = u64() * 1000;
         } else if (a == "--warmup-us") {
