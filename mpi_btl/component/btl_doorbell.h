@@ -82,6 +82,9 @@ typedef struct mca_btl_doorbell_stats {
     uint64_t get_bytes;
     uint64_t atomics; /* atomic operations (fetching or not) */
     uint64_t dropped; /* fragments with a tag nobody registered */
+    /* the background thread (btl_doorbell_progress.c) */
+    uint64_t background; /* passes it made for an application away */
+    uint64_t wakeups;    /* times the device's event fd woke it */
 } mca_btl_doorbell_stats_t;
 
 struct mca_btl_doorbell_module_t {

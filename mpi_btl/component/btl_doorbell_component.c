@@ -153,10 +153,12 @@ static int mca_btl_doorbell_component_register(void)
                "loopback), ibrc, dcqcn, timely or none",
                &cm->cc);
     reg_uint("async_interval",
-             "Period in microseconds of background progress (1000-1000000; "
-             "0: none): while the application does not progress a device, "
-             "a thread acknowledges, retransmits and answers RDMA reads for "
-             "it, as a NIC would; it never calls into MPI",
+             "Longest wait in microseconds of background progress "
+             "(1000-1000000; 0: none): while the application does not "
+             "progress a device, a thread acknowledges, retransmits and "
+             "answers RDMA reads for it, as a NIC would, woken by the "
+             "device's data and deadlines and at least this often; it never "
+             "calls into MPI",
              &cm->async_interval);
 
     /* The btl's standard knobs. Eager up to 40 KiB: above it ob1 takes the

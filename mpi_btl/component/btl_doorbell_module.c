@@ -319,13 +319,14 @@ static void mca_btl_doorbell_print_stats(mca_btl_doorbell_module_t *module)
                 " dropped %" PRIu64 " wqes %" PRIu64 " doorbells %" PRIu64
                 " tx_packets %" PRIu64 " rx_packets %" PRIu64
                 " tx_bytes %" PRIu64 " rx_bytes %" PRIu64
-                " retransmits %" PRIu64 " timeouts %" PRIu64,
+                " retransmits %" PRIu64 " timeouts %" PRIu64
+                " background %" PRIu64 " wakeups %" PRIu64,
                 OPAL_NAME_PRINT(OPAL_PROC_MY_NAME), module->device.name,
                 s->sends, s->sendis, s->send_bytes, s->queued, s->recvs,
                 s->recv_bytes, s->puts, s->put_bytes, s->gets, s->get_bytes,
                 s->atomics, s->dropped, c.wqes, c.doorbells, c.tx_packets,
-                c.rx_packets, c.tx_bytes, c.rx_bytes, c.retransmits,
-                c.timeouts);
+                c.rx_packets, c.tx_bytes, c.rx_bytes, c.retransmits, c.timeouts,
+                s->background, s->wakeups);
 }
 
 static int mca_btl_doorbell_finalize(mca_btl_base_module_t *btl)

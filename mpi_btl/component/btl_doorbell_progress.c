@@ -1,11 +1,14 @@
 /*
  * Progress. A software NIC moves packets only when its process runs its
  * progress: in the foreground from opal_progress, and in the background
- * from a thread that wakes every btl_doorbell_async_interval microseconds
- * and, when the application has not progressed the device since its last
- * look, does the transport's work for it (acknowledges, retransmits, answers
- * RDMA reads): a peer reading from a process that computes outside MPI gets
- * its data, and a busy process is never declared dead. The background thread
+ * from a thread that, when the application has not progressed the device
+ * since its last look, does the transport's work for it (acknowledges,
+ * retransmits, answers RDMA reads): a peer reading from a process that
+ * computes outside MPI gets its data, and a busy process is never declared
+ * dead. Between two looks the thread sleeps on the devices' event fds (a
+ * datagram, or a timer the device armed for its own deadlines, wakes it), at
+ * most btl_doorbell_async_interval microseconds: the work follows the data,
+ * not a period (a read request waited up to a whole interval). The background thread
  * never calls into the upper layer: received messages (their buffers held)
  * and completions wait for the next foreground progress. With
  * MPI_THREAD_MULTIPLE the foreground defers the same way, so no callback runs
@@ -13,6 +16,7 @@
  */
 #include "btl_doorbell.h"
 
+#include <poll.h>
 #include <string.h>
 #include <time.h>
 
@@ -120,32 +124,84 @@ int mca_btl_doorbell_module_progress(mca_btl_doorbell_module_t *module)
     return count;
 }
 
+/* Background progress of one module the application left alone, then its
+ * wake-up armed. Returns 1 when armed (its event fd wakes the thread for the
+ * next datagram or deadline), 0 when work is still pending or the device
+ * cannot be armed (a queue pair in error stays "busy"): the thread then comes
+ * back after the interval, as it did before it had an fd to wait on. Called
+ * with the module's lock held. */
+static int mca_btl_doorbell_async_work(mca_btl_doorbell_module_t *m)
+{
+    m->in_background = 1;
+    m->stats.background++;
+    doorbell_iface_progress_background(m->iface);
+    /* arm is busy when something arrived or fell due during the pass: one
+     * more pass takes it, a second busy answer is left to the interval */
+    int armed = doorbell_iface_arm(m->iface) == DOORBELL_OK;
+    if (!armed) {
+        doorbell_iface_progress_background(m->iface);
+        armed = doorbell_iface_arm(m->iface) == DOORBELL_OK;
+    }
+    m->in_background = 0;
+    return armed;
+}
+
 static void *mca_btl_doorbell_async_main(void *arg)
 {
     mca_btl_doorbell_component_t *cm = &mca_btl_doorbell_component;
     struct timespec               interval;
+    struct pollfd                 fds[MCA_BTL_DOORBELL_MAX_MODULES];
+    mca_btl_doorbell_module_t    *armed[MCA_BTL_DOORBELL_MAX_MODULES];
+    int                           timeout_ms;
 
     (void)arg;
     interval.tv_sec  = cm->async_interval / 1000000;
     interval.tv_nsec = (long)(cm->async_interval % 1000000) * 1000;
+    timeout_ms       = (int)((cm->async_interval + 999) / 1000);
     while (!cm->async_stop) {
-        nanosleep(&interval, NULL);
+        int nfds = 0, all_armed = 1;
+
         for (int i = 0; i < cm->num_modules && !cm->async_stop; i++) {
             mca_btl_doorbell_module_t *m     = cm->modules[i];
             uint64_t                   calls = m->progress_calls;
 
-            /* the application progresses by itself: stay out of its way */
+            /* the application progresses by itself: stay out of its way
+             * (waiting on its fd would wake the thread for every packet
+             * the application takes itself) */
             if (calls != m->progress_seen) {
                 m->progress_seen = calls;
+                all_armed        = 0;
                 continue;
             }
             if (opal_mutex_trylock(&m->lock) != 0) {
+                all_armed = 0;
                 continue;
             }
-            m->in_background = 1;
-            doorbell_iface_progress_background(m->iface);
-            m->in_background = 0;
+            if (mca_btl_doorbell_async_work(m)) {
+                fds[nfds].fd      = doorbell_iface_event_fd(m->iface);
+                fds[nfds].events  = POLLIN;
+                fds[nfds].revents = 0;
+                armed[nfds++]     = m;
+            } else {
+                all_armed = 0;
+            }
             opal_mutex_unlock(&m->lock);
+        }
+        if (cm->async_stop) {
+            break;
+        }
+        if (!all_armed || nfds == 0) {
+            nanosleep(&interval, NULL);
+            continue;
+        }
+        /* every device left to the thread is armed: sleep until one has
+         * work, or the interval passes (the application may be back) */
+        if (poll(fds, (nfds_t)nfds, timeout_ms) > 0) {
+            for (int i = 0; i < nfds; i++) {
+                if (fds[i].revents != 0) {
+                    armed[i]->stats.wakeups++;
+                }
+            }
         }
     }
     return NULL;

@@ -54,9 +54,11 @@ TEST_P(MpiP2p, EverySizeEveryByteBothDirections)
     EXPECT_EQ(dumps, static_cast<size_t>(GetParam())) << c.output;
 }
 
-// Rank 0 starts a 64 KiB send (a rendezvous: rank 1 reads it) and then
-// computes outside MPI; rank 1's receive completes because the btl's
-// background progress answers the reads, as a NIC would.
+// Rank 0 starts a 1 MiB send (a rendezvous: rank 1 reads it in pieces) and
+// then computes outside MPI; rank 1's receive completes because the btl's
+// background progress answers the reads, as a NIC would. The background
+// thread sleeps on the device's event fd, so the read requests and rank 1's
+// FIN wake it: rank 0's counters show wake-ups by the device.
 TEST(MpiProgress, ReceiveCompletesWhileSenderComputes)
 {
     const std::string        flag = "/tmp/doorbell-progress-" + std::to_string(getpid());
@@ -64,10 +66,18 @@ TEST(MpiProgress, ReceiveCompletesWhileSenderComputes)
         "timeout",         "-k",  "10", "120", "mpirun", "--allow-run-as-root",
         "--oversubscribe", "-np", "2"};
     argv.insert(argv.end(), kOverDoorbell.begin(), kOverDoorbell.end());
-    argv.insert(argv.end(), {DOORBELL_PROGRESS_CHECK, flag, "65536"});
+    argv.insert(argv.end(),
+                {"--mca", "btl_doorbell_stats", "1", DOORBELL_PROGRESS_CHECK, flag, "1048576"});
     Child c = run(argv);
     EXPECT_EQ(c.status, 0) << c.output;
     EXPECT_TRUE(contains(c.output, "receiver completed while the sender computed")) << c.output;
+    std::smatch m;
+    ASSERT_TRUE(
+        std::regex_search(c.output, m,
+                          std::regex(",0\\] lo stats: .* background ([0-9]+) wakeups ([0-9]+)")))
+        << c.output;
+    EXPECT_GT(std::stol(m[1].str()), 0) << c.output; /* passes while rank 0 computed */
+    EXPECT_GT(std::stol(m[2].str()), 0) << c.output; /* of which woken by the device */
 }
 
 INSTANTIATE_TEST_SUITE_P(Doorbell, MpiP2p, ::testing::Values(2, 4),
