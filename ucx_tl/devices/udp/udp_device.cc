@@ -201,6 +201,7 @@ doorbell_status_t UdpIface::init(const sockaddr_in &addr, uint32_t if_mtu, bool 
     /* the kernel reports twice the bytes it lets queue; a peer configured
      * alike absorbs a quarter of that per sender without drops */
     window_ = std::max<uint64_t>(uint64_t(granted) / 4, 2ull * mtu_);
+    gso_    = gso_supported(fd_);
 
     epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
     timer_fd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);

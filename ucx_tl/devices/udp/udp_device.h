@@ -17,13 +17,15 @@
  * Files: udp_device.cc (the iface's set-up: devices, socket, QPs, wake-up),
  * udp_requester.cc, udp_responder.cc, udp_atomic.cc (atomics at both ends
  * and the responder's answer cache), udp_socket_io.cc (progress, receive,
- * staging and sendmmsg).
+ * staging and sendmmsg), udp_gso.cc (runs of packets to one peer as one
+ * UDP_SEGMENT super-datagram).
  */
 #pragma once
 
 #include "core/iface_core.h"
 #include "fault_injector.h"
 #include "pacing/pacing_gate.h"
+#include "udp_gso.h"
 #include "wire.h"
 
 #include <netinet/in.h>
@@ -235,8 +237,10 @@ public:
     int               event_fd() const { return epoll_fd_; }
     doorbell_status_t arm();
     void              set_faults(const FaultConfig *config);
-    uint16_t          port() const { return ntohs(local_.sin_port); }
-    uint32_t          payload_mtu() const { return mtu_; }
+    void              set_tx_syscall(TxSyscall call) { tx_syscall_ = call ? call : ::sendmmsg; }
+    GsoStats gso_stats() const { return {gso_, gso_sends_, gso_segments_, gso_fallbacks_}; }
+    uint16_t port() const { return ntohs(local_.sin_port); }
+    uint32_t payload_mtu() const { return mtu_; }
     /// Payload of a data segment of op (READ_RESP: the chunk a READ_REQ asks
     /// for): the datagram of a full-header packet less op's data header.
     uint32_t segment_payload(Opcode op) const
@@ -322,6 +326,7 @@ private:
     void stage(const WireHeader &hdr, const void *a, size_t alen, const void *b, size_t blen,
                const sockaddr_in &to, uint32_t header_bytes = sizeof(WireHeader));
     void flush_tx();
+    unsigned stage_batch(unsigned from, bool gso); /* udp_socket_io.cc */
     struct TxSlot;
     void     send_linear(const TxSlot &s);
     void     enable_rx_timestamps();
@@ -392,6 +397,17 @@ private:
     std::array<TxSlot, kTxBatch>      tx_{};
     unsigned                          tx_count_ = 0;
     std::array<mmsghdr, 2 * kTxBatch> tx_msgs_{};
+    /* GSO (udp_gso.h): per message of tx_msgs_, its first slot and the
+     * datagrams it carries; a super-datagram's iovecs and control message */
+    std::array<unsigned, 2 * kTxBatch>            tx_first_{};
+    std::array<unsigned, 2 * kTxBatch>            tx_segs_{};
+    std::array<iovec, 3 * kTxBatch>               tx_gso_iov_{};
+    std::array<std::array<uint8_t, 32>, kTxBatch> tx_gso_cmsg_{};
+    bool                                          gso_           = false; ///< UDP_SEGMENT in use
+    uint64_t                                      gso_sends_     = 0;
+    uint64_t                                      gso_segments_  = 0;
+    uint64_t                                      gso_fallbacks_ = 0;
+    TxSyscall                                     tx_syscall_    = ::sendmmsg;
     /* a lone small packet leaves through sendto from one buffer: no
      * msghdr and iovec for the kernel to copy in */
     std::array<uint8_t, sizeof(WireHeader) + kLinearTx> tx_linear_{};

@@ -345,26 +345,30 @@ void UdpIface::send_linear(const TxSlot &s)
     }
 }
 
-void UdpIface::flush_tx()
+/// Builds tx_msgs_ from staged slot `from` on: a message per packet (with
+/// the fault injector's drops, duplicates and swaps), or with gso one per
+/// run of packets to one peer that gso_run groups. Returns the messages.
+unsigned UdpIface::stage_batch(unsigned from, bool gso)
 {
-    if (tx_count_ == 0) {
-        return;
-    }
-    if (tx_count_ == 1 && !faults_ && tx_[0].bytes <= tx_linear_.size()) {
-        send_linear(tx_[0]); /* a ping, an ACK: the common latency case */
-        tx_count_ = 0;
-        return;
-    }
-    unsigned n   = 0;
-    auto     add = [&](unsigned i) {
-        mmsghdr &m            = tx_msgs_[n++];
+    unsigned n        = 0;
+    unsigned iov_used = 0;
+    auto     add      = [&](unsigned i) {
+        mmsghdr &m            = tx_msgs_[n];
         m                     = {};
         m.msg_hdr.msg_name    = &tx_[i].to;
         m.msg_hdr.msg_namelen = sizeof(sockaddr_in);
         m.msg_hdr.msg_iov     = tx_[i].iov;
         m.msg_hdr.msg_iovlen  = tx_[i].iovcnt;
+        tx_first_[n]          = i;
+        tx_segs_[n++]         = 1;
     };
-    for (unsigned i = 0; i < tx_count_; ++i) {
+    std::array<GsoItem, kTxBatch> items;
+    if (gso) {
+        for (unsigned i = from; i < tx_count_; ++i) {
+            items[i] = {tx_[i].bytes, tx_[i].to};
+        }
+    }
+    for (unsigned i = from; i < tx_count_; ++i) {
         if (faults_) {
             if (faults_->tx_drop()) {
                 continue;
@@ -378,24 +382,86 @@ void UdpIface::flush_tx()
             if (faults_->duplicate()) {
                 add(i);
             }
+            add(i);
+            continue;
         }
-        add(i);
-    }
-    unsigned sent = 0;
-    while (sent < n) {
-        int rc = sendmmsg(fd_, tx_msgs_.data() + sent, n - sent, 0);
-        if (rc <= 0) {
-            if (rc < 0 && errno == EINTR) {
-                continue;
+        unsigned run = gso ? gso_run(items.data(), tx_count_, i) : 1;
+        if (run == 1) {
+            add(i);
+            continue;
+        }
+        /* one super-datagram: the run's iovecs back to back, cut by the
+         * kernel every tx_[i].bytes */
+        mmsghdr &m   = tx_msgs_[n];
+        iovec   *iov = &tx_gso_iov_[iov_used];
+        size_t   cnt = 0;
+        for (unsigned k = i; k < i + run; ++k) {
+            for (unsigned j = 0; j < tx_[k].iovcnt; ++j) {
+                iov[cnt++] = tx_[k].iov[j];
             }
-            break; /* the rest is lost; retransmission recovers it */
         }
-        sent += unsigned(rc);
+        iov_used += unsigned(cnt);
+        m                        = {};
+        m.msg_hdr.msg_name       = &tx_[i].to;
+        m.msg_hdr.msg_namelen    = sizeof(sockaddr_in);
+        m.msg_hdr.msg_iov        = iov;
+        m.msg_hdr.msg_iovlen     = cnt;
+        m.msg_hdr.msg_control    = tx_gso_cmsg_[n].data();
+        m.msg_hdr.msg_controllen = gso_control(tx_gso_cmsg_[n].data(), uint16_t(tx_[i].bytes));
+        tx_first_[n]             = i;
+        tx_segs_[n++]            = run;
+        i += run - 1;
     }
-    for (unsigned i = 0; i < sent; ++i) {
-        counters.tx_bytes += tx_msgs_[i].msg_len;
+    return n;
+}
+
+void UdpIface::flush_tx()
+{
+    if (tx_count_ == 0) {
+        return;
     }
-    counters.tx_packets += sent;
+    if (tx_count_ == 1 && !faults_ && tx_[0].bytes <= tx_linear_.size()) {
+        send_linear(tx_[0]); /* a ping, an ACK: the common latency case */
+        tx_count_ = 0;
+        return;
+    }
+    unsigned n       = stage_batch(0, gso_ && !faults_);
+    unsigned sent    = 0;
+    auto     account = [&](unsigned count) {
+        for (unsigned i = 0; i < count; ++i) {
+            counters.tx_bytes += tx_msgs_[i].msg_len;
+            counters.tx_packets += tx_segs_[i];
+            if (tx_segs_[i] > 1) {
+                ++gso_sends_;
+                gso_segments_ += tx_segs_[i];
+            }
+        }
+    };
+    while (sent < n) {
+        int rc = tx_syscall_(fd_, tx_msgs_.data() + sent, n - sent, 0);
+        if (rc > 0) {
+            sent += unsigned(rc);
+            continue;
+        }
+        if (rc < 0 && errno == EINTR) {
+            continue;
+        }
+        if (rc < 0 && tx_segs_[sent] > 1 &&
+            (errno == EIO || errno == EINVAL || errno == EOPNOTSUPP || errno == ENOPROTOOPT ||
+             errno == EMSGSIZE)) {
+            /* the kernel refused a super-datagram (no UDP_SEGMENT, or a
+             * route's device without checksum offload): one datagram per
+             * packet from here on, starting with what it refused */
+            gso_ = false;
+            ++gso_fallbacks_;
+            account(sent);
+            n    = stage_batch(tx_first_[sent], false);
+            sent = 0;
+            continue;
+        }
+        break; /* the rest is lost; retransmission recovers it */
+    }
+    account(sent);
     tx_count_ = 0;
 }
 

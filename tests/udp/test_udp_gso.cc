@@ -1,0 +1,141 @@
+/* UDP GSO on the send path: which staged packets group into one
+ * super-datagram (gso_run), a transfer on lo that leaves in super-datagrams
+ * and arrives as the same datagrams byte for byte, and the fallback when the
+ * kernel refuses one (through the send system call's seam). */
+#include "loopback_pair.h"
+
+#include "devices/udp/udp_gso.h"
+
+#include <arpa/inet.h>
+#include <cerrno>
+
+using namespace doorbell::test;
+using namespace doorbell::udp;
+
+namespace {
+
+sockaddr_in peer(uint16_t port)
+{
+    sockaddr_in a{};
+    a.sin_family      = AF_INET;
+    a.sin_port        = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return a;
+}
+
+std::vector<GsoItem> items(std::initializer_list<std::pair<size_t, uint16_t>> list)
+{
+    std::vector<GsoItem> v;
+    for (auto [bytes, port] : list) {
+        v.push_back({bytes, peer(port)});
+    }
+    return v;
+}
+
+doorbell_iface_params_t small_mtu()
+{
+    doorbell_iface_params_t p = steady_params(); /* no resend, no probe */
+    p.mtu                     = 1000;
+    return p;
+}
+
+/// sendmmsg that refuses any super-datagram as a device without checksum
+/// offload does (EIO), after sending the plain datagrams before it.
+int refuse_gso(int fd, mmsghdr *msgs, unsigned n, int flags)
+{
+    unsigned plain = 0;
+    while (plain < n && msgs[plain].msg_hdr.msg_controllen == 0) {
+        ++plain;
+    }
+    if (plain == 0) {
+        errno = EIO;
+        return -1;
+    }
+    return sendmmsg(fd, msgs, plain, flags);
+}
+
+/// Puts size bytes from a to b's region; returns the region's bytes.
+std::vector<uint8_t> put_and_read(LoopbackPair &pair, size_t size)
+{
+    auto       data = pattern(size, 19);
+    Region     dst(pair.pd, size, DOORBELL_ACCESS_REMOTE_WRITE);
+    Completion c;
+    EXPECT_EQ(DOORBELL_INPROGRESS, put_zcopy(pair.qa, data, dst, c)) << doorbell_last_error();
+    EXPECT_TRUE(pair.wait([&] { return c.count > 0; }));
+    EXPECT_EQ(DOORBELL_OK, c.status);
+    EXPECT_EQ(data, dst.bytes);
+    return dst.bytes;
+}
+
+} // namespace
+
+TEST(UdpGso, EqualPacketsToOnePeerGroup)
+{
+    auto v = items({{1000, 1}, {1000, 1}, {1000, 1}, {1000, 1}});
+    EXPECT_EQ(4u, gso_run(v.data(), 4, 0));
+    EXPECT_EQ(2u, gso_run(v.data(), 4, 2));
+    EXPECT_EQ(1u, gso_run(v.data(), 4, 3)); /* alone: no super-datagram */
+}
+
+TEST(UdpGso, AShorterLastPacketEndsTheRun)
+{
+    auto v = items({{1000, 1}, {1000, 1}, {400, 1}, {1000, 1}});
+    EXPECT_EQ(3u, gso_run(v.data(), 4, 0)); /* the kernel's last piece may be short */
+}
+
+TEST(UdpGso, ALongerPacketOrAnotherPeerBreaksTheRun)
+{
+    auto longer = items({{400, 1}, {400, 1}, {1000, 1}, {400, 1}});
+    EXPECT_EQ(2u, gso_run(longer.data(), 4, 0));
+    auto other = items({{1000, 1}, {1000, 2}, {1000, 1}});
+    EXPECT_EQ(1u, gso_run(other.data(), 3, 0));
+    auto port = items({{1000, 1}, {1000, 1}, {1000, 3}});
+    EXPECT_EQ(2u, gso_run(port.data(), 3, 0));
+}
+
+TEST(UdpGso, RunsStopAtTheKernelsLimits)
+{
+    std::vector<GsoItem> many(100, GsoItem{100, peer(1)});
+    EXPECT_EQ(kGsoMaxSegments, gso_run(many.data(), 100, 0));
+    std::vector<GsoItem> big(100, GsoItem{9000, peer(1)});
+    EXPECT_EQ(kGsoMaxBytes / 9000, gso_run(big.data(), 100, 0)); /* 7 x 9000 bytes */
+}
+
+// A 256 KiB put at a 1000-byte MTU leaves in super-datagrams; the kernel
+// cuts them, so the receiver sees exactly the datagrams the sender counted,
+// and every byte lands.
+TEST(UdpGso, BulkLeavesInSuperDatagramsAndArrivesAsDatagrams)
+{
+    LoopbackPair pair(small_mtu(), small_mtu());
+    if (!gso_stats(pair.a).enabled) {
+        GTEST_SKIP() << "this kernel takes no UDP_SEGMENT on a UDP socket";
+    }
+    put_and_read(pair, 256 << 10);
+    GsoStats g = gso_stats(pair.a);
+    EXPECT_TRUE(g.enabled);
+    EXPECT_GT(g.sends, 0u);
+    EXPECT_GT(g.segments, 2 * g.sends); /* runs, not pairs */
+    EXPECT_EQ(0u, g.fallbacks);
+    EXPECT_TRUE(pair.wait(
+        [&] { return pair.counters(pair.b).rx_packets == pair.counters(pair.a).tx_packets; }));
+    EXPECT_GT(pair.counters(pair.a).tx_packets, 256u); /* 1000-byte datagrams */
+}
+
+// The kernel refuses the first super-datagram (as a device without checksum
+// offload does): the device sends the same packets one datagram each, and
+// from then on never tries again.
+TEST(UdpGso, RefusedSuperDatagramFallsBackToDatagrams)
+{
+    LoopbackPair pair(small_mtu(), small_mtu());
+    if (!gso_stats(pair.a).enabled) {
+        GTEST_SKIP() << "this kernel takes no UDP_SEGMENT on a UDP socket";
+    }
+    set_tx_syscall(pair.a, refuse_gso);
+    put_and_read(pair, 256 << 10);
+    put_and_read(pair, 64 << 10);
+    GsoStats g = gso_stats(pair.a);
+    EXPECT_FALSE(g.enabled);
+    EXPECT_EQ(1u, g.fallbacks);
+    EXPECT_EQ(0u, g.sends);
+    EXPECT_EQ(0u, pair.counters(pair.a).retransmits); /* nothing was lost */
+}
