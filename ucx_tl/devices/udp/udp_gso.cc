@@ -56,6 +56,13 @@ void set_tx_syscall(doorbell_iface_t *iface, TxSyscall call)
     }
 }
 
+void set_gso(doorbell_iface_t *iface, bool on)
+{
+    if (iface != nullptr && iface->kind == DOORBELL_DEVICE_UDP) {
+        static_cast<UdpIface *>(iface)->set_gso(on);
+    }
+}
+
 GsoStats gso_stats(const doorbell_iface_t *iface)
 {
     if (iface == nullptr || iface->kind != DOORBELL_DEVICE_UDP) {

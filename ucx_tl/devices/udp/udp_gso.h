@@ -48,6 +48,8 @@ size_t gso_control(void *buf, uint16_t size);
  * leaves through, and what the device did with GSO. */
 using TxSyscall = int (*)(int fd, mmsghdr *msgs, unsigned int n, int flags);
 void set_tx_syscall(doorbell_iface_t *iface, TxSyscall call); ///< nullptr: sendmmsg
+/// Turns GSO off (or back on where the kernel takes it): before/after runs.
+void set_gso(doorbell_iface_t *iface, bool on);
 
 struct GsoStats {
     bool     enabled;   ///< super-datagrams are sent now
