@@ -201,7 +201,6 @@ doorbell_status_t UdpIface::init(const sockaddr_in &addr, uint32_t if_mtu, bool 
     /* the kernel reports twice the bytes it lets queue; a peer configured
      * alike absorbs a quarter of that per sender without drops */
     window_ = std::max<uint64_t>(uint64_t(granted) / 4, 2ull * mtu_);
-    gso_    = gso_supported(fd_);
 
     epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
     timer_fd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
@@ -226,6 +225,7 @@ doorbell_status_t UdpIface::init(const sockaddr_in &addr, uint32_t if_mtu, bool 
     ack_delay_ = params.rto_min_ns / 8;
     cc_        = pacing::resolve_pacing_policy(params.cc, loopback);
     pacing_    = pacing::find_pacing_policy(cc_);
+    set_gso(true); /* unpaced ifaces only (udp_gso.h) */
     if (pacing_) {
         if (!std::isfinite(params.ibrc_gain) || params.ibrc_gain < 0) {
             return set_error(DOORBELL_ERR_INVALID_PARAM,

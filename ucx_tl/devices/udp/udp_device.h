@@ -238,7 +238,7 @@ public:
     doorbell_status_t arm();
     void              set_faults(const FaultConfig *config);
     void              set_tx_syscall(TxSyscall call) { tx_syscall_ = call ? call : ::sendmmsg; }
-    void              set_gso(bool on) { gso_ = on && gso_supported(fd_); }
+    void              set_gso(bool on) { gso_ = on && !pacing_ && gso_supported(fd_); }
     GsoStats gso_stats() const { return {gso_, gso_sends_, gso_segments_, gso_fallbacks_}; }
     uint16_t port() const { return ntohs(local_.sin_port); }
     uint32_t payload_mtu() const { return mtu_; }
