@@ -3,24 +3,8 @@
 #include "error.h"
 
 #include <mutex>
-#include <random>
-#include <sys/random.h>
 
 namespace doorbell {
-
-uint32_t random_u32()
-{
-    uint32_t v = 0;
-    while (v == 0) {
-        if (getrandom(&v, sizeof(v), 0) != sizeof(v)) {
-            /* getrandom() cannot fail for 4 bytes once the pool is up;
-             * fall back to random_device rather than returning a constant */
-            std::random_device rd;
-            v = rd();
-        }
-    }
-    return v;
-}
 
 doorbell_status_t ProtectionDomain::register_region(void *address, size_t length, unsigned access,
                                                     doorbell_mr **mr_p, uint32_t *rkey_p)

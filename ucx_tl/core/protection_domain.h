@@ -12,6 +12,7 @@
 #pragma once
 
 #include "doorbell_core.h"
+#include "random.h"
 
 #include <cstdint>
 #include <memory>
@@ -88,8 +89,5 @@ private:
     std::unordered_map<uint32_t, std::unique_ptr<doorbell_mr>> by_key_;
     HardwareKeys                                              *hw_ = nullptr;
 };
-
-/// A random 32-bit value from the kernel's generator (never 0).
-uint32_t random_u32();
 
 } // namespace doorbell
