@@ -68,6 +68,7 @@ typedef struct mca_coll_doorbell_component_t {
     char  *topology_file;    /* host -> leaf map file, or "" */
     int    emulate_ranks_per_node; /* testing: k consecutive ranks = a node */
     int    output;                 /* opal_output stream */
+    int    config_error;           /* a parameter was out of its range */
 
     mca_coll_doorbell_ucp_t ucp;
 } mca_coll_doorbell_component_t;
@@ -159,6 +160,11 @@ int          mca_coll_doorbell_ucp_init(void);
 void         mca_coll_doorbell_ucp_finalize(void);
 ucs_status_t mca_coll_doorbell_ucp_get_ep(struct ompi_proc_t *proc,
                                           const void *address, ucp_ep_h *ep_p);
+
+/* Parameters (coll_doorbell_params.c): registered with their ranges, then
+ * checked; OMPI_ERR_BAD_PARAM after naming each one out of its range. */
+void mca_coll_doorbell_params_register(void);
+int  mca_coll_doorbell_params_check(void);
 int  mca_coll_doorbell_ucp_register_team(mca_coll_doorbell_team_t *team);
 void mca_coll_doorbell_ucp_unregister_team(mca_coll_doorbell_team_t *team);
 

@@ -108,6 +108,19 @@ mca_coll_base_module_t *mca_coll_doorbell_comm_query(
     mca_coll_doorbell_component_t *cm = &mca_coll_doorbell_component;
     mca_coll_doorbell_module_t    *module;
 
+    if (cm->config_error) {
+        /* A parameter was out of its range (named at open). The job does
+         * not run with other settings than those asked for, and Open MPI
+         * 4.1 gives a coll component no way to make MPI_Init return an
+         * error (a module that refuses to be enabled is skipped): end it as
+         * MPI_Init's default error handler (MPI_ERRORS_ARE_FATAL) would. */
+        DOORBELL_ERROR(
+            "comm %s: a coll_doorbell MCA parameter is out of its range (above); "
+            "ending the job",
+            comm->c_name);
+        ompi_mpi_abort(comm, OMPI_ERR_BAD_PARAM);
+        return NULL;
+    }
     if (!cm->enable) {
         return NULL;
     }
