@@ -2,11 +2,17 @@
 // lo in one worker, an endpoint between them, and AM, put and get round
 // trips checked byte by byte; a put with a wrong key completes with an error
 // and leaves the target untouched.
+#include <arpa/inet.h>
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <sys/socket.h>
+#include <ucs/debug/log_def.h>
 #include <uct/api/uct.h>
+#include <unistd.h>
 
+#include <cstdarg>
+#include <cstdio>
 #include <cstring>
 #include <initializer_list>
 #include <string>
@@ -102,22 +108,48 @@ protected:
     // Opens an iface on lo in worker (default: the fixture's), with the
     // given UCX_DOORBELL_* settings.
     void open_iface(uct_iface_h *iface_p, uct_worker_h worker = nullptr,
-                    std::initializer_list<std::pair<const char *, const char *>> settings = {})
+                    std::initializer_list<std::pair<const char *, const char *>> settings = {},
+                    uct_error_handler_t err_handler = nullptr, void *err_arg = nullptr)
+    {
+        ASSERT_EQ(try_open_iface(iface_p, worker, settings, err_handler, err_arg), UCS_OK);
+    }
+
+    ucs_status_t try_open_iface(
+        uct_iface_h *iface_p, uct_worker_h worker,
+        std::initializer_list<std::pair<const char *, const char *>> settings,
+        uct_error_handler_t err_handler = nullptr, void *err_arg = nullptr)
     {
         uct_iface_config_t *config;
-        ASSERT_EQ(uct_md_iface_config_read(md_, "doorbell", nullptr, nullptr, &config), UCS_OK);
-        for (const auto &[name, value] : settings)
-            ASSERT_EQ(uct_config_modify(config, name, value), UCS_OK) << name;
+        ucs_status_t st = uct_md_iface_config_read(md_, "doorbell", nullptr, nullptr, &config);
+        if (st != UCS_OK) {
+            return st;
+        }
+        for (const auto &[name, value] : settings) {
+            if ((st = uct_config_modify(config, name, value)) != UCS_OK) {
+                uct_config_release(config);
+                return st;
+            }
+        }
         uct_iface_params_t params{};
         params.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE |
                             UCT_IFACE_PARAM_FIELD_STATS_ROOT | UCT_IFACE_PARAM_FIELD_RX_HEADROOM;
         params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
         params.mode.device.tl_name  = "doorbell";
         params.mode.device.dev_name = "lo";
-        ucs_status_t st = uct_iface_open(md_, worker ? worker : worker_, &params, config, iface_p);
+        if (err_handler != nullptr) {
+            params.field_mask |= UCT_IFACE_PARAM_FIELD_ERR_HANDLER |
+                                 UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG |
+                                 UCT_IFACE_PARAM_FIELD_ERR_HANDLER_FLAGS;
+            params.err_handler       = err_handler;
+            params.err_handler_arg   = err_arg;
+            params.err_handler_flags = 0;
+        }
+        st = uct_iface_open(md_, worker ? worker : worker_, &params, config, iface_p);
         uct_config_release(config);
-        ASSERT_EQ(st, UCS_OK);
-        uct_iface_progress_enable(*iface_p, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+        if (st == UCS_OK) {
+            uct_iface_progress_enable(*iface_p, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+        }
+        return st;
     }
 
     // An endpoint from `from` to `to`.
@@ -460,6 +492,223 @@ TEST_F(UctDoorbell, PendingRequestSleepsUntilTheAckThatFreesItsQueue)
     uct_iface_close(rx);
     uct_worker_destroy(worker2);
     ucs_async_context_destroy(async2);
+}
+
+// Hostile datagrams from a process outside the job: it can reach the
+// iface's port but has neither the iface token nor a connection token. The
+// active message that aborted a rank in ucp_am.c (id 23, header_length
+// 0xffff0000) and UCP's software PUT (id 17 to address 0x1000), in the wire
+// format of before and of now, never reach a handler, and a transfer beside
+// them completes intact.
+TEST_F(UctDoorbell, ForgedSendsNeverReachTheAmHandler)
+{
+    AmCapture am23, am17;
+    ASSERT_EQ(uct_iface_set_am_handler(receiver_, 23, am_cb, &am23, 0), UCS_OK);
+    ASSERT_EQ(uct_iface_set_am_handler(receiver_, 17, am_cb, &am17, 0), UCS_OK);
+    Region target, source;
+    register_region(target, 4 << 20, 'T');
+    register_region(source, 4 << 20, 0);
+    for (size_t i = 0; i < source.buf.size(); ++i)
+        source.buf[i] = static_cast<char>(i * 31 + 7);
+    uct_iov_t  iov{source.buf.data(), source.buf.size(), source.memh, 0, 1};
+    Completion comp;
+    comp.uct        = {completion_cb, 1, UCS_OK};
+    ucs_status_t st = post([&] {
+        return uct_ep_put_zcopy(ep_, &iov, 1, reinterpret_cast<uint64_t>(target.buf.data()),
+                                target.rkey.rkey, &comp.uct);
+    });
+    ASSERT_EQ(st, UCS_INPROGRESS) << ucs_status_string(st);
+
+    // The receiver's port: the first two bytes of its iface address.
+    std::vector<char> ifa(attr_.iface_addr_len);
+    ASSERT_EQ(uct_iface_get_address(receiver_, reinterpret_cast<uct_iface_addr_t *>(ifa.data())),
+              UCS_OK);
+    sockaddr_in to{};
+    to.sin_family      = AF_INET;
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    std::memcpy(&to.sin_port, ifa.data(), 2);
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    ASSERT_GE(fd, 0);
+    auto send = [&](std::vector<uint8_t> d) {
+        ASSERT_EQ(sendto(fd, d.data(), d.size(), 0, reinterpret_cast<sockaddr *>(&to), sizeof(to)),
+                  ssize_t(d.size()));
+    };
+    // header: magic "DBBL", version, SEND (4), FIRST|LAST, the AM id; then
+    // (version 3) token, dst_qp, src_qp, psn, length 8 ... 64 bytes in all
+    auto forged = [](uint8_t version, uint8_t id, uint64_t token, uint32_t qp) {
+        std::vector<uint8_t> d(64 + 8, 0);
+        const uint32_t       magic = 0x4c424244, len = 8;
+        std::memcpy(d.data(), &magic, 4);
+        d[4] = version;
+        d[5] = 4;
+        d[6] = 3;
+        d[7] = id;
+        if (version == 2) {
+            std::memcpy(d.data() + 20, &len, 4); /* length; PSN 0 */
+            std::memcpy(d.data() + 36, &len, 4); /* msg_length */
+        } else {
+            std::memcpy(d.data() + 8, &token, 8);
+            std::memcpy(d.data() + 16, &qp, 4);
+            std::memcpy(d.data() + 28, &len, 4);
+            std::memcpy(d.data() + 44, &len, 4);
+        }
+        const uint32_t hdr_len = 0xffff0000u; /* UCP AM: header_length */
+        const uint64_t addr    = 0x1000;      /* UCP software PUT: address */
+        if (id == 23)
+            std::memcpy(d.data() + 64 + 4, &hdr_len, 4);
+        else
+            std::memcpy(d.data() + 64, &addr, 8);
+        return d;
+    };
+    for (uint8_t id : {uint8_t(23), uint8_t(17)}) {
+        send(forged(2, id, 0, 0));
+        for (uint32_t qp = 1; qp < 64; ++qp)
+            send(forged(3, id, 0x9e3779b97f4a7c15ull * qp, qp * 0x01000193u));
+    }
+    // a handshake without the iface's token
+    std::vector<uint8_t> hello(64 + 16, 0);
+    const uint32_t       magic = 0x4c424244, one = 1, sixteen = 16;
+    std::memcpy(hello.data(), &magic, 4);
+    hello[4] = 3;
+    hello[5] = 9; /* CONNECT */
+    std::memcpy(hello.data() + 8, &magic, 4);
+    std::memcpy(hello.data() + 20, &one, 4);
+    std::memcpy(hello.data() + 28, &sixteen, 4);
+    std::memcpy(hello.data() + 64, &magic, 4);
+    std::memcpy(hello.data() + 72, &magic, 4);
+    send(hello);
+    close(fd);
+
+    ASSERT_TRUE(progress_until([&] { return comp.done; }));
+    EXPECT_EQ(comp.status, UCS_OK);
+    EXPECT_EQ(target.buf, source.buf);
+    // the connection's own message is delivered, once
+    ASSERT_EQ(post([&] { return uct_ep_am_short(ep_, 23, 0x2323, nullptr, 0); }), UCS_OK);
+    ASSERT_TRUE(progress_until([&] { return am23.count == 1; }));
+    for (int i = 0; i < 10000; ++i)
+        uct_worker_progress(worker_);
+    EXPECT_EQ(am23.count, 1);
+    EXPECT_EQ(am17.count, 0);
+    release_region(source);
+    release_region(target);
+}
+
+struct LogCapture {
+    static inline std::string text;
+    static ucs_log_func_rc_t  handler(const char *, unsigned, const char *, ucs_log_level_t level,
+                                      const ucs_log_component_config_t *, const char *fmt,
+                                      va_list ap)
+    {
+        if (level <= UCS_LOG_LEVEL_ERROR) {
+            char buf[1024];
+            vsnprintf(buf, sizeof(buf), fmt, ap);
+            text += buf;
+            text += '\n';
+            return UCS_LOG_FUNC_RC_STOP;
+        }
+        return UCS_LOG_FUNC_RC_CONTINUE;
+    }
+};
+
+// Every UCX_DOORBELL_* variable out of its range: the iface does not open,
+// and the error names the variable, the value and the range. Nothing is
+// adjusted in silence (RETRY_COUNT=0 and RTO_MIN=0 were, TX_QUEUE_LEN=
+// 99999999 allocated 8 GiB, SEG_SIZE=1m blamed the peer later).
+TEST_F(UctDoorbell, OutOfRangeVariablesAreRefusedNamingThem)
+{
+    struct Bad {
+        const char *var, *value, *says;
+    };
+    const Bad bad[] = {
+        {"TX_BATCH", "0", "UCX_DOORBELL_TX_BATCH = 0 is out of range: [1, 4096]"},
+        {"TX_MODERATION", "0", "UCX_DOORBELL_TX_MODERATION = 0 is out of range"},
+        {"MTU", "100",
+         "UCX_DOORBELL_MTU = 100 is out of range: 0 (automatic) or bytes in [576, "
+         "64936]"},
+        {"SEG_SIZE", "1m",
+         "UCX_DOORBELL_SEG_SIZE = 1048576 is out of range: bytes in [256, 65472]"},
+        {"TX_QUEUE_LEN", "99999999",
+         "UCX_DOORBELL_TX_QUEUE_LEN = 99999999 is out of range: a power of two in [4, 65536]"},
+        {"TX_QUEUE_LEN", "1000", "UCX_DOORBELL_TX_QUEUE_LEN = 1000 is out of range"},
+        {"RX_QUEUE_LEN", "0", "UCX_DOORBELL_RX_QUEUE_LEN = 0 is out of range"},
+        {"AM_CREDITS", "0", "UCX_DOORBELL_AM_CREDITS = 0 is out of range"},
+        {"RTO_MIN", "0", "UCX_DOORBELL_RTO_MIN = 0 ns is out of range: [10 us, 60 s]"},
+        {"RTO_MAX", "1ms", "UCX_DOORBELL_RTO_MAX = 1 ms is out of range"},
+        {"RETRY_COUNT", "0", "UCX_DOORBELL_RETRY_COUNT = 0 is out of range: [1, 1000]"},
+        {"IBRC_GAIN", "-2", "UCX_DOORBELL_IBRC_GAIN = \"-2\" is out of range"},
+        {"IBRC_GAIN", "abc", "UCX_DOORBELL_IBRC_GAIN = \"abc\" is out of range"},
+        {"CC_TARGET_DELAY", "2s", "UCX_DOORBELL_CC_TARGET_DELAY = 2 s is out of range"},
+        {"KEEPALIVE_INTERVAL", "1us", "UCX_DOORBELL_KEEPALIVE_INTERVAL = 1 us is out of range"},
+        {"KEEPALIVE_TIMEOUT", "1ms", "UCX_DOORBELL_KEEPALIVE_TIMEOUT = 1 ms is out of range"},
+        {"RX_REASSEMBLY", "1k", "UCX_DOORBELL_RX_REASSEMBLY = 1024 is out of range"},
+        {"ASYNC_INTERVAL", "20s", "UCX_DOORBELL_ASYNC_INTERVAL = 20 s is out of range"},
+    };
+    ucs_log_push_handler(LogCapture::handler);
+    for (const Bad &b : bad) {
+        LogCapture::text.clear();
+        uct_iface_h  iface = nullptr;
+        ucs_status_t st    = try_open_iface(&iface, nullptr, {{b.var, b.value}});
+        EXPECT_EQ(st, UCS_ERR_INVALID_PARAM) << b.var << "=" << b.value;
+        EXPECT_NE(LogCapture::text.find(b.says), std::string::npos)
+            << b.var << "=" << b.value << ": " << LogCapture::text;
+        if (iface != nullptr)
+            uct_iface_close(iface);
+    }
+    // what UCX's own parser refuses never gets that far
+    LogCapture::text.clear();
+    uct_iface_h iface = nullptr;
+    EXPECT_NE(try_open_iface(&iface, nullptr, {{"TX_QUEUE_LEN", "abc"}}), UCS_OK);
+    EXPECT_EQ(iface, nullptr);
+    ucs_log_pop_handler();
+}
+
+struct EpErrors {
+    int          count  = 0;
+    ucs_status_t status = UCS_OK;
+    uct_ep_h     ep     = nullptr;
+};
+
+ucs_status_t on_ep_error(void *arg, uct_ep_h ep, ucs_status_t status)
+{
+    auto *e   = static_cast<EpErrors *>(arg);
+    e->ep     = ep;
+    e->status = status;
+    ++e->count;
+    return UCS_OK;
+}
+
+// A peer that vanishes while nothing is outstanding to it: the endpoint's
+// keepalive finds it and the iface's error handler gets the endpoint with
+// UCS_ERR_ENDPOINT_TIMEOUT (what UCP turns into its endpoint error); an
+// endpoint to a live peer is left alone, and ep_check probes on demand.
+TEST_F(UctDoorbell, VanishedIdlePeerBecomesAnEndpointError)
+{
+    EpErrors    errors;
+    uct_iface_h tx = nullptr, live = nullptr, doomed = nullptr;
+    open_iface(&tx, nullptr, {{"KEEPALIVE_INTERVAL", "20ms"}, {"KEEPALIVE_TIMEOUT", "200ms"}},
+               on_ep_error, &errors);
+    open_iface(&live, nullptr, {});
+    open_iface(&doomed, nullptr, {});
+    ASSERT_TRUE(attr_.cap.flags & UCT_IFACE_FLAG_EP_CHECK);
+    uct_ep_h to_live = nullptr, to_doomed = nullptr;
+    connect(tx, live, &to_live);
+    connect(tx, doomed, &to_doomed);
+    AmCapture cap;
+    ASSERT_EQ(uct_iface_set_am_handler(doomed, kAmId, am_cb, &cap, 0), UCS_OK);
+    ASSERT_EQ(post([&] { return uct_ep_am_short(to_doomed, kAmId, 1, nullptr, 0); }), UCS_OK);
+    ASSERT_TRUE(progress_until([&] { return cap.count == 1; })); /* connected, idle */
+    EXPECT_EQ(uct_ep_check(to_live, 0, nullptr), UCS_OK);
+
+    uct_iface_close(doomed); /* gone, without a word about tx's endpoint */
+    ASSERT_TRUE(progress_until([&] { return errors.count > 0; }));
+    EXPECT_EQ(errors.count, 1);
+    EXPECT_EQ(errors.ep, to_doomed);
+    EXPECT_EQ(errors.status, UCS_ERR_ENDPOINT_TIMEOUT);
+
+    uct_ep_destroy(to_doomed);
+    uct_ep_destroy(to_live);
+    uct_iface_close(live);
+    uct_iface_close(tx);
 }
 
 } // namespace

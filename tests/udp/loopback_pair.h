@@ -6,12 +6,14 @@
 #pragma once
 
 #include "core/doorbell_core.h"
+#include "devices/udp/udp_device.h"
 #include "../common/core_callbacks.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstring>
 #include <functional>
 #include <vector>
@@ -36,6 +38,7 @@ inline doorbell_iface_params_t steady_params()
     doorbell_iface_params_t p = lo_params();
     p.rto_min_ns              = 5000000000ull;  /* 5 s */
     p.rto_max_ns              = 10000000000ull; /* 10 s */
+    p.keepalive_interval_ns   = 0;              /* no probe of an idle QP */
     return p;
 }
 
@@ -54,6 +57,19 @@ public:
         doorbell_iface_set_error_handler(b, on_qp_error, &error_b);
         qa = connect(a, b);
         qb = connect(b, a);
+        /* the handshakes, so that posts leave at once; counters() counts
+         * from here */
+        EXPECT_TRUE(wait([&] { return connected(qa) && connected(qb); }));
+        doorbell_iface_get_counters(a, &base_a_);
+        doorbell_iface_get_counters(b, &base_b_);
+    }
+
+    /// Whether a UDP QP has its peer's ACCEPT.
+    static bool connected(doorbell_qp_t *qp)
+    {
+        uint64_t token;
+        uint32_t remote, psn;
+        return udp::connection_of(qp, &token, &remote, &psn);
     }
 
     ~LoopbackPair()
@@ -126,10 +142,22 @@ public:
         return c.status;
     }
 
+    /// The counters of a or b since the pair connected (the gauges as they
+    /// are).
     doorbell_counters_t counters(doorbell_iface_t *i)
     {
         doorbell_counters_t c;
         doorbell_iface_get_counters(i, &c);
+        const doorbell_counters_t &base = i == a ? base_a_ : base_b_;
+        static_assert(sizeof(c) % sizeof(uint64_t) == 0);
+        auto       *now  = reinterpret_cast<uint64_t *>(&c);
+        const auto *then = reinterpret_cast<const uint64_t *>(&base);
+        for (size_t k = 0; k < sizeof(c) / sizeof(uint64_t); ++k) {
+            if (k != offsetof(doorbell_counters_t, reasm_bytes) / sizeof(uint64_t) &&
+                k != offsetof(doorbell_counters_t, reasm_peak) / sizeof(uint64_t)) {
+                now[k] -= then[k];
+            }
+        }
         return c;
     }
 
@@ -139,6 +167,9 @@ public:
     doorbell_qp_t    *qa = nullptr; /* a -> b */
     doorbell_qp_t    *qb = nullptr; /* b -> a */
     QpError           error_a, error_b;
+
+private:
+    doorbell_counters_t base_a_{}, base_b_{};
 };
 
 /// Registered memory on the target side.

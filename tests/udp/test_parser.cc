@@ -28,6 +28,15 @@ WireHeader header(Opcode op, uint32_t length, uint32_t msg_length, uint32_t offs
     h.length     = length;
     h.msg_length = msg_length;
     h.msg_offset = offset;
+    h.token      = 0x70c3e11;     /* every packet belongs to a connection */
+    h.dst_qp     = 0x51;          /* and names its receiver's QP */
+    if (op == Opcode::kConnect) { /* ... but a CONNECT, to an iface */
+        h.dst_qp = 0;
+        h.src_qp = 0x52;
+    }
+    if (op == Opcode::kAccept) {
+        h.src_qp = 0x53; /* the responder's QP for the connection */
+    }
     if (op == Opcode::kReadReq) {
         h.aux = 1000;
     }
@@ -53,16 +62,14 @@ std::vector<uint8_t> data_datagram(const WireHeader &h, size_t payload)
 WireHeader segment(Opcode op, uint32_t msg_length, uint32_t offset)
 {
     WireHeader h  = header(op, 0, msg_length, offset);
-    h.src_qp      = 0x1234;
+    h.dst_qp      = 0x1234;
     h.psn         = 77;
     h.flags       = kFlagLast;
     h.ts_send     = 0x1122334455667788ull;
     h.am_id       = op == Opcode::kSend ? 5 : 0;
     h.remote_addr = op == Opcode::kWrite ? 0x7f0000001000ull : 0;
     h.rkey        = op == Opcode::kWrite ? 0xabcd : 0;
-    if (op == Opcode::kReadResp) { /* a response names the requester's QP */
-        h.dst_qp  = h.src_qp;
-        h.src_qp  = 0;
+    if (op == Opcode::kReadResp) {
         h.ts_echo = 0x0102030405060708ull;
     }
     return h;
@@ -85,6 +92,10 @@ std::vector<std::vector<uint8_t>> valid_samples()
         datagram(header(Opcode::kAtomicReq, 16, 8, 0), 16),
         datagram(header(Opcode::kAtomicReq, 16, 4, 0), 16),
         datagram(header(Opcode::kAtomicResp, 0, 8, 0), 0),
+        datagram(header(Opcode::kAckReq, 0, 0, 0), 0),
+        datagram(header(Opcode::kConnect, 16, 0, 0), 16),
+        datagram(header(Opcode::kAccept, 0, 0, 0), 0),
+        datagram(header(Opcode::kDisconnect, 0, 0, 0), 0),
     };
 }
 
@@ -102,6 +113,14 @@ void check_invariants(const ParseResult &r, const uint8_t *bytes, size_t len)
     }
     ASSERT_GT(h.opcode, 0);
     ASSERT_LT(h.opcode, uint8_t(Opcode::kLast));
+    /* a connection (CONNECT: an iface) is named, at the prefix's offsets */
+    ASSERT_NE(0u, h.token);
+    ASSERT_EQ(h.dst_qp == 0, h.opcode == uint8_t(Opcode::kConnect));
+    Prefix p;
+    ASSERT_TRUE(read_prefix(bytes, len, p));
+    ASSERT_EQ(h.token, p.token);
+    ASSERT_EQ(h.dst_qp, p.dst_qp);
+    ASSERT_EQ(h.opcode, p.opcode);
     switch (Opcode(h.opcode)) {
     case Opcode::kWrite:
     case Opcode::kSend:
@@ -130,7 +149,15 @@ void check_invariants(const ParseResult &r, const uint8_t *bytes, size_t len)
     case Opcode::kAtomicResp:
         ASSERT_EQ(0u, h.length);
         ASSERT_TRUE(h.msg_length == 4 || h.msg_length == 8);
-        ASSERT_TRUE(h.msg_length == 8 || (h.remote_addr >> 32) == 0);
+        ASSERT_TRUE(h.msg_length == 8 || (atomic_value(h) >> 32) == 0);
+        break;
+    case Opcode::kConnect:
+        ASSERT_EQ(sizeof(ConnectPayload), h.length);
+        ASSERT_NE(0u, h.src_qp);
+        break;
+    case Opcode::kAccept:
+        ASSERT_NE(0u, h.src_qp);
+        ASSERT_EQ(0u, h.length);
         break;
     default:
         ASSERT_EQ(0u, h.length);
@@ -175,6 +202,39 @@ TEST(Parser, ClassifiesBadPackets)
     EXPECT_EQ(ParseStatus::kMalformed, parse(cd.data(), cd.size()).status);
 }
 
+TEST(Parser, EveryPacketNamesAConnection)
+{
+    auto malformed = [](const WireHeader &h, size_t payload) {
+        auto d = datagram(h, payload);
+        return parse(d.data(), d.size()).status == ParseStatus::kMalformed;
+    };
+    auto h  = header(Opcode::kWrite, 8, 8, 0);
+    h.token = 0; /* no connection has token 0 */
+    EXPECT_TRUE(malformed(h, 8));
+    h        = header(Opcode::kWrite, 8, 8, 0);
+    h.dst_qp = 0; /* nor QP 0 */
+    EXPECT_TRUE(malformed(h, 8));
+    auto c   = header(Opcode::kConnect, 16, 0, 0);
+    c.dst_qp = 7; /* a CONNECT goes to an iface, not to a QP */
+    EXPECT_TRUE(malformed(c, 16));
+    c = header(Opcode::kConnect, 8, 0, 0); /* its payload is 16 bytes */
+    EXPECT_TRUE(malformed(c, 8));
+    c        = header(Opcode::kConnect, 16, 0, 0);
+    c.src_qp = 0; /* from a QP */
+    EXPECT_TRUE(malformed(c, 16));
+    auto a   = header(Opcode::kAccept, 0, 0, 0);
+    a.src_qp = 0; /* naming the responder's QP */
+    EXPECT_TRUE(malformed(a, 0));
+    EXPECT_TRUE(malformed(header(Opcode::kDisconnect, 4, 4, 0), 4));
+    /* the prefix is where the receive path looks first, in both formats */
+    auto   seg = data_datagram(segment(Opcode::kSend, 3000, 0), 100);
+    Prefix p;
+    ASSERT_TRUE(read_prefix(seg.data(), seg.size(), p));
+    EXPECT_EQ(0x70c3e11u, p.token);
+    EXPECT_EQ(0x1234u, p.dst_qp);
+    EXPECT_FALSE(read_prefix(seg.data(), kPrefixBytes - 1, p));
+}
+
 TEST(Parser, DataSegmentsExpandToTheFullHeader)
 {
     for (Opcode op : {Opcode::kWrite, Opcode::kSend, Opcode::kReadResp}) {
@@ -183,7 +243,7 @@ TEST(Parser, DataSegmentsExpandToTheFullHeader)
         ParseResult r = parse(d.data(), d.size());
         ASSERT_EQ(ParseStatus::kOk, r.status);
         EXPECT_EQ(data_header_bytes(op), r.header_bytes);
-        EXPECT_EQ(op == Opcode::kWrite ? 48u : op == Opcode::kSend ? 32u : 40u, r.header_bytes);
+        EXPECT_EQ(op == Opcode::kWrite ? 56u : op == Opcode::kSend ? 40u : 48u, r.header_bytes);
         h.length = 1000; /* the datagram's rest */
         EXPECT_EQ(0, std::memcmp(&h, &r.header, sizeof(h)));
         check_invariants(r, d.data(), d.size());
@@ -193,13 +253,13 @@ TEST(Parser, DataSegmentsExpandToTheFullHeader)
 TEST(Parser, ClassifiesBadDataSegments)
 {
     auto w = data_datagram(segment(Opcode::kWrite, 3000, 1000), 1000);
-    EXPECT_EQ(ParseStatus::kTruncated, parse(w.data(), 31).status);
-    EXPECT_EQ(ParseStatus::kTruncated, parse(w.data(), 40).status); /* no target */
+    EXPECT_EQ(ParseStatus::kTruncated, parse(w.data(), 39).status);
+    EXPECT_EQ(ParseStatus::kTruncated, parse(w.data(), 48).status); /* no target */
     auto version = w;
     version[4]   = kVersion + 1;
     EXPECT_EQ(ParseStatus::kForeign, parse(version.data(), version.size()).status);
     auto reserved = w;
-    reserved[44]  = 1;
+    reserved[52]  = 1;
     EXPECT_EQ(ParseStatus::kMalformed, parse(reserved.data(), reserved.size()).status);
     auto am_id = w;
     am_id[7]   = 1; /* a WRITE has none */
@@ -214,7 +274,7 @@ TEST(Parser, ClassifiesBadDataSegments)
     auto rr = data_datagram(segment(Opcode::kReadResp, 3000, 1000), 1000);
     rr[7]   = 1;
     EXPECT_EQ(ParseStatus::kMalformed, parse(rr.data(), rr.size()).status);
-    EXPECT_EQ(ParseStatus::kTruncated, parse(rr.data(), 36).status); /* no echo */
+    EXPECT_EQ(ParseStatus::kTruncated, parse(rr.data(), 44).status); /* no echo */
     /* only WRITE, SEND and READ_RESP travel in data segments */
     for (Opcode op : {Opcode::kAck, Opcode::kNak, Opcode::kReadReq, Opcode::kSignal,
                       Opcode::kAckReq, Opcode::kAtomicReq, Opcode::kAtomicResp}) {
@@ -281,12 +341,12 @@ TEST(Parser, AtomicIsOneWordOfAKnownOperation)
     /* an answer carries no payload, and a 4-byte word's value fits it */
     auto resp = datagram(header(Opcode::kAtomicResp, 8, 8, 0), 8);
     EXPECT_EQ(ParseStatus::kMalformed, parse(resp.data(), resp.size()).status);
-    auto wide        = header(Opcode::kAtomicResp, 0, 4, 0);
-    wide.remote_addr = uint64_t(1) << 32;
-    auto wd          = datagram(wide, 0);
+    auto wide = header(Opcode::kAtomicResp, 0, 4, 0);
+    set_atomic_value(wide, uint64_t(1) << 32);
+    auto wd = datagram(wide, 0);
     EXPECT_EQ(ParseStatus::kMalformed, parse(wd.data(), wd.size()).status);
-    wide.remote_addr = 0xffffffffu;
-    wd               = datagram(wide, 0);
+    set_atomic_value(wide, 0xffffffffu);
+    wd = datagram(wide, 0);
     EXPECT_EQ(ParseStatus::kOk, parse(wd.data(), wd.size()).status);
 }
 

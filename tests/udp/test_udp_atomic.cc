@@ -37,15 +37,17 @@ void atomic(LoopbackPair &pair, doorbell_atomic_op_t op, unsigned size, uint64_t
     ASSERT_EQ(DOORBELL_INPROGRESS, s) << doorbell_last_error();
 }
 
-/// An ATOMIC_REQ from QP src_qp of a hand-made requester.
-std::vector<uint8_t> atomic_request(uint32_t src_qp, uint32_t psn, uint8_t op, uint32_t size,
+/// An ATOMIC_REQ of a hand-made requester connected to the iface.
+std::vector<uint8_t> atomic_request(const RawPeer &raw, uint32_t psn, uint8_t op, uint32_t size,
                                     uint64_t raddr, uint32_t rkey, uint64_t operand,
                                     uint64_t compare = 0)
 {
     WireHeader h  = doorbell::udp::make_header(Opcode::kAtomicReq);
     h.flags       = doorbell::udp::kFlagFirst | doorbell::udp::kFlagLast;
     h.am_id       = op;
-    h.src_qp      = src_qp;
+    h.token       = raw.conn_token;
+    h.dst_qp      = raw.remote_qp;
+    h.src_qp      = raw.my_qp;
     h.psn         = psn;
     h.remote_addr = raddr;
     h.rkey        = rkey;
@@ -137,22 +139,23 @@ TEST(UdpAtomic, RepeatedRequestIsAnsweredFromTheCacheNotExecuted)
     LoopbackPair pair;
     Region       target(pair.pd, 64, DOORBELL_ACCESS_REMOTE_ATOMIC, 0);
     RawPeer      raw;
-    auto add5 = atomic_request(77, 0, DOORBELL_ATOMIC_ADD, 8, target.addr(), target.rkey, 5);
+    ASSERT_TRUE(raw.connect_to(pair.b, 77, 0));
+    auto add5 = atomic_request(raw, 0, DOORBELL_ATOMIC_ADD, 8, target.addr(), target.rkey, 5);
     raw.send_to(pair.b, add5.data(), add5.size());
     WireHeader r = next_of(raw, pair.b, Opcode::kAtomicResp);
     EXPECT_EQ(0u, r.psn);
     EXPECT_EQ(77u, r.dst_qp);
-    EXPECT_EQ(0u, r.remote_addr); /* the old value */
+    EXPECT_EQ(0u, doorbell::udp::atomic_value(r)); /* the old value */
     EXPECT_EQ(5u, word(target));
 
     raw.send_to(pair.b, add5.data(), add5.size()); /* its answer was "lost" */
     r = next_of(raw, pair.b, Opcode::kAtomicResp);
     EXPECT_EQ(0u, r.psn);
-    EXPECT_EQ(0u, r.remote_addr); /* the same answer */
-    EXPECT_EQ(5u, word(target));  /* not added again */
+    EXPECT_EQ(0u, doorbell::udp::atomic_value(r)); /* the same answer */
+    EXPECT_EQ(5u, word(target));                   /* not added again */
 
     /* 4 bytes into the word: misaligned, refused, untouched */
-    auto odd = atomic_request(77, 1, DOORBELL_ATOMIC_ADD, 8, target.addr(4), target.rkey, 1);
+    auto odd = atomic_request(raw, 1, DOORBELL_ATOMIC_ADD, 8, target.addr(4), target.rkey, 1);
     raw.send_to(pair.b, odd.data(), odd.size());
     WireHeader nak = next_of(raw, pair.b, Opcode::kNak);
     EXPECT_EQ(uint8_t(NakCode::kAccess), nak.am_id);
@@ -162,10 +165,12 @@ TEST(UdpAtomic, RepeatedRequestIsAnsweredFromTheCacheNotExecuted)
 
     /* a 4-byte atomic whose operand does not fit it (another QP: the first
      * one is failed now) */
-    auto wide = atomic_request(78, 0, DOORBELL_ATOMIC_SWAP, 4, target.addr(16), target.rkey,
+    RawPeer other;
+    ASSERT_TRUE(other.connect_to(pair.b, 78, 0));
+    auto wide = atomic_request(other, 0, DOORBELL_ATOMIC_SWAP, 4, target.addr(16), target.rkey,
                                uint64_t(1) << 40);
-    raw.send_to(pair.b, wide.data(), wide.size());
-    nak = next_of(raw, pair.b, Opcode::kNak);
+    other.send_to(pair.b, wide.data(), wide.size());
+    nak = next_of(other, pair.b, Opcode::kNak);
     EXPECT_EQ(uint8_t(NakCode::kInvalid), nak.am_id);
     EXPECT_EQ(0u, word(target, 16));
 }

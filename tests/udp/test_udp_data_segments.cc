@@ -13,9 +13,9 @@ using namespace doorbell::udp;
 namespace {
 
 constexpr uint32_t kMtu       = 1000;           /* full-header payload */
-constexpr uint32_t kSendSeg   = kMtu + 64 - 32; /* a SEND data segment */
-constexpr uint32_t kWriteSeg  = kMtu + 64 - 48; /* a WRITE data segment */
-constexpr uint32_t kReadChunk = kMtu + 64 - 40; /* a READ_RESP's payload */
+constexpr uint32_t kSendSeg   = kMtu + 64 - 40; /* a SEND data segment */
+constexpr uint32_t kWriteSeg  = kMtu + 64 - 56; /* a WRITE data segment */
+constexpr uint32_t kReadChunk = kMtu + 64 - 48; /* a READ_RESP's payload */
 
 /// Reads the datagrams of one message of `total` bytes sent in segments of
 /// `seg` payload bytes (progressing `sender` while it waits); each must
@@ -93,8 +93,9 @@ TEST(UdpDataSegments, MessagesOfSeveralPacketsTravelInDataSegments)
     ASSERT_NO_FATAL_FAILURE(read_segments(
         peer, pair.a, am.size(), kSendSeg,
         [&](const ParseResult &r, uint32_t off) {
-            EXPECT_EQ(32u, r.header_bytes);
+            EXPECT_EQ(40u, r.header_bytes);
             EXPECT_EQ(uint8_t(Opcode::kSend), r.header.opcode);
+            EXPECT_EQ(RawPeer::kRawQp, r.header.dst_qp);
             EXPECT_EQ(9, r.header.am_id);
             EXPECT_EQ(kSendSeg, r.header.length);
             EXPECT_EQ(off, r.header.msg_offset);
@@ -113,7 +114,7 @@ TEST(UdpDataSegments, MessagesOfSeveralPacketsTravelInDataSegments)
     ASSERT_NO_FATAL_FAILURE(read_segments(
         peer, pair.a, data.size(), kWriteSeg,
         [&](const ParseResult &r, uint32_t off) {
-            EXPECT_EQ(48u, r.header_bytes);
+            EXPECT_EQ(56u, r.header_bytes);
             EXPECT_EQ(uint8_t(Opcode::kWrite), r.header.opcode);
             EXPECT_EQ(0x10000u, r.header.remote_addr);
             EXPECT_EQ(0x55u, r.header.rkey);
@@ -131,7 +132,7 @@ TEST(UdpDataSegments, MessagesOfSeveralPacketsTravelInDataSegments)
         auto        d = peer.next(pair.a);
         ParseResult r = parse(d.data(), d.size());
         ASSERT_EQ(ParseStatus::kOk, r.status);
-        EXPECT_EQ(size == kMtu ? 64u : 32u, r.header_bytes) << size;
+        EXPECT_EQ(size == kMtu ? 64u : 40u, r.header_bytes) << size;
         EXPECT_EQ(size, r.header.length);
         EXPECT_EQ(0, std::memcmp(one.data(), r.payload, size));
     }
@@ -156,15 +157,17 @@ TEST(UdpDataSegments, ReceiverTakesDataSegmentsApartSafely)
         d.insert(d.end(), payload.begin(), payload.end());
         peer.send_to(pair.b, d.data(), d.size());
     };
+    ASSERT_TRUE(peer.connect_to(pair.b));
     WireHeader h{};
-    h.src_qp = 77;
+    h.token  = peer.conn_token;
+    h.dst_qp = peer.remote_qp;
     h.flags  = kFlagFirst | kFlagLast;
 
     /* a whole AM in one data segment: delivered, though not in place */
     auto am      = pattern(40, 6);
     h.opcode     = uint8_t(Opcode::kSend);
     h.am_id      = 3;
-    h.psn        = 0;
+    h.psn        = peer.next_psn;
     h.msg_length = uint32_t(am.size());
     send(h, am);
     ASSERT_TRUE(pair.wait([&] { return log.msgs.size() == 1; }));
@@ -174,7 +177,7 @@ TEST(UdpDataSegments, ReceiverTakesDataSegmentsApartSafely)
     auto data        = pattern(64, 7);
     h.opcode         = uint8_t(Opcode::kWrite);
     h.am_id          = 0;
-    h.psn            = 1;
+    h.psn            = peer.next_psn + 1;
     h.msg_length     = 64;
     h.remote_addr    = target.addr();
     h.rkey           = target.rkey;
@@ -196,29 +199,28 @@ TEST(UdpDataSegments, ReadResponsesTravelInDataSegments)
     auto         data = pattern(3000, 8);
     std::memcpy(source.bytes.data(), data.data(), data.size());
     RawPeer peer;
+    ASSERT_TRUE(peer.connect_to(pair.b));
 
     /* a requester's READ_REQ asks for the chunk its iface would ask for */
-    WireHeader req{};
-    req.magic       = kMagic;
-    req.version     = kVersion;
-    req.opcode      = uint8_t(Opcode::kReadReq);
-    req.flags       = kFlagFirst | kFlagLast;
-    req.src_qp      = 77;
-    req.remote_addr = source.addr();
-    req.rkey        = source.rkey;
-    req.msg_length  = 3000;
-    req.aux         = kReadChunk;
-    req.ts_send     = 0x123456789ull;
-    peer.send_to(pair.b, &req, sizeof(req));
+    WireHeader req     = RawPeer::header(Opcode::kReadReq);
+    req.flags          = kFlagFirst | kFlagLast;
+    req.remote_addr    = source.addr();
+    req.rkey           = source.rkey;
+    req.msg_length     = 3000;
+    req.aux            = kReadChunk;
+    req.ts_send        = 0x123456789ull;
+    const uint32_t psn = peer.next_psn;
+    peer.send_to(pair.b, peer.request(req, {}));
 
     std::vector<uint8_t> got;
     ASSERT_NO_FATAL_FAILURE(read_segments(
         peer, pair.b, data.size(), kReadChunk,
         [&](const ParseResult &r, uint32_t off) {
-            EXPECT_EQ(40u, r.header_bytes);
+            EXPECT_EQ(48u, r.header_bytes);
             EXPECT_EQ(uint8_t(Opcode::kReadResp), r.header.opcode);
             EXPECT_EQ(77u, r.header.dst_qp);
-            EXPECT_EQ(0u, r.header.psn);
+            EXPECT_EQ(peer.conn_token, r.header.token);
+            EXPECT_EQ(psn, r.header.psn);
             EXPECT_EQ(off, r.header.msg_offset);
             EXPECT_EQ(3000u, r.header.msg_length);
             EXPECT_EQ(std::min<uint32_t>(kReadChunk, 3000 - off), r.header.length);

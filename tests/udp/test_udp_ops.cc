@@ -2,6 +2,7 @@
  * addresses, segmentation at a small MTU, RTT samples. Every device's
  * operations, sizes 0 B to MiB, are the device contract (tests/contract). */
 #include "loopback_pair.h"
+#include "raw_peer.h"
 
 #include <deque>
 
@@ -71,13 +72,23 @@ TEST(UdpOps, Addresses)
 {
     LoopbackPair pair;
     ASSERT_EQ(4u, doorbell_iface_device_address_length(pair.a));
-    ASSERT_EQ(2u, doorbell_iface_address_length(pair.a));
+    /* the port, then the iface's random token: the secret of a CONNECT */
+    ASSERT_EQ(10u, doorbell_iface_address_length(pair.a));
     uint8_t dev[4];
     doorbell_iface_get_device_address(pair.a, dev);
     EXPECT_EQ(127, dev[0]);
     uint8_t other[4] = {192, 0, 2, 1};
-    uint8_t port[2]  = {0, 1};
+    uint8_t port[10] = {0, 1};
     EXPECT_FALSE(doorbell_iface_is_reachable(pair.a, other, port));
+    auto ta = iface_address(pair.a), tb = iface_address(pair.b);
+    EXPECT_NE(0u, ta.token);
+    EXPECT_NE(ta.token, tb.token);
+    /* an address without a token (a stale format) is refused */
+    doorbell::udp::IfaceAddress none{tb.port, 0};
+    doorbell_qp_t              *qp = nullptr;
+    EXPECT_EQ(DOORBELL_ERR_INVALID_PARAM, doorbell_qp_create(pair.a, dev, &none, &qp));
+    EXPECT_NE(std::string(doorbell_last_error()).find("no token"), std::string::npos)
+        << doorbell_last_error();
 }
 
 TEST(UdpOps, SmallMtuSegmentsEverything)

@@ -245,6 +245,9 @@ extern "C" doorbell_status_t doorbell_iface_open(doorbell_pd_t                 *
         return set_error(DOORBELL_ERR_INVALID_PARAM,
                          "iface_open: no protection domain or parameters");
     }
+    if (doorbell_status_t st = doorbell_iface_params_check(params, ""); st != DOORBELL_OK) {
+        return st; /* the message names the parameter, its value and its range */
+    }
 #ifdef DOORBELL_HAVE_VERBS
     if (params->device != nullptr && verbs::is_verbs_name(params->device)) {
         verbs::VerbsIface *viface;
@@ -439,6 +442,29 @@ extern "C" void doorbell_qp_destroy(doorbell_qp_t *qp)
     if (qp != nullptr) {
         with_qp(qp, [](auto &dev, auto &q) { dev.destroy_qp(q); });
     }
+}
+
+extern "C" doorbell_status_t doorbell_qp_check(doorbell_qp_t *qp)
+{
+    return with_qp(qp, [&](auto &dev, auto &q) -> doorbell_status_t {
+        if constexpr (requires { dev.check_qp(q); }) {
+            return dev.check_qp(q);
+        } else {
+            /* an RC NIC checks its peer when it has work: a signaled
+             * zero-length operation completes, or fails the QP when the
+             * peer does not answer its retries */
+            doorbell_status_t status = q.can_post(1);
+            if (status != DOORBELL_OK) {
+                return status;
+            }
+            SlotContext    *ctx;
+            doorbell_wqe_t &w = q.prepare(&ctx);
+            w.opcode          = DOORBELL_OP_NOP;
+            q.commit(true);
+            dev.ring(q);
+            return DOORBELL_OK;
+        }
+    });
 }
 
 extern "C" doorbell_status_t doorbell_qp_am_short(doorbell_qp_t *qp, uint8_t am_id, uint64_t header,

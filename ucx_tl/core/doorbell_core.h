@@ -109,36 +109,53 @@ typedef struct doorbell_iface doorbell_iface_t;
 typedef struct doorbell_qp    doorbell_qp_t;
 
 typedef struct doorbell_iface_params {
-    const char *device;             /* device name from doorbell_query_devices() */
-    uint32_t    mtu;                /* packet payload bytes; 0 = device maximum */
-    uint32_t    tx_queue_len;       /* send ring WQEs per QP (power of two) */
-    uint32_t    tx_batch;           /* most WQEs behind one doorbell */
-    uint32_t    tx_moderation;      /* one signaled completion per N WQEs */
-    uint32_t    am_credits;         /* active messages in flight per QP */
-    uint32_t    seg_size;           /* largest active message (header included), bytes */
-    uint32_t    rx_queue_len;       /* receive buffers of the iface */
-    uint64_t    rto_min_ns;         /* first retransmit timeout */
-    uint64_t    rto_max_ns;         /* backoff ceiling */
-    uint32_t    retry_count;        /* retransmits before DOORBELL_ERR_TIMED_OUT */
-    const char *cc;                 /* pacing policy: "ibrc", "dcqcn", "timely",
+    const char *device;                /* device name from doorbell_query_devices() */
+    uint32_t    mtu;                   /* packet payload bytes; 0 = device maximum */
+    uint32_t    tx_queue_len;          /* send ring WQEs per QP (power of two) */
+    uint32_t    tx_batch;              /* most WQEs behind one doorbell */
+    uint32_t    tx_moderation;         /* one signaled completion per N WQEs */
+    uint32_t    am_credits;            /* active messages in flight per QP */
+    uint32_t    seg_size;              /* largest active message (header included), bytes */
+    uint32_t    rx_queue_len;          /* receive buffers of the iface */
+    uint64_t    rto_min_ns;            /* first retransmit timeout */
+    uint64_t    rto_max_ns;            /* backoff ceiling */
+    uint32_t    retry_count;           /* retransmits before DOORBELL_ERR_TIMED_OUT */
+    const char *cc;                    /* pacing policy: "ibrc", "dcqcn", "timely",
                                   * "none" (NULL alike), or "auto": ibrc, but
                                   * none on a loopback device */
-    double      ibrc_gain;          /* 0 = derived from the measured RTT */
-    uint64_t    cc_target_delay_ns; /* queueing-delay target; 0 = automatic */
-    double      cc_min_rate;        /* pacing floor, bytes/s; 0 = line rate / 2048 */
-    double      cc_max_rate;        /* pacing ceiling, bytes/s; 0 = line rate */
+    double      ibrc_gain;             /* 0 = derived from the measured RTT */
+    uint64_t    cc_target_delay_ns;    /* queueing-delay target; 0 = automatic */
+    double      cc_min_rate;           /* pacing floor, bytes/s; 0 = line rate / 2048 */
+    double      cc_max_rate;           /* pacing ceiling, bytes/s; 0 = line rate */
+    uint64_t    keepalive_interval_ns; /* a connected QP that heard nothing from its
+                                     * peer this long probes it; 0 = never */
+    uint64_t    keepalive_timeout_ns;  /* a peer silent this long is dead: the QP
+                                     * fails with DOORBELL_ERR_TIMED_OUT */
+    size_t      rx_reassembly_bytes;   /* bytes of half-finished active messages
+                                     * an iface holds at most */
 } doorbell_iface_params_t;
 
 /* Defaults for every field (device left NULL): doorbell_defaults.h, the
  * same values the UCX transport's UCX_DOORBELL_* variables default to. */
 void doorbell_iface_params_init(doorbell_iface_params_t *params);
 
+/* Checks every field against its range (doorbell_defaults.h). No value is
+ * adjusted: one outside its range fails with DOORBELL_ERR_INVALID_PARAM,
+ * and doorbell_last_error() names the parameter (prefix followed by its
+ * configuration name, e.g. "UCX_DOORBELL_" "TX_QUEUE_LEN"), the value and
+ * the range. doorbell_iface_open checks with prefix "". */
+doorbell_status_t doorbell_iface_params_check(const doorbell_iface_params_t *params,
+                                              const char                    *prefix);
+
 doorbell_status_t doorbell_iface_open(doorbell_pd_t *pd, const doorbell_iface_params_t *params,
                                       doorbell_iface_t **iface_p);
 void              doorbell_iface_close(doorbell_iface_t *iface);
 
-/* Addresses: the device address names the host/port (UDP: IPv4), the iface
- * address the endpoint on it (UDP: port). Lengths are fixed per device kind. */
+/* Addresses: the device address names the host (UDP: IPv4), the iface
+ * address the endpoint on it (UDP: port and the iface's random 64-bit token,
+ * the secret a peer needs to connect). Opaque blobs that travel out of band
+ * through a trusted channel (the job's launcher); their lengths depend on
+ * the device kind: ask, never assume. */
 size_t doorbell_iface_device_address_length(const doorbell_iface_t *iface);
 size_t doorbell_iface_address_length(const doorbell_iface_t *iface);
 void   doorbell_iface_get_device_address(const doorbell_iface_t *iface, void *addr);
@@ -226,7 +243,7 @@ typedef struct doorbell_counters {
     uint64_t tx_bytes;
     uint64_t rx_bytes;
     uint64_t retransmits;   /* packets sent again */
-    uint64_t rx_dropped;    /* malformed, truncated, foreign or stale packets */
+    uint64_t rx_dropped;    /* datagrams dropped, whatever the reason (below) */
     uint64_t rx_duplicates; /* duplicates suppressed */
     uint64_t naks;          /* NAKs sent */
     uint64_t ce_marks;      /* packets received with CE */
@@ -237,6 +254,22 @@ typedef struct doorbell_counters {
     uint64_t busy_naks;      /* receiver-busy NAKs received (AM held back) */
     uint64_t tail_probes;    /* tail-loss probes sent (ACK requests) */
     uint64_t rx_timestamped; /* datagrams received with a kernel arrival time */
+    /* rx_dropped by reason (UDP device): */
+    uint64_t rx_drop_malformed; /* truncated or inconsistent */
+    uint64_t rx_drop_foreign;   /* not our magic or version */
+    uint64_t rx_drop_no_conn;   /* names no connection of this iface */
+    uint64_t rx_drop_token;     /* wrong connection (or iface) token */
+    uint64_t rx_drop_source;    /* right token, sent from another address */
+    uint64_t rx_drop_psn;       /* not the PSN expected (ahead of it: a gap) */
+    uint64_t rx_drop_state;     /* valid, but not now (a stale response, a request
+                                 * after an error, a reply to no handshake) */
+    uint64_t connects;          /* connections accepted (as responder) */
+    uint64_t conn_refused;      /* handshakes refused: the table is full */
+    uint64_t keepalives;        /* keepalive probes sent */
+    uint64_t reasm_busy;        /* messages put off: reassembly at its bound */
+    uint64_t reasm_reclaimed;   /* half-finished messages reclaimed */
+    uint64_t reasm_bytes;       /* bytes held in reassembly now (a gauge) */
+    uint64_t reasm_peak;        /* the most held at once */
 } doorbell_counters_t;
 void doorbell_iface_get_counters(const doorbell_iface_t *iface, doorbell_counters_t *counters);
 /* Enables the counters dump at close ("<device> <counter> <value>" lines). */
@@ -244,12 +277,21 @@ void doorbell_iface_set_stats(doorbell_iface_t *iface, int enable);
 
 /* --------------------------------------------------------------- queue pair */
 
-/* Connects to a remote iface (CONNECT_TO_IFACE: no handshake needed before
- * the first send; the peer accepts unknown QPs). */
+/* Connects to a remote iface (CONNECT_TO_IFACE). The connection is made
+ * by a handshake the QP runs itself: operations may be posted at once and
+ * wait in the send ring until the peer accepts; a peer that never does
+ * fails the QP (DOORBELL_ERR_TIMED_OUT, or DOORBELL_ERR_REMOTE when it
+ * refuses) through the error handler. */
 doorbell_status_t doorbell_qp_create(doorbell_iface_t *iface, const void *device_addr,
                                      const void *iface_addr, doorbell_qp_t **qp_p);
 /* Outstanding operations complete with DOORBELL_ERR_CANCELED. */
 void doorbell_qp_destroy(doorbell_qp_t *qp);
+
+/* Asks the peer for a sign of life now (a keepalive probe). DOORBELL_OK:
+ * if the peer stays silent for keepalive_timeout_ns, the QP fails with
+ * DOORBELL_ERR_TIMED_OUT through the error handler; DOORBELL_ERR_CANCELED
+ * if the QP is in error already. */
+doorbell_status_t doorbell_qp_check(doorbell_qp_t *qp);
 
 typedef size_t (*doorbell_pack_cb_t)(void *dest, void *arg);
 typedef void (*doorbell_unpack_cb_t)(void *arg, const void *data, size_t length);

@@ -28,6 +28,44 @@
 #define DOORBELL_DEFAULT_RETRY_COUNT 35
 /* Pacing: ibrc, except none on a loopback device (pacing/policies.h). */
 #define DOORBELL_DEFAULT_CC "auto"
+/* Liveness: a connected queue pair that has heard nothing from its peer for
+ * the interval sends it a probe; a peer silent for the timeout is dead and
+ * the queue pair fails with DOORBELL_ERR_TIMED_OUT. The timeout matches the
+ * retransmit budget above (about 30 s): a busy peer is not a dead one. */
+#define DOORBELL_DEFAULT_KEEPALIVE_INTERVAL_MS 1000
+#define DOORBELL_DEFAULT_KEEPALIVE_TIMEOUT_S   30
+/* Reassembly of active messages that take several packets: the most bytes
+ * an iface holds in half-finished messages (one message per peer at a
+ * time). 2048 messages of the default 8 KiB. */
+#define DOORBELL_DEFAULT_RX_REASSEMBLY_MB 16
+
+/* Ranges: doorbell_iface_open refuses a value outside them, naming the
+ * parameter, the value and the range (doorbell_iface_params_check), and the
+ * UCX table's help prints them. */
+#define DOORBELL_MIN_MTU                   576   /* bytes of payload; 0 = automatic */
+#define DOORBELL_MAX_MTU                   64936 /* a 65000-byte datagram */
+#define DOORBELL_MIN_TX_QUEUE_LEN          4     /* a power of two */
+#define DOORBELL_MAX_TX_QUEUE_LEN          65536
+#define DOORBELL_MIN_TX_BATCH              1
+#define DOORBELL_MAX_TX_BATCH              4096
+#define DOORBELL_MIN_TX_MODERATION         1
+#define DOORBELL_MAX_TX_MODERATION         65536
+#define DOORBELL_MIN_AM_CREDITS            1
+#define DOORBELL_MAX_AM_CREDITS            65536
+#define DOORBELL_MIN_SEG_SIZE              256
+#define DOORBELL_MAX_SEG_SIZE              65472 /* a 64 KiB buffer less a header */
+#define DOORBELL_MIN_RX_QUEUE_LEN          1
+#define DOORBELL_MAX_RX_QUEUE_LEN          65536
+#define DOORBELL_MIN_RTO_MIN_US            10
+#define DOORBELL_MAX_RTO_MAX_S             60 /* RTO_MAX: from RTO_MIN to this */
+#define DOORBELL_MIN_RETRY_COUNT           1
+#define DOORBELL_MAX_RETRY_COUNT           1000
+#define DOORBELL_MAX_CC_TARGET_DELAY_S     1
+#define DOORBELL_MIN_KEEPALIVE_INTERVAL_MS 1    /* or 0: no keepalive */
+#define DOORBELL_MIN_KEEPALIVE_TIMEOUT_MS  10   /* and at least twice the interval */
+#define DOORBELL_MAX_KEEPALIVE_S           3600 /* both */
+#define DOORBELL_MIN_RX_REASSEMBLY_KB      64   /* and at least SEG_SIZE */
+#define DOORBELL_MAX_RX_REASSEMBLY_MB      1024
 
 #define DOORBELL_STRINGIFY_(x) #x
 /* A default as a string literal: DOORBELL_STRINGIFY(DOORBELL_DEFAULT_TX_BATCH) */

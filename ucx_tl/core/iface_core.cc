@@ -3,7 +3,6 @@
 #include "error.h"
 
 #include <algorithm>
-#include <bit>
 #include <cstdio>
 
 namespace doorbell {
@@ -197,7 +196,6 @@ IfaceCore::IfaceCore(doorbell_device_kind_t kind_, ProtectionDomain &pd_,
                      const doorbell_iface_params_t &params_, std::string name_) :
     doorbell_iface{kind_}, pd(pd_), params(params_), name(std::move(name_))
 {
-    resolve_params(params);
     params.device = nullptr; /* the caller's string is not ours to keep */
 }
 
@@ -254,6 +252,19 @@ void IfaceCore::dump_counters() const
         {"busy_naks", c.busy_naks},
         {"tail_probes", c.tail_probes},
         {"rx_timestamped", c.rx_timestamped},
+        {"rx_drop_malformed", c.rx_drop_malformed},
+        {"rx_drop_foreign", c.rx_drop_foreign},
+        {"rx_drop_no_conn", c.rx_drop_no_conn},
+        {"rx_drop_token", c.rx_drop_token},
+        {"rx_drop_source", c.rx_drop_source},
+        {"rx_drop_psn", c.rx_drop_psn},
+        {"rx_drop_state", c.rx_drop_state},
+        {"connects", c.connects},
+        {"conn_refused", c.conn_refused},
+        {"keepalives", c.keepalives},
+        {"reasm_busy", c.reasm_busy},
+        {"reasm_reclaimed", c.reasm_reclaimed},
+        {"reasm_peak", c.reasm_peak},
     };
     print_counters(rows);
 }
@@ -266,43 +277,4 @@ void IfaceCore::print_counters(std::span<const std::pair<const char *, uint64_t>
     }
 }
 
-void resolve_params(doorbell_iface_params_t &p)
-{
-    doorbell_iface_params_t d;
-    doorbell_iface_params_init(&d);
-    using P = doorbell_iface_params_t;
-    for (uint32_t P::*field : {&P::tx_queue_len, &P::tx_batch, &P::tx_moderation, &P::am_credits,
-                               &P::seg_size, &P::rx_queue_len, &P::retry_count}) {
-        if (p.*field == 0) {
-            p.*field = d.*field;
-        }
-    }
-    for (uint64_t P::*field : {&P::rto_min_ns, &P::rto_max_ns}) {
-        if (p.*field == 0) {
-            p.*field = d.*field;
-        }
-    }
-    p.tx_queue_len = std::max<uint32_t>(std::bit_ceil(p.tx_queue_len), 4);
-    p.seg_size     = std::max<uint32_t>(p.seg_size, 64);
-    p.rto_max_ns   = std::max(p.rto_max_ns, p.rto_min_ns);
-}
-
 } // namespace doorbell
-
-extern "C" void doorbell_iface_params_init(doorbell_iface_params_t *params)
-{
-    *params               = {};
-    params->device        = nullptr;
-    params->mtu           = 0;
-    params->tx_queue_len  = DOORBELL_DEFAULT_TX_QUEUE_LEN;
-    params->tx_batch      = DOORBELL_DEFAULT_TX_BATCH;
-    params->tx_moderation = DOORBELL_DEFAULT_TX_MODERATION;
-    params->am_credits    = DOORBELL_DEFAULT_AM_CREDITS;
-    params->seg_size      = DOORBELL_DEFAULT_SEG_SIZE;
-    params->rx_queue_len  = DOORBELL_DEFAULT_RX_QUEUE_LEN;
-    params->rto_min_ns    = uint64_t(DOORBELL_DEFAULT_RTO_MIN_MS) * 1000000;
-    params->rto_max_ns    = uint64_t(DOORBELL_DEFAULT_RTO_MAX_MS) * 1000000;
-    params->retry_count   = DOORBELL_DEFAULT_RETRY_COUNT;
-    params->cc            = DOORBELL_DEFAULT_CC;
-    params->ibrc_gain     = 0;
-}

@@ -146,7 +146,7 @@ public:
     void print_counters(std::span<const std::pair<const char *, uint64_t>> rows) const;
 
     ProtectionDomain       &pd;
-    doorbell_iface_params_t params; ///< resolved (no zero defaults)
+    doorbell_iface_params_t params; ///< checked (doorbell_iface_params_check)
     const std::string       name;   ///< device name
     doorbell_counters_t     counters{};
     bool                    stats = false;
@@ -167,8 +167,5 @@ inline uint64_t QpCore::iface_progress_calls() const
 {
     return iface.progress_calls;
 }
-
-/// Fills zero fields of params with defaults and rounds queue lengths.
-void resolve_params(doorbell_iface_params_t &params);
 
 } // namespace doorbell

@@ -22,6 +22,9 @@
 #define UCT_DOORBELL_CONFIG_PREFIX "DOORBELL_"
 #define UCT_DOORBELL_MAX_IOV       16 /* uct_iov_t entries converted on stack */
 #define UCT_DOORBELL_AM_MAX_HDR    128 /* am_zcopy header, sent as iov[0] */
+/* ASYNC_INTERVAL: 0 (off) or within these */
+#define UCT_DOORBELL_MIN_ASYNC_INTERVAL_US 100
+#define UCT_DOORBELL_MAX_ASYNC_INTERVAL_S  10
 
 
 /* Pacing policies (UCX_DOORBELL_CC): the pacing library's list, then auto */
@@ -79,6 +82,9 @@ typedef struct uct_doorbell_iface_config {
     double             cc_max_rate;     /* bytes/s or UCS_CONFIG_BW_AUTO */
     int                stats;           /* Dump counters at close */
     double             async_interval;  /* Background progress period, s */
+    double             keepalive_interval; /* Idle probe period, s (0: off) */
+    double             keepalive_timeout;  /* Silent peer is dead after, s */
+    size_t             rx_reassembly;      /* Half-finished AM bytes, at most */
 } uct_doorbell_iface_config_t;
 
 
@@ -277,5 +283,7 @@ void         uct_doorbell_ep_pending_purge(uct_ep_h                     tl_ep,
 ucs_status_t uct_doorbell_ep_flush(uct_ep_h tl_ep, unsigned flags,
                                    uct_completion_t *comp);
 ucs_status_t uct_doorbell_ep_fence(uct_ep_h tl_ep, unsigned flags);
+ucs_status_t uct_doorbell_ep_check(uct_ep_h tl_ep, unsigned flags,
+                                   uct_completion_t *comp);
 
 #endif

@@ -323,6 +323,23 @@ ucs_status_t uct_doorbell_ep_fence(uct_ep_h tl_ep, unsigned flags)
     return uct_doorbell_status(status);
 }
 
+/* A probe to the peer now: a peer that does not answer within
+ * KEEPALIVE_TIMEOUT fails the endpoint through the error handler (as rc's
+ * ep_check reports through the error path, never through comp). */
+ucs_status_t uct_doorbell_ep_check(uct_ep_h tl_ep, unsigned flags,
+                                   uct_completion_t *comp)
+{
+    uct_doorbell_iface_t *iface = uct_doorbell_ep_iface(tl_ep);
+    uct_doorbell_ep_t    *ep    = ucs_derived_of(tl_ep, uct_doorbell_ep_t);
+    doorbell_status_t     status;
+
+    UCT_EP_KEEPALIVE_CHECK_PARAM(flags, comp);
+    UCT_DOORBELL_ENTER(iface);
+    status = doorbell_qp_check(ep->qp);
+    UCT_DOORBELL_LEAVE(iface);
+    return uct_doorbell_status(status);
+}
+
 static UCS_CLASS_INIT_FUNC(uct_doorbell_ep_t, const uct_ep_params_t *params)
 {
     uct_doorbell_iface_t *iface = ucs_derived_of(params->iface,

@@ -14,6 +14,7 @@
 #include <ucs/arch/cpu.h>
 #include <ucs/sys/string.h>
 #include <ucs/type/class.h>
+#include <math.h>
 #include <stdlib.h>
 
 
@@ -42,42 +43,53 @@ static ucs_config_field_t uct_doorbell_iface_config_table[] = {
     {"TX_BATCH", DOORBELL_STRINGIFY(DOORBELL_DEFAULT_TX_BATCH),
      "Largest number of work requests one doorbell covers. An idle queue rings\n"
      "the doorbell at once; a busy one coalesces up to this many requests into\n"
-     "one batch (one sendmmsg call on the UDP device).",
+     "one batch (one sendmmsg call on the UDP device).\n"
+     "Range: [" DOORBELL_STRINGIFY(DOORBELL_MIN_TX_BATCH) ", " DOORBELL_STRINGIFY(DOORBELL_MAX_TX_BATCH) "].",
      ucs_offsetof(uct_doorbell_iface_config_t, tx_batch), UCS_CONFIG_TYPE_UINT},
 
     {"TX_MODERATION", DOORBELL_STRINGIFY(DOORBELL_DEFAULT_TX_MODERATION),
-     "Request a signaled completion once every this many work requests. A flush\n"
-     "always requests one, so it never waits for the moderation interval.",
+     "Request a signaled completion once every this many work requests (at most\n"
+     "half of TX_QUEUE_LEN take effect: a ring of unsignaled requests could not\n"
+     "be retired). A flush always requests one.\n"
+     "Range: [" DOORBELL_STRINGIFY(DOORBELL_MIN_TX_MODERATION) ", " DOORBELL_STRINGIFY(DOORBELL_MAX_TX_MODERATION) "].",
      ucs_offsetof(uct_doorbell_iface_config_t, tx_moderation),
      UCS_CONFIG_TYPE_UINT},
 
     {"MTU", "auto",
      "Largest packet payload on the wire, in bytes. Larger messages are\n"
-     "segmented. \"auto\" takes the largest the device allows.",
+     "segmented. \"auto\" takes the largest the device allows.\n"
+     "Range: auto or [" DOORBELL_STRINGIFY(DOORBELL_MIN_MTU) ", "
+     DOORBELL_STRINGIFY(DOORBELL_MAX_MTU) "].",
      ucs_offsetof(uct_doorbell_iface_config_t, mtu), UCS_CONFIG_TYPE_MEMUNITS},
 
     {"SEG_SIZE", DOORBELL_STRINGIFY(DOORBELL_DEFAULT_SEG_SIZE),
      "Largest active message including its header, in bytes; this is also the\n"
      "size of each receive buffer and the largest bcopy put or get. Where an\n"
      "active message takes several packets, the software device rounds its\n"
-     "active message limits down to whole packets.",
+     "active message limits down to whole packets.\n"
+     "Range: [" DOORBELL_STRINGIFY(DOORBELL_MIN_SEG_SIZE) ", " DOORBELL_STRINGIFY(DOORBELL_MAX_SEG_SIZE) "].",
      ucs_offsetof(uct_doorbell_iface_config_t, seg_size),
      UCS_CONFIG_TYPE_MEMUNITS},
 
     {"TX_QUEUE_LEN", DOORBELL_STRINGIFY(DOORBELL_DEFAULT_TX_QUEUE_LEN),
      "Number of work-request slots in the send ring of each queue pair; a power\n"
-     "of two. A full ring makes sends return UCS_ERR_NO_RESOURCE.",
+     "of two. A full ring makes sends return UCS_ERR_NO_RESOURCE.\n"
+     "Range: a power of two in [" DOORBELL_STRINGIFY(DOORBELL_MIN_TX_QUEUE_LEN) ", "
+     DOORBELL_STRINGIFY(DOORBELL_MAX_TX_QUEUE_LEN) "].",
      ucs_offsetof(uct_doorbell_iface_config_t, tx_queue_len),
      UCS_CONFIG_TYPE_UINT},
 
     {"RX_QUEUE_LEN", DOORBELL_STRINGIFY(DOORBELL_DEFAULT_RX_QUEUE_LEN),
-     "Number of receive buffers of the interface, each SEG_SIZE bytes.",
+     "Number of received active messages the interface lends to their handlers\n"
+     "at once; the next one waits (the sender offers it again).\n"
+     "Range: [" DOORBELL_STRINGIFY(DOORBELL_MIN_RX_QUEUE_LEN) ", " DOORBELL_STRINGIFY(DOORBELL_MAX_RX_QUEUE_LEN) "].",
      ucs_offsetof(uct_doorbell_iface_config_t, rx_queue_len),
      UCS_CONFIG_TYPE_UINT},
 
     {"AM_CREDITS", DOORBELL_STRINGIFY(DOORBELL_DEFAULT_AM_CREDITS),
      "Number of active messages a queue pair may have in flight before it waits\n"
-     "for the peer to return credits; an active message is never dropped.",
+     "for the peer to return credits; an active message is never dropped.\n"
+     "Range: [" DOORBELL_STRINGIFY(DOORBELL_MIN_AM_CREDITS) ", " DOORBELL_STRINGIFY(DOORBELL_MAX_AM_CREDITS) "].",
      ucs_offsetof(uct_doorbell_iface_config_t, am_credits),
      UCS_CONFIG_TYPE_UINT},
 
@@ -85,18 +97,23 @@ static ucs_config_field_t uct_doorbell_iface_config_table[] = {
      "First retransmit timeout. It doubles on every retry up to RTO_MAX. It is\n"
      "well above ASYNC_INTERVAL: a peer acknowledges from its progress, and a\n"
      "shorter timeout resends whole windows whenever a busy host delays that.\n"
-     "Losses inside a window are repaired at once by NAKs, not by this timer.",
+     "Losses inside a window are repaired at once by NAKs, not by this timer.\n"
+     "Range: [" DOORBELL_STRINGIFY(DOORBELL_MIN_RTO_MIN_US) "us, "
+     DOORBELL_STRINGIFY(DOORBELL_MAX_RTO_MAX_S) "s].",
      ucs_offsetof(uct_doorbell_iface_config_t, rto_min), UCS_CONFIG_TYPE_TIME},
 
     {"RTO_MAX", DOORBELL_STRINGIFY(DOORBELL_DEFAULT_RTO_MAX_MS) "ms",
-     "Ceiling of the retransmit timeout backoff.",
+     "Ceiling of the retransmit timeout backoff.\n"
+     "Range: [RTO_MIN, " DOORBELL_STRINGIFY(DOORBELL_MAX_RTO_MAX_S) "s].",
      ucs_offsetof(uct_doorbell_iface_config_t, rto_max), UCS_CONFIG_TYPE_TIME},
 
     {"RETRY_COUNT", DOORBELL_STRINGIFY(DOORBELL_DEFAULT_RETRY_COUNT),
      "Number of retransmits of one packet before the peer is declared\n"
      "unreachable and the endpoint fails with a timeout. With the default\n"
      "RTO_MIN and RTO_MAX this is about 30 seconds of silence, as UCX's ud\n"
-     "transport allows (UCX_UD_TIMEOUT=30s): a busy peer is not a dead one.",
+     "transport allows (UCX_UD_TIMEOUT=30s): a busy peer is not a dead one.\n"
+     "The same number bounds the connection handshakes a queue pair sends.\n"
+     "Range: [" DOORBELL_STRINGIFY(DOORBELL_MIN_RETRY_COUNT) ", " DOORBELL_STRINGIFY(DOORBELL_MAX_RETRY_COUNT) "].",
      ucs_offsetof(uct_doorbell_iface_config_t, retry_count),
      UCS_CONFIG_TYPE_UINT},
 
@@ -110,34 +127,68 @@ static ucs_config_field_t uct_doorbell_iface_config_table[] = {
 
     {"IBRC_GAIN", "auto",
      "Integral gain of the ibrc rate loop. \"auto\" derives it from the measured\n"
-     "base RTT; a positive number fixes it (for experiments only).",
+     "base RTT; a positive number fixes it (for experiments only).\n"
+     "Range: auto or a positive number.",
      ucs_offsetof(uct_doorbell_iface_config_t, ibrc_gain),
      UCS_CONFIG_TYPE_STRING},
 
     {"CC_TARGET_DELAY", "0",
      "Queueing delay the pacing loop steers toward (ibrc, timely). 0 derives it\n"
      "from the MTU and the device's line rate; raise it on paths whose RTT\n"
-     "jitters more than that (software paths on busy hosts).",
+     "jitters more than that (software paths on busy hosts).\n"
+     "Range: [0, " DOORBELL_STRINGIFY(DOORBELL_MAX_CC_TARGET_DELAY_S) "s].",
      ucs_offsetof(uct_doorbell_iface_config_t, cc_target_delay),
      UCS_CONFIG_TYPE_TIME},
 
     {"CC_MIN_RATE", "auto",
      "Floor of the pacing rate of each queue pair, so that a quiet or noisy\n"
-     "path is never starved (e.g. 10Mbps). auto: the line rate / 2048.",
+     "path is never starved (e.g. 10Mbps). auto: the line rate / 2048.\n"
+     "Range: auto or a bandwidth up to CC_MAX_RATE.",
      ucs_offsetof(uct_doorbell_iface_config_t, cc_min_rate),
      UCS_CONFIG_TYPE_BW},
 
     {"CC_MAX_RATE", "auto",
      "Ceiling of the pacing rate of each queue pair (e.g. 200Mbps). auto: the\n"
-     "device's line rate.",
+     "device's line rate.\n"
+     "Range: auto or a bandwidth.",
      ucs_offsetof(uct_doorbell_iface_config_t, cc_max_rate),
      UCS_CONFIG_TYPE_BW},
+
+    {"KEEPALIVE_INTERVAL", DOORBELL_STRINGIFY(DOORBELL_DEFAULT_KEEPALIVE_INTERVAL_MS) "ms",
+     "A connected endpoint that has heard nothing from its peer for this long\n"
+     "sends it a probe (one small packet each way). 0 sends none.\n"
+     "Range: 0 or [" DOORBELL_STRINGIFY(DOORBELL_MIN_KEEPALIVE_INTERVAL_MS) "ms, "
+     DOORBELL_STRINGIFY(DOORBELL_MAX_KEEPALIVE_S) "s].",
+     ucs_offsetof(uct_doorbell_iface_config_t, keepalive_interval),
+     UCS_CONFIG_TYPE_TIME},
+
+    {"KEEPALIVE_TIMEOUT", DOORBELL_STRINGIFY(DOORBELL_DEFAULT_KEEPALIVE_TIMEOUT_S) "s",
+     "A peer that answers no probe for this long is dead: its endpoint fails with\n"
+     "UCS_ERR_ENDPOINT_TIMEOUT, within KEEPALIVE_INTERVAL + KEEPALIVE_TIMEOUT of\n"
+     "its last packet, even while nothing is outstanding to it.\n"
+     "Range: [" DOORBELL_STRINGIFY(DOORBELL_MIN_KEEPALIVE_TIMEOUT_MS) "ms, "
+     DOORBELL_STRINGIFY(DOORBELL_MAX_KEEPALIVE_S) "s], and at least twice\n"
+     "KEEPALIVE_INTERVAL.",
+     ucs_offsetof(uct_doorbell_iface_config_t, keepalive_timeout),
+     UCS_CONFIG_TYPE_TIME},
+
+    {"RX_REASSEMBLY", DOORBELL_STRINGIFY(DOORBELL_DEFAULT_RX_REASSEMBLY_MB) "m",
+     "Most bytes of half-finished active messages (those that take several\n"
+     "packets) an interface holds; a message beyond it waits until memory is\n"
+     "free (its sender offers it again). A message whose sender stays silent for\n"
+     "KEEPALIVE_TIMEOUT is reclaimed.\n"
+     "Range: [" DOORBELL_STRINGIFY(DOORBELL_MIN_RX_REASSEMBLY_KB) "k, "
+     DOORBELL_STRINGIFY(DOORBELL_MAX_RX_REASSEMBLY_MB) "m], and at least SEG_SIZE.",
+     ucs_offsetof(uct_doorbell_iface_config_t, rx_reassembly),
+     UCS_CONFIG_TYPE_MEMUNITS},
 
     {"ASYNC_INTERVAL", "10ms",
      "Period of background progress from the worker's async thread: it\n"
      "acknowledges, retransmits and moves queued packets while the application\n"
      "does not call progress (a software NIC has no engine of its own), and\n"
-     "defers every callback to the next uct_worker_progress. 0 disables it.",
+     "defers every callback to the next uct_worker_progress. 0 disables it.\n"
+     "Range: 0 or [" DOORBELL_STRINGIFY(UCT_DOORBELL_MIN_ASYNC_INTERVAL_US) "us, "
+     DOORBELL_STRINGIFY(UCT_DOORBELL_MAX_ASYNC_INTERVAL_S) "s].",
      ucs_offsetof(uct_doorbell_iface_config_t, async_interval),
      UCS_CONFIG_TYPE_TIME},
 
@@ -183,7 +234,8 @@ static ucs_status_t uct_doorbell_iface_query(uct_iface_h       tl_iface,
                       UCT_IFACE_FLAG_PUT_BCOPY | UCT_IFACE_FLAG_PUT_ZCOPY |
                       UCT_IFACE_FLAG_GET_BCOPY | UCT_IFACE_FLAG_GET_ZCOPY |
                       UCT_IFACE_FLAG_PENDING | UCT_IFACE_FLAG_CB_SYNC |
-                      UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE;
+                      UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE |
+                      UCT_IFACE_FLAG_EP_CHECK;
     attr->cap.event_flags = UCT_IFACE_FLAG_EVENT_SEND_COMP |
                             UCT_IFACE_FLAG_EVENT_RECV | UCT_IFACE_FLAG_EVENT_FD;
 
@@ -606,48 +658,123 @@ static ucs_status_t uct_doorbell_iface_find_device(const char *dev_name,
     return status;
 }
 
+/* A UCX duration (seconds) in ns; negative, not a number or absurdly long
+ * (which the core's range would refuse anyway, after an overflow) is
+ * refused here, naming the variable. */
+static ucs_status_t uct_doorbell_config_ns(const char *var, double seconds,
+                                           uint64_t *ns_p)
+{
+    if (!(seconds >= 0) || !(seconds <= 1e6)) {
+        ucs_error("UCX_DOORBELL_%s = %g s is out of range: a duration of 0 or "
+                  "more (see ucx_info -c -f for its range)",
+                  var, seconds);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    *ns_p = (uint64_t)(seconds * 1e9 + 0.5);
+    return UCS_OK;
+}
+
+/* A UCX memory size that must fit 32 bits. */
+static ucs_status_t uct_doorbell_config_u32(const char *var, size_t value,
+                                            uint32_t *out_p)
+{
+    if (value > UINT32_MAX) {
+        ucs_error("UCX_DOORBELL_%s = %zu is out of range (see ucx_info -c -f for"
+                  " its range)",
+                  var, value);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    *out_p = (uint32_t)value;
+    return UCS_OK;
+}
+
+/* The core's parameters from UCX_DOORBELL_*. Every value is checked against
+ * its range (doorbell_iface_params_check, with the variables' names) and
+ * refused when outside: nothing is adjusted silently. */
 static ucs_status_t uct_doorbell_iface_params_from_config(
     const uct_doorbell_iface_config_t *config, const char *dev_name,
     doorbell_iface_params_t *p)
 {
-    char *end;
+    ucs_status_t status;
+    uint64_t     async_ns;
+    char        *end;
 
     doorbell_iface_params_init(p);
     p->device        = dev_name;
     p->tx_batch      = config->tx_batch;
     p->tx_moderation = config->tx_moderation;
-    if (config->mtu != UCS_MEMUNITS_AUTO) {
-        p->mtu = config->mtu;
+    p->mtu           = 0;
+    if ((config->mtu != UCS_MEMUNITS_AUTO) &&
+        ((status = uct_doorbell_config_u32("MTU", config->mtu, &p->mtu)) !=
+         UCS_OK)) {
+        return status;
     }
-    p->seg_size     = config->seg_size;
-    p->tx_queue_len = config->tx_queue_len;
-    p->rx_queue_len = config->rx_queue_len;
-    p->am_credits   = config->am_credits;
-    p->rto_min_ns   = (uint64_t)(config->rto_min * 1e9);
-    p->rto_max_ns   = (uint64_t)(config->rto_max * 1e9);
-    p->retry_count  = config->retry_count;
-    p->cc           = uct_doorbell_cc_names[config->cc];
+    status = uct_doorbell_config_u32("SEG_SIZE", config->seg_size,
+                                     &p->seg_size);
+    if (status != UCS_OK) {
+        return status;
+    }
+    p->tx_queue_len        = config->tx_queue_len;
+    p->rx_queue_len        = config->rx_queue_len;
+    p->am_credits          = config->am_credits;
+    p->retry_count         = config->retry_count;
+    p->rx_reassembly_bytes = config->rx_reassembly;
+    p->cc                  = uct_doorbell_cc_names[config->cc];
+    if (((status = uct_doorbell_config_ns("RTO_MIN", config->rto_min,
+                                          &p->rto_min_ns)) != UCS_OK) ||
+        ((status = uct_doorbell_config_ns("RTO_MAX", config->rto_max,
+                                          &p->rto_max_ns)) != UCS_OK) ||
+        ((status = uct_doorbell_config_ns("CC_TARGET_DELAY",
+                                          config->cc_target_delay,
+                                          &p->cc_target_delay_ns)) != UCS_OK) ||
+        ((status = uct_doorbell_config_ns("KEEPALIVE_INTERVAL",
+                                          config->keepalive_interval,
+                                          &p->keepalive_interval_ns)) !=
+         UCS_OK) ||
+        ((status = uct_doorbell_config_ns("KEEPALIVE_TIMEOUT",
+                                          config->keepalive_timeout,
+                                          &p->keepalive_timeout_ns)) !=
+         UCS_OK) ||
+        ((status = uct_doorbell_config_ns("ASYNC_INTERVAL",
+                                          config->async_interval, &async_ns)) !=
+         UCS_OK)) {
+        return status;
+    }
+    if ((async_ns != 0) &&
+        ((async_ns < UCT_DOORBELL_MIN_ASYNC_INTERVAL_US * 1000ull) ||
+         (async_ns > UCT_DOORBELL_MAX_ASYNC_INTERVAL_S * 1000000000ull))) {
+        ucs_error("UCX_DOORBELL_ASYNC_INTERVAL = %g s is out of range: 0 (off) "
+                  "or [%u us, %u s]",
+                  config->async_interval, UCT_DOORBELL_MIN_ASYNC_INTERVAL_US,
+                  UCT_DOORBELL_MAX_ASYNC_INTERVAL_S);
+        return UCS_ERR_INVALID_PARAM;
+    }
 
     if (!strcasecmp(config->ibrc_gain, "auto")) {
         p->ibrc_gain = 0;
     } else {
         p->ibrc_gain = strtod(config->ibrc_gain, &end);
-        if ((*end != '\0') || !(p->ibrc_gain > 0)) {
+        if ((*end != '\0') || (end == config->ibrc_gain) ||
+            !(p->ibrc_gain > 0) || !isfinite(p->ibrc_gain)) {
             ucs_error(
-                "doorbell %s: invalid UCX_DOORBELL_IBRC_GAIN '%s' (expected"
-                " \"auto\" or a positive number)",
-                dev_name, config->ibrc_gain);
+                "UCX_DOORBELL_IBRC_GAIN = \"%s\" is out of range: \"auto\" "
+                "or a positive number",
+                config->ibrc_gain);
             return UCS_ERR_INVALID_PARAM;
         }
     }
 
-    p->cc_target_delay_ns = (uint64_t)(config->cc_target_delay * 1e9);
-    p->cc_min_rate        = UCS_CONFIG_BW_IS_AUTO(config->cc_min_rate) ?
-                                0 :
-                                config->cc_min_rate;
-    p->cc_max_rate        = UCS_CONFIG_BW_IS_AUTO(config->cc_max_rate) ?
-                                0 :
-                                config->cc_max_rate;
+    p->cc_min_rate = UCS_CONFIG_BW_IS_AUTO(config->cc_min_rate) ?
+                         0 :
+                         config->cc_min_rate;
+    p->cc_max_rate = UCS_CONFIG_BW_IS_AUTO(config->cc_max_rate) ?
+                         0 :
+                         config->cc_max_rate;
+
+    if (doorbell_iface_params_check(p, "UCX_DOORBELL_") != DOORBELL_OK) {
+        ucs_error("doorbell %s: %s", dev_name, doorbell_last_error());
+        return UCS_ERR_INVALID_PARAM;
+    }
     return UCS_OK;
 }
 
@@ -856,8 +983,7 @@ static uct_iface_ops_t uct_doorbell_iface_ops = {
     .ep_pending_purge         = uct_doorbell_ep_pending_purge,
     .ep_flush                 = uct_doorbell_ep_flush,
     .ep_fence                 = uct_doorbell_ep_fence,
-    .ep_check                 = (uct_ep_check_func_t)
-                                ucs_empty_function_return_unsupported,
+    .ep_check                 = uct_doorbell_ep_check,
     .ep_create                = UCS_CLASS_NEW_FUNC_NAME(uct_doorbell_ep_t),
     .ep_connect               = (uct_ep_connect_func_t)
                                 ucs_empty_function_return_unsupported,

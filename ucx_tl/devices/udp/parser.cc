@@ -15,6 +15,11 @@ ParseStatus check_header(const WireHeader &h, size_t payload_len)
     if ((h.flags & ~kFlagMask) != 0 || h.opcode == 0 || h.opcode >= uint8_t(Opcode::kLast)) {
         return ParseStatus::kMalformed;
     }
+    /* every packet belongs to a connection (CONNECT: to an iface), which no
+     * token 0 and no QP 0 name */
+    if (h.token == 0 || (h.dst_qp == 0) != (h.opcode == uint8_t(Opcode::kConnect))) {
+        return ParseStatus::kMalformed;
+    }
     /* offsets are 32-bit, sums are computed in 64-bit: no wrap */
     uint64_t seg_end = uint64_t(h.msg_offset) + h.length;
     switch (Opcode(h.opcode)) {
@@ -59,7 +64,7 @@ ParseStatus check_header(const WireHeader &h, size_t payload_len)
     }
     case Opcode::kAtomicResp:
         if (h.length != 0 || (h.msg_length != 4 && h.msg_length != 8) || h.msg_offset != 0 ||
-            (h.msg_length == 4 && (h.remote_addr >> 32) != 0)) {
+            (h.msg_length == 4 && (atomic_value(h) >> 32) != 0)) {
             return ParseStatus::kMalformed;
         }
         break;
@@ -76,6 +81,21 @@ ParseStatus check_header(const WireHeader &h, size_t payload_len)
         break;
     case Opcode::kNak:
         if (h.length != 0 || h.am_id == 0 || h.am_id >= uint8_t(NakCode::kLast)) {
+            return ParseStatus::kMalformed;
+        }
+        break;
+    case Opcode::kConnect:
+        if (h.length != sizeof(ConnectPayload) || h.src_qp == 0) {
+            return ParseStatus::kMalformed;
+        }
+        break;
+    case Opcode::kAccept:
+        if (h.length != 0 || h.src_qp == 0) {
+            return ParseStatus::kMalformed;
+        }
+        break;
+    case Opcode::kDisconnect:
+        if (h.length != 0) {
             return ParseStatus::kMalformed;
         }
         break;
@@ -123,6 +143,8 @@ ParseResult parse_data(const uint8_t *bytes, size_t head_len, size_t len)
     h.opcode      = d.opcode;
     h.flags       = d.flags;
     h.am_id       = d.am_id;
+    h.token       = d.token;
+    h.dst_qp      = d.qp;
     h.psn         = d.psn;
     h.length      = uint32_t(len - hdr_bytes);
     h.msg_length  = d.msg_length;
@@ -131,10 +153,7 @@ ParseResult parse_data(const uint8_t *bytes, size_t head_len, size_t len)
     if (op == Opcode::kReadResp) {
         DataEcho e;
         std::memcpy(&e, bytes + sizeof(d), sizeof(e));
-        h.dst_qp  = d.qp;
         h.ts_echo = e.ts_echo;
-    } else {
-        h.src_qp = d.qp;
     }
     if (op == Opcode::kWrite) {
         DataTarget t;
@@ -192,7 +211,8 @@ uint32_t encode_data_header(const WireHeader &h, uint8_t *out)
     d.opcode     = h.opcode;
     d.flags      = h.flags;
     d.am_id      = h.am_id;
-    d.qp         = h.opcode == uint8_t(Opcode::kReadResp) ? h.dst_qp : h.src_qp;
+    d.token      = h.token;
+    d.qp         = h.dst_qp;
     d.psn        = h.psn;
     d.msg_length = h.msg_length;
     d.msg_offset = h.msg_offset;

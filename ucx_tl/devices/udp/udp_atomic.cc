@@ -97,14 +97,16 @@ bool UdpIface::answer_atomic_again(const Responder &r, const WireHeader &h)
 
 void UdpIface::send_atomic_response(const Responder &r, const WireHeader &req, uint64_t value)
 {
-    WireHeader h  = make_header(Opcode::kAtomicResp);
-    h.flags       = kFlagFirst; /* an RTT sample, as a read's first answer */
-    h.dst_qp      = req.src_qp;
-    h.psn         = req.psn;
-    h.msg_length  = req.msg_length;
-    h.remote_addr = value;
-    h.ts_send     = now_;
-    h.ts_echo     = req.ts_send;
+    WireHeader h = make_header(Opcode::kAtomicResp);
+    h.flags      = kFlagFirst; /* an RTT sample, as a read's first answer */
+    h.token      = r.token;
+    h.dst_qp     = r.qpn;
+    h.src_qp     = r.id;
+    h.psn        = req.psn;
+    h.msg_length = req.msg_length;
+    set_atomic_value(h, value);
+    h.ts_send = now_;
+    h.ts_echo = req.ts_send;
     stage(h, nullptr, 0, nullptr, 0, r.peer);
 }
 
@@ -120,11 +122,11 @@ void UdpIface::handle_atomic_resp(UdpQp &qp, const WireHeader &h)
         return;
     }
     if (h.msg_length != it->length) {
-        ++counters.rx_dropped;
+        drop(&doorbell_counters_t::rx_drop_state);
         return;
     }
     if (it->dest != nullptr) {
-        uint64_t value = h.remote_addr;
+        uint64_t value = atomic_value(h);
         std::memcpy(it->dest, &value, sizeof(value));
     }
     if (h.ts_echo != 0 && h.ts_echo <= now_) {

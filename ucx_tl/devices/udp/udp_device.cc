@@ -122,8 +122,18 @@ int query_devices(doorbell_device_info_t *devices, int max)
     return int(devs.size());
 }
 
-UdpQp::UdpQp(UdpIface &iface, uint32_t qpn_, const sockaddr_in &peer_) :
-    QpCore(iface, qpn_), peer(peer_), rto_ns(iface.params.rto_min_ns)
+UdpQp::UdpQp(UdpIface &iface, uint32_t qpn_, const sockaddr_in &peer_, uint64_t peer_token_) :
+    QpCore(iface, qpn_),
+    peer(peer_),
+    peer_token(peer_token_),
+    token(random_u64()),
+    isn(random_u32()),
+    next_psn(isn),
+    una(isn),
+    tx_psn(isn),
+    max_sent(isn),
+    rto_ns(iface.params.rto_min_ns),
+    probed_psn(isn)
 {
 }
 
@@ -196,7 +206,7 @@ doorbell_status_t UdpIface::init(const sockaddr_in &addr, uint32_t if_mtu, bool 
 
     mtu_ = payload_mtu_for(if_mtu);
     if (params.mtu != 0) {
-        mtu_ = std::clamp<uint32_t>(params.mtu, 64, kMaxDatagram - sizeof(WireHeader));
+        mtu_ = params.mtu; /* within [DOORBELL_MIN_MTU, DOORBELL_MAX_MTU]: checked */
     }
     /* the kernel reports twice the bytes it lets queue; a peer configured
      * alike absorbs a quarter of that per sender without drops */
@@ -219,32 +229,19 @@ doorbell_status_t UdpIface::init(const sockaddr_in &addr, uint32_t if_mtu, bool 
         rx_slots_.push_back(take_buffer());
     }
     rearm_rx(kRxBatch);
+    token_    = random_u64();
     next_qpn_ = random_u32() | 1u;
+    next_rid_ = random_u32() | 1u;
     /* an ACK nobody asked for may wait an eighth of the first retransmit
      * timeout: well before the sender gives up on it */
     ack_delay_ = params.rto_min_ns / 8;
     cc_        = pacing::resolve_pacing_policy(params.cc, loopback);
     pacing_    = pacing::find_pacing_policy(cc_);
     set_gso(true); /* unpaced ifaces only (udp_gso.h) */
-    if (pacing_) {
-        if (!std::isfinite(params.ibrc_gain) || params.ibrc_gain < 0) {
-            return set_error(DOORBELL_ERR_INVALID_PARAM,
-                             "%s: IBRC gain %g must be 0 (derived) or positive", name.c_str(),
-                             params.ibrc_gain);
-        }
-        if (!std::isfinite(params.cc_min_rate) || params.cc_min_rate < 0 ||
-            !std::isfinite(params.cc_max_rate) || params.cc_max_rate < 0 ||
-            (params.cc_max_rate > 0 && params.cc_min_rate > params.cc_max_rate)) {
-            return set_error(DOORBELL_ERR_INVALID_PARAM,
-                             "%s: pacing rates min %g max %g B/s: need "
-                             "0 <= min <= max (0: automatic)",
-                             name.c_str(), params.cc_min_rate, params.cc_max_rate);
-        }
-        if (params.cc_target_delay_ns > 1000000000ull) {
-            return set_error(DOORBELL_ERR_INVALID_PARAM,
-                             "%s: pacing target delay %llu ns exceeds 1 s", name.c_str(),
-                             (unsigned long long)params.cc_target_delay_ns);
-        }
+    if (!pacing_ && cc_ != "none") {
+        return set_error(DOORBELL_ERR_INVALID_PARAM,
+                         "%s: CC = %s is not a pacing policy (auto, ibrc, dcqcn, timely, none)",
+                         name.c_str(), cc_.c_str());
     }
     return DOORBELL_OK;
 }
@@ -254,6 +251,9 @@ UdpIface::~UdpIface()
     if (fd_ >= 0) {
         now_ = now_ns(); /* ACKs still owed: spare the peers a timeout */
         flush_deferred_acks(true);
+        for (auto &qp : owned_) {
+            send_disconnect(*qp); /* and their connection state */
+        }
         flush_tx();
     }
     for (auto &qp : owned_) {
@@ -264,6 +264,14 @@ UdpIface::~UdpIface()
     }
     owned_.clear();
     graveyard_.clear();
+    for (auto &[id, r] : responders_) {
+        drop_reassembly(r);
+    }
+    for (auto &[buf, pooled] : held_) {
+        if (!pooled) {
+            delete[] buf; /* a reassembled AM the handler never released */
+        }
+    }
     if (fd_ >= 0)
         close(fd_);
     if (epoll_fd_ >= 0)
@@ -294,10 +302,18 @@ doorbell_status_t UdpIface::create_qp(const void *device_addr, const void *iface
         return set_error(DOORBELL_ERR_INVALID_PARAM, "%s: qp_create without an address",
                          name.c_str());
     }
+    IfaceAddress remote;
+    std::memcpy(&remote, iface_addr, sizeof(remote));
     sockaddr_in peer{};
     peer.sin_family = AF_INET;
     std::memcpy(&peer.sin_addr, device_addr, 4);
-    std::memcpy(&peer.sin_port, iface_addr, 2);
+    peer.sin_port = remote.port;
+    if (remote.token == 0 || remote.port == 0) {
+        return set_error(DOORBELL_ERR_INVALID_PARAM,
+                         "%s: the peer's iface address has no port or no token (not an address "
+                         "of this device's version)",
+                         name.c_str());
+    }
     if (!is_reachable(device_addr, iface_addr)) {
         char ip[INET_ADDRSTRLEN];
         inet_ntop(AF_INET, &peer.sin_addr, ip, sizeof(ip));
@@ -308,7 +324,8 @@ doorbell_status_t UdpIface::create_qp(const void *device_addr, const void *iface
     do {
         qpn = next_qpn_++;
     } while (qpn == 0 || qp_by_num_.count(qpn) != 0);
-    auto qp = std::make_unique<UdpQp>(*this, qpn, peer);
+    uint64_t peer_token = remote.token; /* (a packed field binds to no reference) */
+    auto     qp         = std::make_unique<UdpQp>(*this, qpn, peer, peer_token);
     if (pacing_) {
         pacing::PacingContext ctx;
         ctx.device          = name;
@@ -328,6 +345,13 @@ doorbell_status_t UdpIface::create_qp(const void *device_addr, const void *iface
     *qp_p           = qp.get();
     qp_by_num_[qpn] = qp.get();
     qps.push_back(qp.get());
+    if (depth_ == 0) {
+        now_ = now_ns();
+    }
+    send_connect(*qp); /* posts wait in the ring until the peer accepts */
+    if (depth_ == 0) {
+        flush_tx();
+    }
     owned_.push_back(std::move(qp));
     return DOORBELL_OK;
 }
@@ -356,6 +380,13 @@ void UdpIface::destroy_qp(UdpQp &qp)
     if (stats) {
         dump_qp(qp);
     }
+    if (depth_ == 0) {
+        now_ = now_ns();
+    }
+    send_disconnect(qp);
+    if (depth_ == 0) {
+        flush_tx();
+    }
     qp.cancel_all();
     qp_by_num_.erase(qp.qpn);
     qps.erase(std::find(qps.begin(), qps.end(), &qp));
@@ -375,7 +406,8 @@ void UdpIface::get_device_address(void *addr) const
 
 void UdpIface::get_address(void *addr) const
 {
-    std::memcpy(addr, &local_.sin_port, 2);
+    IfaceAddress a{local_.sin_port, token_};
+    std::memcpy(addr, &a, sizeof(a));
 }
 
 bool UdpIface::is_reachable(const void *device_addr, const void *) const
@@ -459,6 +491,14 @@ doorbell_status_t UdpIface::arm()
             }
         }
         wake_at(std::max(qp->deadline_ns, qp->hold_until_ns));
+        if (qp->connected && qp->unacked.empty() && qp->reads.empty()) {
+            /* an idle connection's keepalive: the next probe, or the end of
+             * the peer's time to answer one */
+            wake_at(qp->ka_next_ns);
+            if (qp->ka_since_ns != 0) {
+                wake_at(qp->ka_since_ns + params.keepalive_timeout_ns);
+            }
+        }
         if (qp->deadline_ns != 0 && qp->tlp_at_ns != 0 && qp->tlp_at_ns < qp->deadline_ns) {
             if (qp->tlp_at_ns <= now) {
                 return DOORBELL_ERR_NO_RESOURCE; /* a tail-loss probe is due */

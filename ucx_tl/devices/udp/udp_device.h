@@ -1,6 +1,15 @@
 /*
  * The UDP device: a software RDMA NIC over one UDP socket per iface.
  *
+ * Connections (udp_connection.cc): a QP connects to a peer iface with a
+ * handshake bound to the peer's iface token (CONNECT / ACCEPT, wire.h); the
+ * peer keeps a Responder for it, reached by its QP number and accepting only
+ * packets with the connection's token, from the QP's address and port, at
+ * the PSN it expects from a random initial one. Nothing a stranger sends
+ * creates state: the responder table grows only by authenticated
+ * handshakes and shrinks by DISCONNECT or a peer's restart. An idle
+ * connection is kept alive by probes; a silent peer fails the QP.
+ *
  * Requester side (UdpQp): consumes the send ring between its cursor and the
  * doorbell, cuts WQEs into packets (segments of at most mtu payload bytes),
  * keeps every unacknowledged packet, and resends go-back-N on a NAK; a
@@ -9,16 +18,17 @@
  * pieces (READ_REQ) whose responses are tracked per chunk; a piece whose data
  * does not arrive is requested again (kFlagRetry) and the responder re-reads.
  *
- * Responder side (Responder): one per (peer address, peer QP), created on the
- * peer's first packet (PSN 0); accepts requests strictly in PSN order,
- * checks every remote access against the protection domain, delivers active
- * messages, and answers with cumulative ACKs (timestamp and CE echo) or NAKs.
+ * Responder side (Responder): one per connection; accepts requests strictly
+ * in PSN order, checks every remote access against the protection domain,
+ * delivers active messages (reassembling those of several packets within a
+ * per-iface memory bound), and answers with cumulative ACKs (timestamp and
+ * CE echo) or NAKs.
  *
  * Files: udp_device.cc (the iface's set-up: devices, socket, QPs, wake-up),
- * udp_requester.cc, udp_responder.cc, udp_atomic.cc (atomics at both ends
- * and the responder's answer cache), udp_socket_io.cc (progress, receive,
- * staging and sendmmsg), udp_gso.cc (runs of packets to one peer as one
- * UDP_SEGMENT super-datagram).
+ * udp_connection.cc, udp_requester.cc, udp_responder.cc, udp_atomic.cc
+ * (atomics at both ends and the responder's answer cache), udp_socket_io.cc
+ * (progress, receive, staging and sendmmsg), udp_gso.cc (runs of packets to
+ * one peer as one UDP_SEGMENT super-datagram).
  */
 #pragma once
 
@@ -46,7 +56,7 @@ static constexpr unsigned kRxRounds          = 8;               ///< recvmmsg ca
 static constexpr size_t   kBufSize           = 65536;           ///< receive / AM buffer bytes
 static constexpr size_t   kMaxShort          = 1024;            ///< put_short / am_short bytes
 static constexpr size_t   kMaxZcopy          = size_t(1) << 30; ///< put/get bytes
-static constexpr size_t   kMaxResponders     = 65536;           ///< peer QPs per iface
+static constexpr size_t   kMaxResponders     = 65536;           ///< connections per iface
 static constexpr uint32_t kAckEvery          = 32;              ///< packets per ACK without ACK_REQ
 static constexpr uint32_t kReadPieceSegments = 4;               ///< paced read piece, chunks
 /// Floor of the pacer's automatic queueing-delay target, ns. The path of a
@@ -88,6 +98,12 @@ static constexpr unsigned kCeQueuedDatagrams = 8;
 static constexpr size_t   kLinearTx          = 1024; ///< payload bytes a lone packet
                                                      ///< is copied behind its header
 static_assert(kBufSize >= kMaxDatagram + 512, "datagram fits a buffer");
+static_assert(DOORBELL_MAX_SEG_SIZE + 64 <= kBufSize, "an AM fits a receive buffer");
+static_assert(DOORBELL_MAX_MTU + 64 <= kMaxDatagram, "a packet fits a datagram");
+static constexpr size_t kNoSlot = ~size_t(0); ///< a datagram not in a receive slot
+/// PSNs further than this from the one expected are outside any window a
+/// requester can have: dropped without an answer.
+static constexpr int32_t kPsnWindow = 1 << 23;
 
 /// Whether two addresses are the same peer socket.
 inline bool same_peer(const sockaddr_in &a, const sockaddr_in &b)
@@ -135,21 +151,40 @@ struct ReadPiece {
 
 class UdpIface;
 
+/// The UDP iface address: the port, then the iface's token.
+struct [[gnu::packed]] IfaceAddress {
+    uint16_t port;  ///< network byte order
+    uint64_t token; ///< the secret a CONNECT must carry
+};
+static_assert(sizeof(IfaceAddress) == 10);
+
 struct UdpQp : public QpCore {
-    UdpQp(UdpIface &iface, uint32_t qpn, const sockaddr_in &peer);
+    UdpQp(UdpIface &iface, uint32_t qpn, const sockaddr_in &peer, uint64_t peer_token);
 
     sockaddr_in peer;
+    /* connection (udp_connection.cc) */
+    const uint64_t peer_token;            ///< the peer iface's token (its address)
+    const uint64_t token;                 ///< this connection's, in every packet
+    const uint32_t isn;                   ///< initial PSN (random)
+    uint32_t       remote_qpn    = 0;     ///< the peer's QP for it (ACCEPT)
+    bool           connected     = false; ///< ACCEPT arrived
+    uint32_t       connect_tries = 0;     ///< CONNECTs sent
+    uint64_t       last_heard_ns = 0;     ///< the peer's last packet
+    uint64_t       ka_next_ns    = 0;     ///< next keepalive probe; 0: none
+    uint64_t       ka_since_ns   = 0;     ///< first unanswered probe; 0: none
+    ConnectPayload hello{};               ///< what a CONNECT carries (staged by
+                                          ///< reference until the send)
     /* packetizer */
     uint64_t cursor        = 0; ///< next WQE to cut
     uint32_t cursor_offset = 0; ///< bytes of it already cut
     /* reliability */
-    uint32_t              next_psn = 0; ///< PSN of the next new packet
-    uint32_t              una      = 0; ///< oldest unacknowledged PSN
-    uint32_t              tx_psn   = 0; ///< next PSN to (re)send
-    uint32_t              max_sent = 0; ///< PSNs below were sent once
-    std::deque<TxPacket>  unacked;      ///< PSNs [una, next_psn)
-    std::deque<WqeTrack>  tracks;       ///< WQEs [done, cursor]
-    std::deque<ReadPiece> reads;        ///< in PSN order
+    uint32_t              next_psn; ///< PSN of the next new packet
+    uint32_t              una;      ///< oldest unacknowledged PSN
+    uint32_t              tx_psn;   ///< next PSN to (re)send
+    uint32_t              max_sent; ///< PSNs below were sent once
+    std::deque<TxPacket>  unacked;  ///< PSNs [una, next_psn)
+    std::deque<WqeTrack>  tracks;   ///< WQEs [done, cursor]
+    std::deque<ReadPiece> reads;    ///< in PSN order
     uint64_t              inflight_bytes = 0;
     uint64_t              read_bytes     = 0;
     uint64_t              rto_ns;
@@ -163,7 +198,7 @@ struct UdpQp : public QpCore {
     uint32_t                            recover_psn = 0;     ///< max_sent at the timeout
     uint64_t                            recover_ts  = 0;     ///< ts_send of that resend
     bool                                probe_due   = false; ///< ask the peer to ACK
-    uint32_t                            probed_psn  = 0;     ///< next_psn when last asked
+    uint32_t                            probed_psn;          ///< next_psn when last asked
     std::unique_ptr<pacing::PacingGate> gate;
     /* per-QP counters, printed at destroy with the iface's stats */
     uint64_t paced_waits  = 0;
@@ -193,26 +228,34 @@ struct AtomicCache {
     unsigned                  next = 0; ///< the oldest, overwritten next
 };
 
-/// Per peer QP state of the responder.
+/// The responder's state of one connection (a peer's requester QP).
 struct Responder {
-    sockaddr_in                  peer;
-    uint32_t                     qpn;
-    uint32_t                     expected     = 0;     ///< next PSN accepted
-    bool                         nak_sent     = false; ///< a NAK for the current gap went out
-    bool                         failed       = false; ///< an access error: ignore the rest
-    NakCode                      fail_code    = NakCode::kAccess; ///< the verdict, repeated
-    bool                         ack_due      = false;
-    bool                         ack_deferred = false; ///< an ACK waits for ack_deadline
-    uint64_t                     ack_deadline = 0;
-    uint32_t                     unacked_pkts = 0;       ///< accepted since the last ACK
-    uint64_t                     last_seen    = 0;       ///< ns, for eviction when full
-    uint64_t                     ts_echo      = 0;       ///< ts_send of the last packet
-    uint64_t                     ts_echo_rx   = 0;       ///< ns when that packet was processed
-    uint32_t                     ce_bytes     = 0;       ///< CE-marked bytes since the last ACK
-    bool                         last_ce      = false;   ///< CE state of the last packet accepted
-    uint8_t                     *am_buf       = nullptr; ///< AM being reassembled
-    uint32_t                     am_length    = 0;       ///< bytes of it so far
-    std::unique_ptr<AtomicCache> atomics;                ///< made by the first atomic
+    uint64_t    token;                           ///< the connection's token
+    uint32_t    id;                              ///< our QP number for it (dst_qp of requests)
+    uint32_t    qpn;                             ///< the requester's QP
+    uint64_t    peer_iface_token;                ///< the requester's iface (CONNECT)
+    sockaddr_in peer;                            ///< the requester's address and port
+    uint32_t    isn;                             ///< its initial PSN (ACCEPT echoes it)
+    uint32_t    expected;                        ///< next PSN accepted
+    uint64_t    accept_ts    = 0;                ///< ts_send of the CONNECT answered
+    bool        nak_sent     = false;            ///< a NAK for the current gap went out
+    bool        failed       = false;            ///< an access error: ignore the rest
+    NakCode     fail_code    = NakCode::kAccess; ///< the verdict, repeated
+    bool        ack_due      = false;
+    bool        ack_deferred = false; ///< an ACK waits for ack_deadline
+    uint64_t    ack_deadline = 0;
+    uint32_t    unacked_pkts = 0;                ///< accepted since the last ACK
+    uint64_t    last_seen    = 0;                ///< ns, for eviction when full
+    uint64_t    ts_echo      = 0;                ///< ts_send of the last packet
+    uint64_t    ts_echo_rx   = 0;                ///< ns when that packet was processed
+    uint32_t    ce_bytes     = 0;                ///< CE-marked bytes since the last ACK
+    bool        last_ce      = false;            ///< CE state of the last packet accepted
+    uint8_t    *am_buf       = nullptr;          ///< AM being reassembled (its own
+                                                 ///< allocation, header room first)
+    uint32_t                     am_alloc   = 0; ///< bytes of that allocation
+    uint32_t                     am_length  = 0; ///< bytes of the message so far
+    uint64_t                     am_last_ns = 0; ///< its last segment's arrival
+    std::unique_ptr<AtomicCache> atomics;        ///< made by the first atomic
 };
 
 class UdpIface : public IfaceCore {
@@ -229,7 +272,7 @@ public:
     doorbell_status_t create_qp(const void *device_addr, const void *iface_addr, UdpQp **qp_p);
     void              destroy_qp(UdpQp &qp);
     size_t            device_address_length() const { return 4; }
-    size_t            address_length() const { return 2; }
+    size_t            address_length() const { return sizeof(IfaceAddress); }
     void              get_device_address(void *addr) const;
     void              get_address(void *addr) const;
     bool              is_reachable(const void *device_addr, const void *iface_addr) const;
@@ -240,6 +283,15 @@ public:
     void              set_tx_syscall(TxSyscall call) { tx_syscall_ = call ? call : ::sendmmsg; }
     void              set_gso(bool on) { gso_ = on && !pacing_ && gso_supported(fd_); }
     GsoStats gso_stats() const { return {gso_, gso_sends_, gso_segments_, gso_fallbacks_}; }
+    /// A keepalive probe now (doorbell_qp_check).
+    doorbell_status_t check_qp(UdpQp &qp);
+    /// Test seam: the connection of a QP as the peer sees it (token, the
+    /// peer's QP for it, the next PSN), to forge packets that are right in
+    /// all but one respect.
+    void connection_of(const UdpQp &qp, uint64_t *token, uint32_t *remote_qpn,
+                       uint32_t *next_psn) const;
+    /// Test seam: a datagram as if it had arrived from `from`.
+    void     inject(const uint8_t *bytes, size_t len, const sockaddr_in &from);
     uint16_t port() const { return ntohs(local_.sin_port); }
     uint32_t payload_mtu() const { return mtu_; }
     /// Payload of a data segment of op (READ_RESP: the chunk a READ_REQ asks
@@ -272,26 +324,42 @@ private:
     void     give_buffer(uint8_t *buf);
     void     dump_qp(const UdpQp &qp) const;
 
+    /* connections (udp_connection.cc) */
+    void       send_connect(UdpQp &qp);
+    void       send_disconnect(const UdpQp &qp);
+    void       handle_connect(const WireHeader &h, const uint8_t *payload, const sockaddr_in &from);
+    void       handle_accept(UdpQp &qp, const WireHeader &h);
+    void       send_accept(const Responder &r);
+    Responder *admit(const WireHeader &h, const ConnectPayload &c, const sockaddr_in &from);
+    void       forget_restarted(const sockaddr_in &from, uint64_t iface_token);
+    bool       reclaim_silent();
+    void       erase_responder(uint32_t id);
+    bool       check_connect(UdpQp &qp);
+    bool       check_keepalive(UdpQp &qp);
+    void       send_keepalive(UdpQp &qp);
+    void       heard(UdpQp &qp);
+    void       reap_reassembly(bool pressure);
+    void       drop_reassembly(Responder &r);
+
     /* requester (udp_requester.cc) */
-    void     transmit(UdpQp &qp);
-    bool     cut_packet(UdpQp &qp);
-    void     send_packet(UdpQp &qp, const TxPacket &pkt);
-    void     send_probe(UdpQp &qp, uint32_t psn);
-    uint64_t tlp_timeout(const UdpQp &qp) const;
-    void     retire(UdpQp &qp);
-    void     check_timer(UdpQp &qp);
-    unsigned rerequest_reads(UdpQp &qp);
-    void     mark_paced(UdpQp &qp);
-    uint64_t path_rtt(uint64_t ts_echo, uint32_t hold_ns) const;
-    uint32_t path_bytes(const TxPacket &pkt, uint32_t offset) const;
-    uint64_t read_window(const UdpQp &qp) const;
-    uint32_t read_piece_max(const UdpQp &qp) const;
-    void     handle_response(const WireHeader &h, const uint8_t *payload, const sockaddr_in &from,
-                             bool ce);
-    void     ack_psn(UdpQp &qp, uint32_t psn, uint64_t now);
-    void     handle_ack(UdpQp &qp, const WireHeader &h);
-    void     handle_nak(UdpQp &qp, const WireHeader &h);
-    void     handle_read_resp(UdpQp &qp, const WireHeader &h, const uint8_t *payload, bool ce);
+    void        transmit(UdpQp &qp);
+    bool        cut_packet(UdpQp &qp);
+    void        send_packet(UdpQp &qp, const TxPacket &pkt);
+    void        send_probe(UdpQp &qp, uint32_t psn);
+    uint64_t    tlp_timeout(const UdpQp &qp) const;
+    void        retire(UdpQp &qp);
+    void        check_timer(UdpQp &qp);
+    unsigned    rerequest_reads(UdpQp &qp);
+    void        mark_paced(UdpQp &qp);
+    uint64_t    path_rtt(uint64_t ts_echo, uint32_t hold_ns) const;
+    uint32_t    path_bytes(const TxPacket &pkt, uint32_t offset) const;
+    uint64_t    read_window(const UdpQp &qp) const;
+    uint32_t    read_piece_max(const UdpQp &qp) const;
+    void        handle_response(UdpQp &qp, const WireHeader &h, const uint8_t *payload, bool ce);
+    void        ack_psn(UdpQp &qp, uint32_t psn, uint64_t now);
+    void        handle_ack(UdpQp &qp, const WireHeader &h);
+    void        handle_nak(UdpQp &qp, const WireHeader &h);
+    void        handle_read_resp(UdpQp &qp, const WireHeader &h, const uint8_t *payload, bool ce);
     static void note_rate(UdpQp &qp)
     {
         double r = qp.gate->rate();
@@ -302,12 +370,11 @@ private:
 
     /* responder (udp_responder.cc) */
     void send_control(const Responder &r, Opcode op, NakCode code, uint32_t psn);
-    bool evict_oldest_responder();
     void send_ack(Responder &r);
     void flush_deferred_acks(bool all);
-    void send_read_response(const WireHeader &h, const sockaddr_in &to);
-    void handle_request(const WireHeader &h, uint8_t *buf, const uint8_t *payload,
-                        const sockaddr_in &from, bool ce, size_t slot);
+    void send_read_response(const Responder &r, const WireHeader &h);
+    void handle_request(Responder &r, const WireHeader &h, uint8_t *buf, const uint8_t *payload,
+                        bool ce, size_t slot);
     bool handle_send(Responder &r, const WireHeader &h, uint8_t *buf, const uint8_t *payload,
                      size_t slot);
 
@@ -324,9 +391,14 @@ private:
     int      receive_batch(unsigned want);
     void     rearm_rx(unsigned count);
     void handle_datagram(uint8_t *buf, size_t len, const sockaddr_in &from, bool ce, size_t slot);
-    void stage(const WireHeader &hdr, const void *a, size_t alen, const void *b, size_t blen,
-               const sockaddr_in &to, uint32_t header_bytes = sizeof(WireHeader));
-    void flush_tx();
+    /// The connection a packet names, its token and its source checked (the
+    /// first thing done with any datagram); the drop is counted when there is
+    /// none. CONNECT: *qp and *r stay null and the iface token is checked.
+    bool     authenticate(const Prefix &p, const sockaddr_in &from, UdpQp **qp, Responder **r);
+    void     drop(uint64_t doorbell_counters_t::*reason);
+    void     stage(const WireHeader &hdr, const void *a, size_t alen, const void *b, size_t blen,
+                   const sockaddr_in &to, uint32_t header_bytes = sizeof(WireHeader));
+    void     flush_tx();
     unsigned stage_batch(unsigned from, bool gso); /* udp_socket_io.cc */
     struct TxSlot;
     void     send_linear(const TxSlot &s);
@@ -346,8 +418,12 @@ private:
     uint64_t                              rx_ts_  = 0; ///< kernel arrival of the datagram in hand
     bool                                  rx_timestamps_ = false; ///< SO_TIMESTAMPNS is on
     bool                                  rx_ce_ = false; ///< IP_RECVTOS is on (CE marks are read)
-    uint32_t                              next_qpn_ = 0;
-    unsigned                              depth_    = 0; ///< nesting of progress (deferred frees)
+    uint64_t                              token_ = 0;     ///< this iface's (its address)
+    uint32_t                              next_qpn_    = 0;
+    uint32_t                              next_rid_    = 0; ///< next responder QP number
+    uint64_t                              reasm_bytes_ = 0; ///< held in half-finished AMs
+    uint64_t                              reap_at_     = 0; ///< next stale-reassembly scan
+    unsigned                              depth_ = 0; ///< nesting of progress (deferred frees)
     std::unordered_map<uint32_t, UdpQp *> qp_by_num_;
     std::vector<std::unique_ptr<UdpQp>>   owned_;
     std::vector<std::unique_ptr<UdpQp>>   graveyard_;
@@ -364,23 +440,40 @@ private:
             return std::hash<uint64_t>()((uint64_t(k.ip) << 16 | k.port) ^ (uint64_t(k.qpn) << 29));
         }
     };
-    std::unordered_map<ResponderKey, Responder, ResponderHash> responders_;
-    std::vector<Responder *>                                   ack_list_;
-    std::vector<Responder *>                                   deferred_acks_;
-    uint64_t ack_delay_ = 0; ///< ns an ACK may wait
+    std::unordered_map<uint32_t, Responder> responders_; ///< by id
+    /// (requester address, port, QP) -> responder id: a repeated CONNECT
+    /// finds its connection, a new one from the same QP replaces it.
+    std::unordered_map<ResponderKey, uint32_t, ResponderHash> conn_index_;
+    /// Per requester address and port: the token of the iface there and how
+    /// many connections it has (a CONNECT with another token: it restarted).
+    struct PeerIface {
+        uint64_t token;
+        uint32_t connections;
+    };
+    std::unordered_map<uint64_t, PeerIface> peer_ifaces_;
+    static uint64_t                         address_key(const sockaddr_in &a)
+    {
+        return uint64_t(a.sin_addr.s_addr) << 16 | a.sin_port;
+    }
+    std::vector<Responder *> ack_list_;
+    std::vector<Responder *> deferred_acks_;
+    uint64_t                 ack_delay_ = 0; ///< ns an ACK may wait
 
     /* receive buffers: kRxBatch in the recvmmsg ring, the rest free or held
      * by the AM handler */
-    std::vector<uint8_t *>                        rx_slots_;
-    std::vector<uint8_t *>                        free_bufs_;
-    std::vector<std::unique_ptr<uint8_t[]>>       all_bufs_;
-    std::unordered_map<uint8_t *, bool>           held_; ///< AM buffers lent out
+    std::vector<uint8_t *>                  rx_slots_;
+    std::vector<uint8_t *>                  free_bufs_;
+    std::vector<std::unique_ptr<uint8_t[]>> all_bufs_;
+    /// AM buffers lent out: a receive buffer (kBufSize, back to the free
+    /// list) or a reassembly allocation (freed)
+    std::unordered_map<uint8_t *, bool>           held_; ///< true: a receive buffer
     std::array<mmsghdr, kRxBatch>                 rx_msgs_{};
     std::array<iovec, kRxBatch>                   rx_iov_{};
     std::array<sockaddr_in, kRxBatch>             rx_addr_{};
     std::array<std::array<uint8_t, 64>, kRxBatch> rx_cmsg_{};
-    unsigned rx_want_    = 1; ///< datagrams the next recvmmsg asks for
-    unsigned rx_singles_ = 0; ///< receives in a row that got the one asked for
+    bool     held_injected_ = false; ///< inject(): the AM handler kept the buffer
+    unsigned rx_want_       = 1;     ///< datagrams the next recvmmsg asks for
+    unsigned rx_singles_    = 0;     ///< receives in a row that got the one asked for
     /* READ data received in place (place_read_response) */
     bool                 rx_place_  = false;   ///< a read waits for data
     const uint8_t       *rx_placed_ = nullptr; ///< entry 0's payload went here
@@ -421,5 +514,13 @@ private:
 
 /// Devices: the host's interfaces with an IPv4 address that are up.
 int query_devices(doorbell_device_info_t *devices, int max);
+
+/// Test seam: a UDP QP's connection as its peer sees it (the token, the
+/// peer's QP number for it, the next PSN); false if not connected yet.
+bool connection_of(doorbell_qp_t *qp, uint64_t *token, uint32_t *remote_qpn, uint32_t *next_psn);
+
+/// Test seam: len bytes handled as a datagram that arrived from `from`.
+void inject_datagram(doorbell_iface_t *iface, const void *bytes, size_t len,
+                     const sockaddr_in &from);
 
 } // namespace doorbell::udp

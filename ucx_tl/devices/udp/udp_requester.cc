@@ -239,6 +239,8 @@ void UdpIface::send_packet(UdpQp &qp, const TxPacket &pkt)
     bool                  resend = psn_diff(pkt.psn, qp.max_sent) < 0;
     WireHeader            h      = make_header(pkt.opcode);
     h.flags                      = pkt.flags;
+    h.token                      = qp.token;
+    h.dst_qp                     = qp.remote_qpn;
     h.src_qp                     = qp.qpn;
     h.psn                        = pkt.psn;
     h.ts_send                    = now_;
@@ -323,8 +325,8 @@ void UdpIface::send_packet(UdpQp &qp, const TxPacket &pkt)
 
 void UdpIface::transmit(UdpQp &qp)
 {
-    if (qp.in_error() || now_ < qp.hold_until_ns) {
-        return;
+    if (qp.in_error() || !qp.connected || now_ < qp.hold_until_ns) {
+        return; /* (a QP still connecting keeps its WQEs in the ring) */
     }
     for (;;) {
         if (qp.tx_psn == qp.next_psn && !cut_packet(qp)) {
@@ -360,6 +362,8 @@ void UdpIface::transmit(UdpQp &qp)
 void UdpIface::send_probe(UdpQp &qp, uint32_t psn)
 {
     WireHeader h = make_header(Opcode::kAckReq);
+    h.token      = qp.token;
+    h.dst_qp     = qp.remote_qpn;
     h.src_qp     = qp.qpn;
     h.psn        = psn;
     h.ts_send    = now_;
@@ -401,7 +405,14 @@ void UdpIface::retire(UdpQp &qp)
 
 void UdpIface::check_timer(UdpQp &qp)
 {
-    if (qp.deadline_ns == 0 || qp.in_error()) {
+    if (qp.in_error()) {
+        return;
+    }
+    if (!qp.connected) {
+        check_connect(qp);
+        return;
+    }
+    if (!check_keepalive(qp) || qp.deadline_ns == 0) {
         return;
     }
     if (qp.unacked.empty() && qp.reads.empty()) {
@@ -480,6 +491,8 @@ unsigned UdpIface::rerequest_reads(UdpQp &qp)
             WireHeader            h = make_header(Opcode::kAtomicReq);
             h.flags                 = kFlagFirst | kFlagLast | kFlagRetry;
             h.am_id                 = w.am_id;
+            h.token                 = qp.token;
+            h.dst_qp                = qp.remote_qpn;
             h.src_qp                = qp.qpn;
             h.psn                   = piece.psn;
             h.remote_addr           = w.remote_addr;
@@ -494,6 +507,8 @@ unsigned UdpIface::rerequest_reads(UdpQp &qp)
         }
         WireHeader h  = make_header(Opcode::kReadReq);
         h.flags       = kFlagFirst | kFlagLast | kFlagRetry;
+        h.token       = qp.token;
+        h.dst_qp      = qp.remote_qpn;
         h.src_qp      = qp.qpn;
         h.psn         = piece.psn;
         h.remote_addr = piece.remote_addr;
@@ -574,15 +589,28 @@ uint32_t UdpIface::read_piece_max(const UdpQp &qp) const
     return uint32_t(max);
 }
 
-void UdpIface::handle_response(const WireHeader &h, const uint8_t *payload, const sockaddr_in &from,
-                               bool ce)
+/// A response to qp (authenticated: its token, from its peer's address).
+void UdpIface::handle_response(UdpQp &qp, const WireHeader &h, const uint8_t *payload, bool ce)
 {
-    auto it = qp_by_num_.find(h.dst_qp);
-    if (it == qp_by_num_.end() || !same_peer(it->second->peer, from) || it->second->in_error()) {
-        ++counters.rx_dropped; /* stale: QP gone, or not our peer */
+    heard(qp);
+    if (!qp.connected) {
+        if (Opcode(h.opcode) == Opcode::kAccept) {
+            handle_accept(qp, h);
+        } else if (Opcode(h.opcode) == Opcode::kNak && NakCode(h.am_id) == NakCode::kRefused) {
+            qp.deadline_ns = 0;
+            qp.fail(DOORBELL_ERR_REMOTE, name + ": peer " + peer_string(qp.peer, qp.qpn) +
+                                             " refused the connection: its table of " +
+                                             std::to_string(kMaxResponders) +
+                                             " connections is full of live ones");
+        } else {
+            drop(&doorbell_counters_t::rx_drop_state); /* nothing was sent yet */
+        }
         return;
     }
-    UdpQp &qp = *it->second;
+    if (qp.in_error()) {
+        drop(&doorbell_counters_t::rx_drop_state);
+        return;
+    }
     switch (Opcode(h.opcode)) {
     case Opcode::kAck:
         handle_ack(qp, h);
@@ -592,6 +620,9 @@ void UdpIface::handle_response(const WireHeader &h, const uint8_t *payload, cons
         break;
     case Opcode::kAtomicResp:
         handle_atomic_resp(qp, h);
+        break;
+    case Opcode::kAccept:
+        handle_accept(qp, h);
         break;
     default:
         handle_read_resp(qp, h, payload, ce);
@@ -669,8 +700,9 @@ void UdpIface::handle_ack(UdpQp &qp, const WireHeader &h)
 
 void UdpIface::handle_nak(UdpQp &qp, const WireHeader &h)
 {
-    if (psn_diff(h.psn, qp.una) < 0 || psn_diff(h.psn, qp.next_psn) >= 0) {
-        ++counters.rx_dropped; /* stale NAK */
+    if (psn_diff(h.psn, qp.una) < 0 || psn_diff(h.psn, qp.next_psn) >= 0 ||
+        NakCode(h.am_id) == NakCode::kRefused) {
+        drop(&doorbell_counters_t::rx_drop_state); /* stale NAK */
         return;
     }
     ack_psn(qp, h.psn, now_); /* everything before it arrived */
@@ -725,7 +757,7 @@ void UdpIface::handle_read_resp(UdpQp &qp, const WireHeader &h, const uint8_t *p
     uint32_t   idx   = h.msg_offset / piece.chunk;
     if (piece.atomic || h.msg_length != piece.length || h.msg_offset % piece.chunk != 0 ||
         h.length != std::min(piece.chunk, piece.length - h.msg_offset)) {
-        ++counters.rx_dropped;
+        drop(&doorbell_counters_t::rx_drop_state);
         return;
     }
     if (piece.got[idx]) {

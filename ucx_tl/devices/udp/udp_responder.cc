@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 
 namespace doorbell::udp {
 
@@ -14,7 +15,9 @@ void UdpIface::send_control(const Responder &r, Opcode op, NakCode code, uint32_
 {
     WireHeader h = make_header(op);
     h.am_id      = uint8_t(code);
+    h.token      = r.token;
     h.dst_qp     = r.qpn;
+    h.src_qp     = r.id;
     h.psn        = psn;
     h.aux        = op == Opcode::kAck ? r.ce_bytes : 0;
     h.ts_send    = now_;
@@ -24,28 +27,6 @@ void UdpIface::send_control(const Responder &r, Opcode op, NakCode code, uint32_
     if (op == Opcode::kNak) {
         ++counters.naks;
     }
-}
-
-/// The table is full: forgets the peer QP heard from least recently (a QP
-/// long gone, typically). Its peer, if alive, would see its packets NAKed
-/// back to PSN 0 as stale and time out.
-bool UdpIface::evict_oldest_responder()
-{
-    auto oldest = responders_.end();
-    for (auto it = responders_.begin(); it != responders_.end(); ++it) {
-        const Responder &r = it->second;
-        if (r.ack_due || r.ack_deferred || r.am_buf != nullptr) {
-            continue; /* referenced from the ACK lists, or mid-message */
-        }
-        if (oldest == responders_.end() || r.last_seen < oldest->second.last_seen) {
-            oldest = it;
-        }
-    }
-    if (oldest == responders_.end()) {
-        return false;
-    }
-    responders_.erase(oldest);
-    return true;
 }
 
 void UdpIface::send_ack(Responder &r)
@@ -73,12 +54,13 @@ void UdpIface::flush_deferred_acks(bool all)
     deferred_acks_.resize(keep);
 }
 
-void UdpIface::send_read_response(const WireHeader &req, const sockaddr_in &to)
+void UdpIface::send_read_response(const Responder &r, const WireHeader &req)
 {
     const uint8_t *src = reinterpret_cast<const uint8_t *>(uintptr_t(req.remote_addr));
     for (uint32_t off = req.msg_offset; off < req.msg_length; off += req.aux) {
         WireHeader h = make_header(Opcode::kReadResp);
-        h.dst_qp     = req.src_qp;
+        h.token      = r.token;
+        h.dst_qp     = r.qpn;
         h.psn        = req.psn;
         h.msg_length = req.msg_length;
         h.msg_offset = off;
@@ -86,36 +68,25 @@ void UdpIface::send_read_response(const WireHeader &req, const sockaddr_in &to)
         h.ts_send    = now_;
         h.flags      = off == req.msg_offset ? kFlagFirst : 0;
         h.ts_echo    = req.ts_send;
-        stage(h, src + off, h.length, nullptr, 0, to, data_header_bytes(Opcode::kReadResp));
+        stage(h, src + off, h.length, nullptr, 0, r.peer, data_header_bytes(Opcode::kReadResp));
     }
 }
 
-void UdpIface::handle_request(const WireHeader &h, uint8_t *buf, const uint8_t *payload,
-                              const sockaddr_in &from, bool ce, size_t slot)
+/// A request of connection r (authenticated: its token, from its
+/// requester's address), executed in PSN order.
+void UdpIface::handle_request(Responder &r, const WireHeader &h, uint8_t *buf,
+                              const uint8_t *payload, bool ce, size_t slot)
 {
-    ResponderKey key{from.sin_addr.s_addr, from.sin_port, h.src_qp};
-    auto         it = responders_.find(key);
-    if (it == responders_.end()) {
-        if (h.psn != 0) {
-            /* the peer's first packets were lost (or the QP is long
-             * forgotten): ask for PSN 0 */
-            ++counters.rx_dropped;
-            Responder tmp;
-            tmp.peer = from;
-            tmp.qpn  = h.src_qp;
-            send_control(tmp, Opcode::kNak, NakCode::kSequence, 0);
-            return;
-        }
-        if (responders_.size() >= kMaxResponders && !evict_oldest_responder()) {
-            ++counters.rx_dropped;
-            return;
-        }
-        Responder fresh;
-        fresh.peer = from;
-        fresh.qpn  = h.src_qp;
-        it         = responders_.emplace(key, std::move(fresh)).first;
+    if (Opcode(h.opcode) == Opcode::kDisconnect) {
+        erase_responder(r.id); /* its requester's QP is gone */
+        return;
     }
-    Responder &r = it->second;
+    int32_t d = psn_diff(h.psn, r.expected);
+    if (d > kPsnWindow || d < -kPsnWindow) {
+        /* no requester has a window this wide: not an answerable packet */
+        drop(&doorbell_counters_t::rx_drop_psn);
+        return;
+    }
     /* The hold an ACK reports counts from here, when the packet is processed:
      * it is the delay kept on purpose (a deferred ACK). The time the packet
      * waited in this socket for this process is left in the requester's
@@ -144,14 +115,13 @@ void UdpIface::handle_request(const WireHeader &h, uint8_t *buf, const uint8_t *
         }
     };
 
-    int32_t d = psn_diff(h.psn, r.expected);
     if (r.failed) {
         /* after an error nothing more is executed; repeat the verdict in
          * case the NAK was lost */
         if (d >= -1) {
             send_control(r, Opcode::kNak, r.fail_code, r.expected - 1);
         }
-        ++counters.rx_dropped;
+        drop(&doorbell_counters_t::rx_drop_state);
         return;
     }
     if (d < 0 && Opcode(h.opcode) == Opcode::kAckReq) {
@@ -162,7 +132,7 @@ void UdpIface::handle_request(const WireHeader &h, uint8_t *buf, const uint8_t *
         ++counters.rx_duplicates;
         if (Opcode(h.opcode) == Opcode::kReadReq && (h.flags & kFlagRetry) &&
             pd.allows(h.rkey, h.remote_addr, h.msg_length, DOORBELL_ACCESS_REMOTE_READ)) {
-            send_read_response(h, from); /* the responses were lost */
+            send_read_response(r, h); /* the responses were lost */
         }
         if (Opcode(h.opcode) == Opcode::kAtomicReq) {
             answer_atomic_again(r, h); /* the answer was lost: never run twice */
@@ -176,6 +146,9 @@ void UdpIface::handle_request(const WireHeader &h, uint8_t *buf, const uint8_t *
         if (!r.nak_sent || Opcode(h.opcode) == Opcode::kAckReq) {
             r.nak_sent = true;
             send_control(r, Opcode::kNak, NakCode::kSequence, r.expected);
+        }
+        if (Opcode(h.opcode) != Opcode::kAckReq) {
+            drop(&doorbell_counters_t::rx_drop_psn); /* a gap: resent after the NAK */
         }
         return;
     }
@@ -233,7 +206,7 @@ void UdpIface::handle_request(const WireHeader &h, uint8_t *buf, const uint8_t *
             reject(NakCode::kAccess);
             return;
         }
-        send_read_response(h, from);
+        send_read_response(r, h);
         break;
     case Opcode::kSend:
         if (!handle_send(r, h, buf, payload, slot)) {
@@ -241,7 +214,7 @@ void UdpIface::handle_request(const WireHeader &h, uint8_t *buf, const uint8_t *
         }
         break;
     default:
-        ++counters.rx_dropped;
+        drop(&doorbell_counters_t::rx_drop_malformed); /* not a request */
         return;
     }
     ++r.expected;
@@ -261,6 +234,9 @@ void UdpIface::handle_request(const WireHeader &h, uint8_t *buf, const uint8_t *
 
 /// Takes one SEND segment in order. Returns false if it was not accepted
 /// (receiver busy: NAK sent, the peer keeps the AM; or a protocol error).
+/// A message of one packet is delivered in place; one of several is
+/// reassembled in an allocation of its own size, within the iface's
+/// rx_reassembly_bytes (a first segment beyond it is put off as busy).
 bool UdpIface::handle_send(Responder &r, const WireHeader &h, uint8_t *buf, const uint8_t *payload,
                            size_t slot)
 {
@@ -269,8 +245,9 @@ bool UdpIface::handle_send(Responder &r, const WireHeader &h, uint8_t *buf, cons
      * bytes before its data that the callee gets as headroom */
     bool     in_place = first && h.length == h.msg_length && payload == buf + sizeof(WireHeader);
     uint8_t *base     = nullptr;
-    if (h.msg_length > kBufSize - sizeof(WireHeader) || (first && r.am_buf != nullptr) ||
+    if (h.msg_length > params.seg_size || (first && r.am_buf != nullptr) ||
         (!first && (r.am_buf == nullptr || h.msg_offset != r.am_length))) {
+        /* longer than any AM of this iface (SEG_SIZE), or out of sequence */
         send_control(r, Opcode::kNak, NakCode::kInvalid, h.psn);
         r.failed    = true;
         r.fail_code = NakCode::kInvalid;
@@ -285,18 +262,38 @@ bool UdpIface::handle_send(Responder &r, const WireHeader &h, uint8_t *buf, cons
         if (in_place) {
             base = buf;
         } else {
-            r.am_buf    = take_buffer();
+            uint32_t need = uint32_t(sizeof(WireHeader)) + h.msg_length;
+            if (reasm_bytes_ + need > params.rx_reassembly_bytes) {
+                reap_reassembly(true);
+            }
+            uint8_t *mem = reasm_bytes_ + need <= params.rx_reassembly_bytes ? new (std::nothrow)
+                                                                                   uint8_t[need] :
+                                                                               nullptr;
+            if (mem == nullptr) {
+                ++counters.reasm_busy; /* offered again after rto_min */
+                send_control(r, Opcode::kNak, NakCode::kReceiverBusy, h.psn);
+                return false;
+            }
+            r.am_buf    = mem;
+            r.am_alloc  = need;
             r.am_length = 0;
+            reasm_bytes_ += need;
+            counters.reasm_bytes = reasm_bytes_;
+            counters.reasm_peak  = std::max(counters.reasm_peak, reasm_bytes_);
         }
     }
     if (!in_place) {
         std::memcpy(r.am_buf + sizeof(WireHeader) + h.msg_offset, payload, h.length);
         r.am_length += h.length;
+        r.am_last_ns = now_;
         if (r.am_length < h.msg_length) {
             return true;
         }
-        base     = r.am_buf;
-        r.am_buf = nullptr;
+        base = r.am_buf;
+        reasm_bytes_ -= r.am_alloc; /* complete: no longer half-finished */
+        counters.reasm_bytes = reasm_bytes_;
+        r.am_buf             = nullptr;
+        r.am_alloc           = 0;
     }
     /* accept before the callback: it may post, and must see a consistent
      * responder; expected is advanced by the caller right after */
@@ -305,12 +302,14 @@ bool UdpIface::handle_send(Responder &r, const WireHeader &h, uint8_t *buf, cons
         status = am_cb(am_arg, h.am_id, base + sizeof(WireHeader), h.msg_length);
     }
     if (status == DOORBELL_INPROGRESS) {
-        held_[base] = true;
-        if (in_place) {
+        held_[base] = in_place; /* a receive buffer, or the reassembly's own */
+        if (in_place && slot == kNoSlot) {
+            held_injected_ = true;
+        } else if (in_place) {
             rx_slots_[slot] = take_buffer(); /* the slot's buffer is lent */
         }
     } else if (!in_place) {
-        give_buffer(base);
+        delete[] base;
     }
     return true;
 }
@@ -318,9 +317,16 @@ bool UdpIface::handle_send(Responder &r, const WireHeader &h, uint8_t *buf, cons
 void UdpIface::release_am(void *data)
 {
     uint8_t *base = static_cast<uint8_t *>(data) - sizeof(WireHeader);
-    if (held_.erase(base) != 0) {
-        give_buffer(base);
+    auto     it   = held_.find(base);
+    if (it == held_.end()) {
+        return;
     }
+    if (it->second) {
+        give_buffer(base);
+    } else {
+        delete[] base;
+    }
+    held_.erase(it);
 }
 
 } // namespace doorbell::udp

@@ -61,6 +61,7 @@ unsigned UdpIface::progress()
         now_ = now_ns();
     }
     flush_deferred_acks(false);
+    reap_reassembly(false);
     for (size_t i = 0; i < qps.size(); ++i) {
         auto *qp = static_cast<UdpQp *>(qps[i]);
         check_timer(*qp);
@@ -137,7 +138,7 @@ unsigned UdpIface::receive(size_t &bytes)
             }
             if (m.msg_flags & MSG_TRUNC) {
                 ++counters.rx_packets;
-                ++counters.rx_dropped;
+                drop(&doorbell_counters_t::rx_drop_malformed);
                 continue;
             }
             if (!rx_ce_ &&
@@ -183,13 +184,21 @@ int UdpIface::place_read_response()
     if (size_t(len) > kBufSize) {
         return 0;
     }
-    ParseResult       pr = parse_header(head, std::min(sizeof(head), size_t(len)), size_t(len));
-    const WireHeader &h  = pr.header;
-    if (pr.status != ParseStatus::kOk || Opcode(h.opcode) != Opcode::kReadResp) {
+    /* the connection and its token first, as for every datagram; anything
+     * that does not pass takes the normal path, which counts the drop */
+    size_t head_len = std::min(sizeof(head), size_t(len));
+    Prefix p;
+    if (!read_prefix(head, head_len, p) || p.opcode != uint8_t(Opcode::kReadResp)) {
         return 0;
     }
-    auto it = qp_by_num_.find(h.dst_qp);
-    if (it == qp_by_num_.end() || !same_peer(it->second->peer, from) || it->second->in_error()) {
+    auto it = qp_by_num_.find(p.dst_qp);
+    if (it == qp_by_num_.end() || !tokens_equal(p.token, it->second->token) ||
+        !same_peer(it->second->peer, from) || it->second->in_error()) {
+        return 0;
+    }
+    ParseResult       pr = parse_header(head, head_len, size_t(len));
+    const WireHeader &h  = pr.header;
+    if (pr.status != ParseStatus::kOk || Opcode(h.opcode) != Opcode::kReadResp) {
         return 0;
     }
     for (const ReadPiece &piece : it->second->reads) {
@@ -275,15 +284,32 @@ void UdpIface::handle_datagram(uint8_t *buf, size_t len, const sockaddr_in &from
     if (faults_ && faults_->rx_drop()) {
         return;
     }
-    ParseResult r = parse(buf, len);
-    if (r.status != ParseStatus::kOk ||
-        (placed != nullptr &&
-         std::memcmp(&r.header, &rx_placed_header_, sizeof(WireHeader)) != 0)) {
-        ++counters.rx_dropped; /* (a changed header: not with one reader) */
+    Prefix p;
+    if (!read_prefix(buf, len, p)) {
+        drop(&doorbell_counters_t::rx_drop_malformed);
+        return;
+    }
+    if ((p.magic != kMagic && p.magic != kDataMagic) || p.version != kVersion) {
+        drop(&doorbell_counters_t::rx_drop_foreign);
+        return;
+    }
+    UdpQp     *qp = nullptr;
+    Responder *r  = nullptr;
+    if (!authenticate(p, from, &qp, &r)) {
+        return; /* no such connection, wrong token or wrong source */
+    }
+    ParseResult pr = parse(buf, len);
+    if (pr.status != ParseStatus::kOk) {
+        drop(pr.status == ParseStatus::kForeign ? &doorbell_counters_t::rx_drop_foreign :
+                                                  &doorbell_counters_t::rx_drop_malformed);
+        return;
+    }
+    if (placed != nullptr && std::memcmp(&pr.header, &rx_placed_header_, sizeof(WireHeader)) != 0) {
+        drop(&doorbell_counters_t::rx_drop_malformed); /* (a changed header: not with one reader) */
         return;
     }
     if (placed != nullptr) {
-        r.payload = placed;
+        pr.payload = placed;
     }
     if (faults_ && faults_->ce()) {
         ce = true;
@@ -291,16 +317,12 @@ void UdpIface::handle_datagram(uint8_t *buf, size_t len, const sockaddr_in &from
     if (ce) {
         ++counters.ce_marks;
     }
-    switch (Opcode(r.header.opcode)) {
-    case Opcode::kAck:
-    case Opcode::kNak:
-    case Opcode::kReadResp:
-    case Opcode::kAtomicResp:
-        handle_response(r.header, r.payload, from, ce);
-        break;
-    default:
-        handle_request(r.header, buf, r.payload, from, ce, slot);
-        break;
+    if (qp != nullptr) {
+        handle_response(*qp, pr.header, pr.payload, ce);
+    } else if (r != nullptr) {
+        handle_request(*r, pr.header, buf, pr.payload, ce, slot);
+    } else {
+        handle_connect(pr.header, pr.payload, from);
     }
 }
 

@@ -1,14 +1,20 @@
 /*
  * The UDP device's wire format: a 64-byte header in front of a datagram's
  * payload; read responses and the segments of a WRITE or SEND that takes
- * several packets carry a shorter one (DataHeader: 32 bytes, 48 for a WRITE,
- * 40 for a READ_RESP) that the parser expands into the same WireHeader. Little-endian (static_assert below), packed,
- * versioned.
+ * several packets carry a shorter one (DataHeader: 40 bytes, 56 for a WRITE,
+ * 48 for a READ_RESP) that the parser expands into the same WireHeader.
+ * Little-endian (static_assert below), packed, versioned.
  *
- * Requests travel from a requester QP to the responder state the peer keeps
- * for it (keyed by source address and src_qp); every request packet carries
- * a PSN, and the responder accepts them strictly in PSN order (go-back-N).
- * Responses (ACK, NAK, READ_RESP) travel back to dst_qp.
+ * Connections: a requester QP connects to a peer iface with CONNECT, which
+ * carries the target iface's token (from its address blob, which only the
+ * job has), the requester's QP, its random initial PSN and a fresh random
+ * connection token; the responder answers ACCEPT with the QP number of the
+ * state it keeps for the connection. From then on every packet, both ways,
+ * carries the connection token and names its receiver's QP (dst_qp), at the
+ * same offsets in both header formats (Prefix): the receive path checks the
+ * token, then the source address, before it looks at anything else.
+ * Requests are accepted strictly in PSN order (go-back-N); responses (ACK,
+ * NAK, READ_RESP) travel back to the requester's QP.
  *
  * The header is exactly DOORBELL_AM_HEADROOM bytes: an active message is
  * delivered in place and the header bytes before it are the callee's headroom.
@@ -20,13 +26,14 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace doorbell::udp {
 
 static constexpr uint32_t kMagic       = 0x4c424244; ///< "DBBL" on the wire
 static constexpr uint32_t kDataMagic   = 0x64424244; ///< "DBBd": a DataHeader
-static constexpr uint8_t  kVersion     = 2;
-static constexpr uint32_t kMaxDatagram = 65000; ///< bytes, header included
+static constexpr uint8_t  kVersion     = 3;          ///< 3: connections and tokens
+static constexpr uint32_t kMaxDatagram = 65000;      ///< bytes, header included
 
 enum class Opcode : uint8_t {
     kWrite    = 1, ///< RDMA WRITE segment: payload -> remote_addr + msg_offset
@@ -45,9 +52,16 @@ enum class Opcode : uint8_t {
     kAtomicReq = 9,   ///< one atomic on the msg_length-byte word (4 or 8) at
                       ///< remote_addr; am_id = doorbell_atomic_op, payload =
                       ///< AtomicArgs
-    kAtomicResp = 10, ///< answer to the atomic at psn (the request's PSN):
-                      ///< remote_addr = the word's value before it
-                      ///< (zero-extended), msg_length = its size
+    kAtomicResp = 10, ///< answer to the atomic at psn (the request's PSN): the
+                      ///< word's value before it in rkey (low 32 bits) and aux
+                      ///< (high 32 bits; atomic_value), msg_length = its size
+
+    /* connections */
+    kConnect = 11,    ///< token = the target iface's token; src_qp, psn = the
+                      ///< requester's QP and initial PSN; payload: ConnectPayload
+    kAccept = 12,     ///< to the requester's QP: src_qp = the responder's QP
+                      ///< for the connection; psn = the initial PSN, echoed
+    kDisconnect = 13, ///< the requester's QP is gone: forget the connection
     kLast
 };
 
@@ -65,40 +79,54 @@ enum class NakCode : uint8_t {
     kReceiverBusy = 2, ///< no receive buffer for an AM: resend psn later
     kAccess       = 3, ///< remote key, bounds or access rejected psn
     kInvalid      = 4, ///< malformed request at psn
+    kRefused      = 5, ///< CONNECT refused: the responder's table is full
     kLast
 };
 
 struct [[gnu::packed]] WireHeader {
-    uint32_t magic;       /* kMagic */
-    uint8_t  version;     /* kVersion */
-    uint8_t  opcode;      /* Opcode */
-    uint8_t  flags;       /* HeaderFlags */
-    uint8_t  am_id;       /* SEND: AM id; NAK: NakCode; SIGNAL: signal op;
-                            * ATOMIC_REQ: doorbell_atomic_op */
-    uint32_t src_qp;      /* QP number of the requester */
-    uint32_t dst_qp;      /* responses: requester's QP; requests: 0 */
-    uint32_t psn;         /* see Opcode */
-    uint32_t length;      /* payload bytes after this header */
-    uint64_t remote_addr; /* WRITE/READ_REQ: message's target address */
-    uint32_t rkey;        /* WRITE/READ_REQ: remote key */
-    uint32_t msg_length;  /* bytes of the whole message (read request) */
-    uint32_t msg_offset;  /* offset of this payload in the message
-                            * (READ_REQ: first chunk wanted; ACK/NAK: ns the
-                            * answer was kept after its packet was processed,
-                            * so the sender can take a delayed ACK's hold out
-                            * of its RTT sample) */
-    uint32_t aux;         /* ACK/NAK: CE-marked bytes; READ_REQ: chunk size;
-                            * READ_RESP: 0 (answered as it is processed) */
-    uint64_t ts_send;     /* sender's monotonic clock, ns */
-    uint64_t ts_echo;     /* ACK/NAK/READ_RESP: ts_send of the packet
-                            * answered */
+    uint32_t magic;   /* kMagic */
+    uint8_t  version; /* kVersion */
+    uint8_t  opcode;  /* Opcode */
+    uint8_t  flags;   /* HeaderFlags */
+    uint8_t  am_id;   /* SEND: AM id; NAK: NakCode; SIGNAL: signal op;
+                       * ATOMIC_REQ: doorbell_atomic_op */
+    uint64_t token;   /* the connection's token (CONNECT: the target iface's) */
+    uint32_t dst_qp;  /* the receiver's QP: requests, the responder's for this
+                       * connection; responses, the requester's; CONNECT: 0 */
+    uint32_t src_qp;  /* the sender's QP (ACCEPT: the responder's) */
+    uint32_t psn;     /* see Opcode */
+    uint32_t length;  /* payload bytes after this header */
+    union {
+        uint64_t remote_addr; /* requests (WRITE/READ_REQ/SIGNAL/ATOMIC_REQ):
+                               * the target */
+        uint64_t ts_echo;     /* responses (ACK/NAK/READ_RESP/ATOMIC_RESP/
+                               * ACCEPT): ts_send of the packet answered */
+    };
+    uint32_t rkey;       /* WRITE/READ_REQ/SIGNAL: remote key */
+    uint32_t msg_length; /* bytes of the whole message (read request) */
+    uint32_t msg_offset; /* offset of this payload in the message
+                          * (READ_REQ: first chunk wanted; ACK/NAK: ns the
+                          * answer was kept after its packet was processed,
+                          * so the sender can take a delayed ACK's hold out
+                          * of its RTT sample) */
+    uint32_t aux;        /* ACK/NAK: CE-marked bytes; READ_REQ: chunk size;
+                          * READ_RESP: 0 (answered as it is processed) */
+    uint64_t ts_send;    /* sender's monotonic clock, ns */
+};
+
+/// A CONNECT's payload.
+struct [[gnu::packed]] ConnectPayload {
+    uint64_t conn_token;  ///< the new connection's token (random, never 0)
+    uint64_t iface_token; ///< the requester's iface token: a CONNECT from the
+                          ///< same address with another one shows that the
+                          ///< iface that had it is gone (a restarted peer)
 };
 
 /*
  * The header of each segment of a WRITE or SEND that takes more than one
  * packet, and of every READ_RESP. A bulk transfer is all segments, and on a
- * 1500-byte MTU the 64-byte header cost 4.3 % of the link: these carry 32
- * bytes more payload (16 for a WRITE, 24 for a READ_RESP). Only what a
+ * 1500-byte MTU the 64-byte header cost 4.3 % of the link: these carry 24
+ * bytes more payload (8 for a WRITE, 16 for a READ_RESP). Only what a
  * segment needs travels; the payload length is the rest of the datagram, the
  * fields a segment does not have are 0. A one-packet WRITE or SEND keeps the
  * full header: an active message is delivered in place, behind its 64 bytes.
@@ -109,7 +137,8 @@ struct [[gnu::packed]] DataHeader {
     uint8_t  opcode;  /* kWrite, kSend or kReadResp */
     uint8_t  flags;   /* HeaderFlags */
     uint8_t  am_id;   /* SEND: AM id; otherwise 0 */
-    uint32_t qp;      /* WRITE, SEND: src_qp; READ_RESP: dst_qp */
+    uint64_t token;   /* the connection's token */
+    uint32_t qp;      /* dst_qp: WRITE, SEND the responder's; READ_RESP the requester's */
     uint32_t psn;
     uint32_t msg_length;
     uint32_t msg_offset;
@@ -129,7 +158,8 @@ struct [[gnu::packed]] DataEcho {
     uint64_t ts_echo;
 };
 
-static_assert(sizeof(DataHeader) == 32 && sizeof(DataTarget) == 16 && sizeof(DataEcho) == 8);
+static_assert(sizeof(DataHeader) == 40 && sizeof(DataTarget) == 16 && sizeof(DataEcho) == 8);
+static_assert(sizeof(ConnectPayload) == 16);
 
 /// Bytes of the DataHeader (and what follows it) of an opcode's segments.
 constexpr uint32_t data_header_bytes(Opcode op)
@@ -153,6 +183,66 @@ struct [[gnu::packed]] AtomicArgs {
 static_assert(sizeof(AtomicArgs) == 16);
 static_assert(offsetof(doorbell_wqe_t, atomic_operand) ==
               offsetof(doorbell_wqe_t, atomic_compare) + sizeof(uint64_t));
+
+/// An ATOMIC_RESP's value (the word before the atomic): a response's 8 bytes
+/// at remote_addr hold the echo, so the value travels in rkey and aux, which
+/// a response has no other use for.
+inline uint64_t atomic_value(const WireHeader &h)
+{
+    return uint64_t(h.aux) << 32 | h.rkey;
+}
+
+inline void set_atomic_value(WireHeader &h, uint64_t value)
+{
+    h.rkey = uint32_t(value);
+    h.aux  = uint32_t(value >> 32);
+}
+
+/// What every packet carries at the same offsets in both header formats:
+/// what the receive path reads first, to find the connection and check
+/// the token before it looks at anything else.
+struct Prefix {
+    uint32_t magic;
+    uint8_t  version;
+    uint8_t  opcode;
+    uint64_t token;
+    uint32_t dst_qp;
+};
+static constexpr size_t kPrefixBytes = 20;
+static_assert(offsetof(WireHeader, token) == 8 && offsetof(DataHeader, token) == 8 &&
+              offsetof(WireHeader, dst_qp) == 16 && offsetof(DataHeader, qp) == 16 &&
+              offsetof(WireHeader, opcode) == offsetof(DataHeader, opcode));
+
+/// Reads the prefix of a datagram of len bytes; false if it is too short
+/// to have one.
+inline bool read_prefix(const uint8_t *bytes, size_t len, Prefix &p)
+{
+    if (len < kPrefixBytes) {
+        return false;
+    }
+    std::memcpy(&p.magic, bytes, 4);
+    p.version = bytes[4];
+    p.opcode  = bytes[5];
+    std::memcpy(&p.token, bytes + 8, 8);
+    std::memcpy(&p.dst_qp, bytes + 16, 4);
+    return true;
+}
+
+/// Whether a packet of this opcode travels to a requester's QP (an answer)
+/// rather than to the responder state of a connection (a request).
+constexpr bool is_response(uint8_t opcode)
+{
+    return opcode == uint8_t(Opcode::kAck) || opcode == uint8_t(Opcode::kNak) ||
+           opcode == uint8_t(Opcode::kReadResp) || opcode == uint8_t(Opcode::kAtomicResp) ||
+           opcode == uint8_t(Opcode::kAccept);
+}
+
+/// Token comparison in constant time: one 64-bit compare, whatever the
+/// bytes (no early exit an attacker could time).
+inline bool tokens_equal(uint64_t a, uint64_t b)
+{
+    return (a ^ b) == 0;
+}
 
 /// PSN serial-number comparison (wraps at 2^32).
 inline int32_t psn_diff(uint32_t a, uint32_t b)
