@@ -6,7 +6,10 @@
 
 #include "doorbell_spawn.h"
 
+#include <cstdlib>
 #include <regex>
+#include <string>
+#include <vector>
 
 using namespace doorbell_test;
 
@@ -82,6 +85,129 @@ TEST(MpiProgress, ReceiveCompletesWhileSenderComputes)
 
 INSTANTIATE_TEST_SUITE_P(Doorbell, MpiP2p, ::testing::Values(2, 4),
                          [](const auto &info) { return std::to_string(info.param) + "ranks"; });
+
+/// The sum of a counter over every "<device> <name> <value>" line.
+uint64_t counter_sum(const std::string &output, const std::string &name)
+{
+    uint64_t    sum = 0;
+    std::string key = " " + name + " ";
+    for (size_t at = output.find(key); at != std::string::npos; at = output.find(key, at + 1)) {
+        sum += std::strtoull(output.c_str() + at + key.size(), nullptr, 10);
+    }
+    return sum;
+}
+
+// Point-to-point over pml ucx on the doorbell UCX transport (the path UCP's
+// active messages take, which forged datagrams used to reach).
+const std::vector<std::string> kOverUcp = {"--tune",
+                                           DOORBELL_TUNE_FILE,
+                                           "-x",
+                                           "UCX_NET_DEVICES=lo",
+                                           "--mca",
+                                           "pml",
+                                           "ucx",
+                                           "--mca",
+                                           "pml_ucx_tls",
+                                           "doorbell",
+                                           "--mca",
+                                           "pml_ucx_devices",
+                                           "any",
+                                           "-x",
+                                           "UCX_TLS=doorbell,self",
+                                           "-x",
+                                           "UCX_DOORBELL_STATS=y"};
+
+class MpiHostile : public ::testing::TestWithParam<const char *> {};
+
+// Forged datagrams from a stranger (the 72-byte UCP active message
+// and software PUT, WRITEs and SENDs with guessed tokens, handshakes without
+// the iface token) at the other ranks' doorbell sockets during a transfer,
+// over pml ucx and over the doorbell btl: none reaches UCP or ob1 (it would
+// abort the rank), every one is counted as dropped, and every byte of the
+// transfer arrives intact.
+TEST_P(MpiHostile, ForgedDatagramsAreDroppedAndTheTransferValidates)
+{
+    std::vector<std::string> argv = {
+        "timeout",         "-k",  "10", "240", "mpirun", "--allow-run-as-root",
+        "--oversubscribe", "-np", "2"};
+    if (std::string(GetParam()) == "ucp") {
+        argv.insert(argv.end(), kOverUcp.begin(), kOverUcp.end());
+    } else {
+        argv.insert(argv.end(), kOverDoorbell.begin(), kOverDoorbell.end());
+        argv.insert(argv.end(), {"--mca", "btl_doorbell_stats", "1"});
+    }
+    argv.push_back(DOORBELL_HOSTILE_CHECK);
+    Child c = run(argv);
+    ASSERT_EQ(c.status, 0) << c.output;
+    ASSERT_TRUE(contains(c.output, ", 0 wrong bytes")) << c.output;
+    size_t   at     = c.output.find(" sockets found in rank 0, ");
+    uint64_t forged = at == std::string::npos ?
+                          0 :
+                          std::strtoull(c.output.c_str() + at + 26, nullptr, 10);
+    EXPECT_GT(forged, 0u) << c.output;
+    uint64_t dropped = counter_sum(c.output, "rx_drop_token") +
+                       counter_sum(c.output, "rx_drop_no_conn") +
+                       counter_sum(c.output, "rx_drop_foreign") +
+                       counter_sum(c.output, "rx_drop_malformed");
+    /* the datagrams still queued when a socket closed are the only ones not
+     * counted: every one that was read was dropped */
+    EXPECT_GT(dropped, forged / 2) << c.output;
+    EXPECT_LE(dropped, forged) << c.output;
+    RecordProperty("forged", std::to_string(forged));
+    RecordProperty("dropped", std::to_string(dropped));
+}
+
+INSTANTIATE_TEST_SUITE_P(Doorbell, MpiHostile, ::testing::Values("ucp", "btl"),
+                         [](const auto &info) { return std::string(info.param); });
+
+// A value out of its range stops the job at start-up, and the message names
+// the variable, the value and the range (none of these is adjusted or read
+// as "off" in silence any more).
+TEST(MpiConfig, OutOfRangeValuesFailAtStartupNamingThem)
+{
+    struct Bad {
+        std::vector<std::string> args;
+        const char              *says;
+    };
+    const Bad bad[] = {
+        {{"-x", "UCX_DOORBELL_TX_QUEUE_LEN=99999999"},
+         "UCX_DOORBELL_TX_QUEUE_LEN = 99999999 is out of range: a power of two in [4, 65536]"},
+        {{"-x", "UCX_DOORBELL_SEG_SIZE=1m"}, "UCX_DOORBELL_SEG_SIZE = 1048576 is out of range"},
+        {{"-x", "UCX_DOORBELL_RETRY_COUNT=0"}, "UCX_DOORBELL_RETRY_COUNT = 0 is out of range"},
+        {{"--mca", "coll_doorbell_timeout", "abc"},
+         "coll_doorbell_timeout = \"abc\" is out of range: an integer in [0, 86400000]"},
+        {{"--mca", "coll_doorbell_timeout", "-1"},
+         "coll_doorbell_timeout = \"-1\" is out of range"},
+        {{"--mca", "coll_doorbell_priority", "abc"},
+         "coll_doorbell_priority = \"abc\" is out of range: an integer in [0, 100]"},
+        {{"--mca", "coll_doorbell_enable", "abc"},
+         "coll_doorbell_enable = \"abc\" is out of range: an integer in [0, 1]"},
+        {{"-x", "OMPI_MCA_coll_doorbell_tls="},
+         "coll_doorbell_tls = \"\" is out of range: a UCX_TLS list"},
+        {{"--mca", "coll_doorbell_allreduce_algorithm", "fastest"},
+         "coll_doorbell_allreduce_algorithm = \"fastest\" is out of range: one of auto|"},
+    };
+    for (const Bad &b : bad) {
+        std::vector<std::string> argv = {"timeout", "-k",     "10",
+                                         "120",     "mpirun", "--allow-run-as-root",
+                                         "-np",     "2"};
+        if (b.args[1].rfind("UCX_DOORBELL_", 0) == 0) {
+            /* the transport under pml ucx: MPI_Init fails with it (under
+             * ob1 only the coll component's UCP context would, and the
+             * collectives would fall back) */
+            argv.insert(argv.end(), kOverUcp.begin(), kOverUcp.end());
+        } else {
+            argv.insert(argv.end(), {"--tune", DOORBELL_TUNE_FILE, "-x", "UCX_NET_DEVICES=lo"});
+        }
+        argv.insert(argv.end(), b.args.begin(), b.args.end());
+        argv.push_back(DOORBELL_PROGRESS_CHECK);
+        argv.push_back("/tmp/doorbell-config-" + std::to_string(getpid()));
+        argv.push_back("1024");
+        Child c = run(argv);
+        EXPECT_NE(c.status, 0) << b.says << "\n" << c.output;
+        EXPECT_TRUE(contains(c.output, b.says)) << b.says << "\n" << c.output;
+    }
+}
 
 } // namespace
 
