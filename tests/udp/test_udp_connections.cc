@@ -187,6 +187,97 @@ TEST(UdpConnections, StrangersAreDroppedAndCountedBesideARunningTransfer)
     EXPECT_EQ(before.rx_dropped + 8, c.rx_dropped);
 }
 
+// Atomics take the path of every request and response: an ATOMIC_REQ
+// without the connection's token, from another address, or at a PSN ahead
+// never runs, and an ATOMIC_RESP without the token or from another address
+// never completes the requester's fetch; the genuine atomic beside them
+// runs once and returns the genuine value.
+TEST(UdpConnections, ForgedAtomicsNeitherRunNorAnswer)
+{
+    LoopbackPair pair;
+    Region       word(pair.pd, 8, DOORBELL_ACCESS_REMOTE_ATOMIC);
+    uint64_t     start = 1000;
+    std::memcpy(word.bytes.data(), &start, 8);
+    Conn live   = connection(pair.qa);
+    auto before = pair.counters(pair.b);
+
+    auto request = [&](uint64_t token, uint32_t dst_qp, uint32_t psn) {
+        WireHeader h  = make_header(Opcode::kAtomicReq);
+        h.flags       = kFlagFirst | kFlagLast;
+        h.am_id       = DOORBELL_ATOMIC_ADD;
+        h.token       = token;
+        h.dst_qp      = dst_qp;
+        h.src_qp      = 99;
+        h.psn         = psn;
+        h.remote_addr = word.addr();
+        h.rkey        = word.rkey;
+        h.msg_length  = 8;
+        h.length      = sizeof(AtomicArgs);
+        AtomicArgs           args{0, 1u << 20};
+        std::vector<uint8_t> d = bytes_of(h);
+        d.resize(sizeof(h) + sizeof(args));
+        std::memcpy(d.data() + sizeof(h), &args, sizeof(args));
+        return d;
+    };
+    RawPeer stranger;
+    stranger.send_to(pair.b, request(live.token ^ 1, live.remote_qpn, live.next_psn)); /* token */
+    stranger.send_to(pair.b, request(live.token, live.remote_qpn, live.next_psn));     /* source */
+    auto spoof = request(0x2222, live.remote_qpn, live.next_psn);
+    inject_datagram(pair.b, spoof.data(), spoof.size(), address_of(pair.a)); /* token */
+    RawPeer member;
+    ASSERT_TRUE(member.connect_to(pair.b));
+    WireHeader ahead  = make_header(Opcode::kAtomicReq);
+    ahead.flags       = kFlagFirst | kFlagLast;
+    ahead.am_id       = DOORBELL_ATOMIC_ADD;
+    ahead.remote_addr = word.addr();
+    ahead.rkey        = word.rkey;
+    ahead.msg_length  = 8;
+    std::vector<uint8_t> operand(sizeof(AtomicArgs), 0);
+    operand[8 + 2] = 0x10;                                                       /* 1 << 20 */
+    member.send_to(pair.b, member.request(ahead, operand, member.next_psn + 3)); /* PSN */
+    ASSERT_TRUE(
+        pair.wait([&] { return pair.counters(pair.b).rx_dropped >= before.rx_dropped + 4; }));
+
+    /* the genuine fetch-and-add, and forged answers to it that reach a
+     * before the genuine one is read */
+    uint64_t   result = 0;
+    Completion done;
+    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_atomic(pair.qa, DOORBELL_ATOMIC_ADD, 8, 1, 0,
+                                                      word.addr(), word.rkey, &result, &done))
+        << doorbell_last_error();
+    auto       before_a = pair.counters(pair.a);
+    uint32_t   qpn      = static_cast<doorbell::QpCore *>(pair.qa)->qpn;
+    WireHeader r        = make_header(Opcode::kAtomicResp);
+    r.flags             = kFlagFirst;
+    r.dst_qp            = qpn;
+    r.src_qp            = live.remote_qpn;
+    r.psn               = live.next_psn;
+    r.msg_length        = 8;
+    set_atomic_value(r, 0xdeadbeef);
+    r.token    = live.token ^ 0x40;
+    auto wrong = bytes_of(r);
+    inject_datagram(pair.a, wrong.data(), wrong.size(), address_of(pair.b)); /* token */
+    r.token      = live.token;
+    auto sniffed = bytes_of(r);
+    stranger.send_to(pair.a, sniffed); /* source */
+    ASSERT_TRUE(pair.wait([&] { return done.count == 1; }));
+    EXPECT_EQ(DOORBELL_OK, done.status);
+    EXPECT_EQ(start, result);
+    uint64_t now;
+    std::memcpy(&now, word.bytes.data(), 8);
+    EXPECT_EQ(start + 1, now); /* the genuine add, once; no forged one */
+    ASSERT_TRUE(pair.wait(
+        [&] { return pair.counters(pair.a).rx_drop_source >= before_a.rx_drop_source + 1; }));
+    auto ca = pair.counters(pair.a);
+    EXPECT_EQ(before_a.rx_drop_token + 1, ca.rx_drop_token);
+    EXPECT_EQ(before_a.rx_drop_source + 1, ca.rx_drop_source);
+    auto cb = pair.counters(pair.b);
+    EXPECT_EQ(before.rx_drop_token + 2, cb.rx_drop_token);
+    EXPECT_EQ(before.rx_drop_source + 1, cb.rx_drop_source);
+    EXPECT_EQ(before.rx_drop_psn + 1, cb.rx_drop_psn);
+    EXPECT_EQ(0, pair.error_a.count) << pair.error_a.message;
+}
+
 TEST(UdpConnections, SpoofedSourceAddressWithoutTheTokenIsDropped)
 {
     LoopbackPair pair;
