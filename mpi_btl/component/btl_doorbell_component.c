@@ -11,6 +11,9 @@
 #include "opal/util/argv.h"
 #include "opal/util/show_help.h"
 
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,20 +47,83 @@ mca_btl_doorbell_component_t mca_btl_doorbell_component = {
 static const char *mca_btl_doorbell_cc_names[] = {"auto",   "ibrc", "dcqcn",
                                                   "timely", "none", NULL};
 
-static void reg_int(const char *name, const char *desc, int *storage)
+/* The numeric parameters are registered as text and read whole
+ * (mca_btl_doorbell_parse_numbers): Open MPI's own integer parsing reads
+ * "abc" as 0, which would mean the device's MTU, no background progress or
+ * "off" without a word. */
+typedef struct {
+    const char   *name;
+    char         *text;    /* the registered string */
+    char          def[24]; /* the default, as text */
+    int          *as_int;  /* where the value goes: one of these two */
+    unsigned int *as_uint;
+} mca_btl_doorbell_number_t;
+
+static mca_btl_doorbell_number_t mca_btl_doorbell_numbers[16];
+static int                       mca_btl_doorbell_num_numbers;
+
+static void reg_number(const char *name, const char *desc, int level,
+                       int *as_int, unsigned int *as_uint)
 {
+    mca_btl_doorbell_number_t *n;
+
+    if (mca_btl_doorbell_num_numbers ==
+        (int)(sizeof(mca_btl_doorbell_numbers) /
+              sizeof(mca_btl_doorbell_numbers[0]))) {
+        return; /* (a programming error, caught by the tests) */
+    }
+    n          = &mca_btl_doorbell_numbers[mca_btl_doorbell_num_numbers++];
+    n->name    = name;
+    n->as_int  = as_int;
+    n->as_uint = as_uint;
+    snprintf(n->def, sizeof(n->def), "%u",
+             as_int != NULL ? (unsigned)*as_int : *as_uint);
+    n->text = n->def;
     (void)mca_base_component_var_register(
         &mca_btl_doorbell_component.super.btl_version, name, desc,
-        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_5,
-        MCA_BASE_VAR_SCOPE_READONLY, storage);
+        MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, level,
+        MCA_BASE_VAR_SCOPE_READONLY, &n->text);
+}
+
+static void reg_int(const char *name, const char *desc, int *storage)
+{
+    reg_number(name, desc, OPAL_INFO_LVL_5, storage, NULL);
 }
 
 static void reg_uint(const char *name, const char *desc, unsigned int *storage)
 {
-    (void)mca_base_component_var_register(
-        &mca_btl_doorbell_component.super.btl_version, name, desc,
-        MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL, 0, 0, OPAL_INFO_LVL_5,
-        MCA_BASE_VAR_SCOPE_READONLY, storage);
+    reg_number(name, desc, OPAL_INFO_LVL_5, NULL, storage);
+}
+
+/* Each numeric parameter's text as a decimal integer, whole; one that is
+ * not is named and the btl is disabled. The ranges are checked after. */
+static int mca_btl_doorbell_parse_numbers(void)
+{
+    int bad = 0;
+
+    for (int i = 0; i < mca_btl_doorbell_num_numbers; i++) {
+        mca_btl_doorbell_number_t *n    = &mca_btl_doorbell_numbers[i];
+        const char                *text = n->text != NULL ? n->text : "";
+        unsigned long              max = n->as_int != NULL ? INT_MAX : UINT_MAX;
+        unsigned long              value;
+        char                      *end;
+
+        errno = 0;
+        value = strtoul(text, &end, 10);
+        if (text[0] < '0' || text[0] > '9' || *end != '\0' || errno != 0 ||
+            value > max) {
+            BTL_DOORBELL_ERROR("btl_doorbell_%s = \"%s\" is not a decimal "
+                               "integer in [0, %lu]; the doorbell btl is "
+                               "disabled",
+                               n->name, text, max);
+            bad = -1;
+        } else if (n->as_int != NULL) {
+            *n->as_int = (int)value;
+        } else {
+            *n->as_uint = (unsigned int)value;
+        }
+    }
+    return bad;
 }
 
 static void reg_string(const char *name, const char *desc, char **storage)
@@ -73,21 +139,22 @@ static int mca_btl_doorbell_component_register(void)
     mca_btl_doorbell_component_t *cm  = &mca_btl_doorbell_component;
     mca_btl_base_module_t        *btl = &mca_btl_doorbell_module_template.super;
 
-    cm->verbose        = 0;
-    cm->if_include     = "";
-    cm->if_exclude     = "";
-    cm->local          = 0;
-    cm->stats          = 0;
-    cm->seg_size       = 40960;
-    cm->mtu            = 0;
-    cm->tx_queue_len   = 256;
-    cm->rx_queue_len   = 256;
-    cm->am_credits     = 64;
-    cm->rto_min        = 50000;
-    cm->rto_max        = 1000000;
-    cm->retry_count    = 35;
-    cm->cc             = "auto";
-    cm->async_interval = 10000;
+    mca_btl_doorbell_num_numbers = 0;
+    cm->verbose                  = 0;
+    cm->if_include               = "";
+    cm->if_exclude               = "";
+    cm->local                    = 0;
+    cm->stats                    = 0;
+    cm->seg_size                 = 40960;
+    cm->mtu                      = 0;
+    cm->tx_queue_len             = 256;
+    cm->rx_queue_len             = 256;
+    cm->am_credits               = 64;
+    cm->rto_min                  = 50000;
+    cm->rto_max                  = 1000000;
+    cm->retry_count              = 35;
+    cm->cc                       = "auto";
+    cm->async_interval           = 10000;
 
     reg_int("verbose",
             "Verbosity 0-100: 1 modules and devices, 5 reachability of "
@@ -123,7 +190,7 @@ static int mca_btl_doorbell_component_register(void)
              &cm->seg_size);
     reg_uint("mtu",
              "Largest packet payload on the wire in bytes (0: the device's "
-             "largest; else 576-65000)",
+             "largest; else 576-64936, a 65000-byte datagram)",
              &cm->mtu);
     reg_uint("tx_queue_len",
              "Send slots of each queue pair, a power of two (16-65536); "
@@ -225,7 +292,7 @@ static int mca_btl_doorbell_check_params(void)
     bad |= check_range("stats", (unsigned)cm->stats, 0, 1);
     bad |= check_range("seg_size", cm->seg_size, 1024, 65472);
     if (cm->mtu != 0) {
-        bad |= check_range("mtu", cm->mtu, 576, 65000);
+        bad |= check_range("mtu", cm->mtu, DOORBELL_MIN_MTU, DOORBELL_MAX_MTU);
     }
     bad |= check_range("tx_queue_len", cm->tx_queue_len, 16, 65536);
     if (cm->tx_queue_len & (cm->tx_queue_len - 1)) {
@@ -283,6 +350,9 @@ static int mca_btl_doorbell_component_open(void)
     mca_btl_doorbell_component_t *cm = &mca_btl_doorbell_component;
 
     cm->output = opal_output_open(NULL);
+    if (mca_btl_doorbell_parse_numbers() != 0) {
+        return OPAL_ERR_BAD_PARAM;
+    }
     opal_output_set_verbosity(cm->output, cm->verbose);
     cm->num_modules         = 0;
     cm->pd                  = NULL;

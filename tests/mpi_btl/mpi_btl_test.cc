@@ -255,7 +255,13 @@ INSTANTIATE_TEST_SUITE_P(
         BadParam{"cc", "fast", "btl_doorbell_cc = \"fast\" is not one of"},
         BadParam{"async_interval", "10",
                  "btl_doorbell_async_interval = 10 is out of range [1000, 1000000]"},
-        BadParam{"rto_max", "500", "btl_doorbell_rto_max = 500 is out of range [50000, 60000000]"}),
+        BadParam{"rto_max", "500", "btl_doorbell_rto_max = 500 is out of range [50000, 60000000]"},
+        /* text that is not a number: Open MPI would read it as 0 (off,
+         * the device's MTU) */
+        BadParam{"verbose", "abc", "btl_doorbell_verbose = \"abc\" is not a decimal integer"},
+        BadParam{"mtu", "-1", "btl_doorbell_mtu = \"-1\" is not a decimal integer"},
+        BadParam{"rx_queue_len", "1k",
+                 "btl_doorbell_rx_queue_len = \"1k\" is not a decimal integer"}),
     [](const auto &info) { return std::string(info.param.name); });
 
 } // namespace
