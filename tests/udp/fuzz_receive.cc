@@ -81,6 +81,8 @@ World &world()
             doorbell_qp_create(w->b, &w->addr_a.sin_addr, &w->ia, &w->qb) != DOORBELL_OK) {
             abort();
         }
+        connect_now(w->qa);
+        connect_now(w->qb);
         uint64_t t;
         uint32_t q, n;
         for (int i = 0;
@@ -112,6 +114,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (doorbell_qp_create(from, &to_addr.sin_addr, ia, qp) != DOORBELL_OK) {
                 abort();
             }
+            connect_now(*qp);
         }
     }
     bool                 to_b    = data[0] & 1;

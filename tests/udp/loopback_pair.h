@@ -93,6 +93,8 @@ public:
         EXPECT_TRUE(doorbell_iface_is_reachable(from, dev, ifa));
         doorbell_qp_t *qp = nullptr;
         EXPECT_EQ(DOORBELL_OK, doorbell_qp_create(from, dev, ifa, &qp)) << doorbell_last_error();
+        /* the handshake now (it would start with the first post) */
+        doorbell::udp::connect_now(qp);
         return qp;
     }
 

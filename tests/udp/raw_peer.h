@@ -62,6 +62,7 @@ public:
         doorbell_qp_t    *qp = nullptr;
         EXPECT_EQ(DOORBELL_OK, doorbell_qp_create(iface, &addr_.sin_addr, &ours, &qp))
             << doorbell_last_error();
+        udp::connect_now(qp); /* the handshake now, as a first post */
         auto d = next(iface);
         EXPECT_GE(d.size(), sizeof(udp::WireHeader) + sizeof(udp::ConnectPayload));
         if (d.size() < sizeof(udp::WireHeader) + sizeof(udp::ConnectPayload)) {

@@ -278,6 +278,42 @@ TEST(UdpConnections, ForgedAtomicsNeitherRunNorAnswer)
     EXPECT_EQ(0, pair.error_a.count) << pair.error_a.message;
 }
 
+// A QP connects when it is first used: one never used sends nothing, even
+// when checked (UCP creates endpoints it may never use and checks each; they
+// would otherwise handshake and be kept alive), and its first post connects
+// and completes.
+TEST(UdpConnections, QpConnectsOnFirstUseAndAnUnusedOneSendsNothing)
+{
+    LoopbackPair pair;
+    auto         before = pair.counters(pair.b);
+    uint8_t      dev[16], ifa[16];
+    doorbell_iface_get_device_address(pair.b, dev);
+    doorbell_iface_get_address(pair.b, ifa);
+    doorbell_qp_t *qp = nullptr;
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_create(pair.a, dev, ifa, &qp)) << doorbell_last_error();
+    EXPECT_EQ(DOORBELL_OK, doorbell_qp_check(qp)); /* nothing depends on its peer yet */
+    for (int i = 0; i < 100; ++i) {
+        pair.progress();
+    }
+    EXPECT_FALSE(LoopbackPair::connected(qp));
+    EXPECT_EQ(before.rx_packets, pair.counters(pair.b).rx_packets);
+    EXPECT_EQ(before.connects, pair.counters(pair.b).connects);
+
+    Region   mark(pair.pd, 8, DOORBELL_ACCESS_REMOTE_WRITE);
+    uint64_t v = 0x5eed;
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(qp, &v, 8, mark.addr(), mark.rkey));
+    Completion done;
+    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_flush(qp, &done));
+    ASSERT_TRUE(pair.wait([&] { return done.count == 1; }));
+    EXPECT_EQ(DOORBELL_OK, done.status);
+    EXPECT_TRUE(LoopbackPair::connected(qp));
+    EXPECT_EQ(before.connects + 1, pair.counters(pair.b).connects);
+    uint64_t got;
+    std::memcpy(&got, mark.bytes.data(), 8);
+    EXPECT_EQ(v, got);
+    doorbell_qp_destroy(qp);
+}
+
 TEST(UdpConnections, SpoofedSourceAddressWithoutTheTokenIsDropped)
 {
     LoopbackPair pair;
@@ -509,8 +545,11 @@ TEST(UdpConnections, KilledIdlePeerBecomesAnErrorWithinTheConfiguredTime)
         uint8_t      dev[4];
         doorbell_iface_get_device_address(ci, dev);
         doorbell_qp_t *cq;
-        if (doorbell_qp_create(ci, dev, &mine, &cq) != DOORBELL_OK ||
-            write(to_parent[1], &ca, sizeof(ca)) != ssize_t(sizeof(ca))) {
+        if (doorbell_qp_create(ci, dev, &mine, &cq) != DOORBELL_OK) {
+            _exit(3);
+        }
+        connect_now(cq); /* the handshake now */
+        if (write(to_parent[1], &ca, sizeof(ca)) != ssize_t(sizeof(ca))) {
             _exit(3);
         }
         for (;;) {
@@ -523,6 +562,7 @@ TEST(UdpConnections, KilledIdlePeerBecomesAnErrorWithinTheConfiguredTime)
     doorbell_iface_get_device_address(iface, dev);
     doorbell_qp_t *qp;
     ASSERT_EQ(DOORBELL_OK, doorbell_qp_create(iface, dev, &peer, &qp));
+    connect_now(qp); /* the handshake now, as a first post */
     auto progress_until = [&](const std::function<bool()> &pred) {
         auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
         while (!pred() && std::chrono::steady_clock::now() < deadline) {
@@ -638,6 +678,7 @@ TEST(UdpConnections, UnansweredHandshakeFailsTheQp)
     IfaceAddress   addr{silent.address().sin_port, RawPeer::kIfaceToken};
     doorbell_qp_t *qp = nullptr;
     ASSERT_EQ(DOORBELL_OK, doorbell_qp_create(pair.a, &silent.address().sin_addr, &addr, &qp));
+    connect_now(qp); /* the handshake starts */
     ASSERT_TRUE(pair.wait([&] { return pair.error_a.count == 1; }));
     EXPECT_EQ(DOORBELL_ERR_TIMED_OUT, pair.error_a.status);
     EXPECT_NE(pair.error_a.message.find("did not accept the connection"), std::string::npos)

@@ -278,19 +278,21 @@ void doorbell_iface_set_stats(doorbell_iface_t *iface, int enable);
 /* --------------------------------------------------------------- queue pair */
 
 /* Connects to a remote iface (CONNECT_TO_IFACE). The connection is made
- * by a handshake the QP runs itself: operations may be posted at once and
- * wait in the send ring until the peer accepts; a peer that never does
- * fails the QP (DOORBELL_ERR_TIMED_OUT, or DOORBELL_ERR_REMOTE when it
- * refuses) through the error handler. */
+ * by a handshake the QP runs itself when it is first used (the first
+ * operation posted): operations may be posted at once
+ * and wait in the send ring until the peer accepts; a QP never used sends
+ * nothing. A peer that never accepts fails the QP (DOORBELL_ERR_TIMED_OUT,
+ * or DOORBELL_ERR_REMOTE when it refuses) through the error handler. */
 doorbell_status_t doorbell_qp_create(doorbell_iface_t *iface, const void *device_addr,
                                      const void *iface_addr, doorbell_qp_t **qp_p);
 /* Outstanding operations complete with DOORBELL_ERR_CANCELED. */
 void doorbell_qp_destroy(doorbell_qp_t *qp);
 
-/* Asks the peer for a sign of life now (a keepalive probe). DOORBELL_OK:
- * if the peer stays silent for keepalive_timeout_ns, the QP fails with
- * DOORBELL_ERR_TIMED_OUT through the error handler; DOORBELL_ERR_CANCELED
- * if the QP is in error already. */
+/* Asks the peer for a sign of life now (a keepalive probe; nothing on a
+ * QP never used, which depends on no peer). DOORBELL_OK: if the peer stays
+ * silent for keepalive_timeout_ns, the QP fails with DOORBELL_ERR_TIMED_OUT
+ * through the error handler; DOORBELL_ERR_CANCELED if the QP is in error
+ * already. */
 doorbell_status_t doorbell_qp_check(doorbell_qp_t *qp);
 
 typedef size_t (*doorbell_pack_cb_t)(void *dest, void *arg);

@@ -106,7 +106,7 @@ void UdpIface::send_connect(UdpQp &qp)
 /// handshakes, as a silent peer of a connected QP does.
 bool UdpIface::check_connect(UdpQp &qp)
 {
-    if (now_ < qp.deadline_ns) {
+    if (qp.connect_tries == 0 || now_ < qp.deadline_ns) {
         return true;
     }
     if (qp.connect_tries > params.retry_count) {
@@ -208,7 +208,10 @@ doorbell_status_t UdpIface::check_qp(UdpQp &qp)
         return set_error(DOORBELL_ERR_CANCELED, "%s: qp %u is in error", name.c_str(), qp.qpn);
     }
     if (!qp.connected || !qp.unacked.empty() || !qp.reads.empty()) {
-        return DOORBELL_OK; /* the handshake or the retransmit timer watches it */
+        /* the handshake or the retransmit timer watches it; a QP never
+         * used has nothing that depends on its peer (UCP checks every
+         * endpoint it made, used or not) */
+        return DOORBELL_OK;
     }
     if (depth_ == 0) {
         now_ = now_ns();
@@ -404,6 +407,28 @@ void UdpIface::reap_reassembly(bool pressure)
 }
 
 /* -------------------------------------------------------------- seams */
+
+void UdpIface::start_connect(UdpQp &qp)
+{
+    if (qp.connected || qp.connect_tries != 0 || qp.in_error()) {
+        return;
+    }
+    if (depth_ == 0) {
+        now_ = now_ns();
+    }
+    send_connect(qp);
+    if (depth_ == 0) {
+        flush_tx();
+    }
+}
+
+void connect_now(doorbell_qp_t *qp)
+{
+    auto *core = static_cast<QpCore *>(qp);
+    if (qp != nullptr && core->iface.kind == DOORBELL_DEVICE_UDP) {
+        static_cast<UdpIface &>(core->iface).start_connect(static_cast<UdpQp &>(*core));
+    }
+}
 
 void UdpIface::connection_of(const UdpQp &qp, uint64_t *token, uint32_t *remote_qpn,
                              uint32_t *next_psn) const

@@ -345,13 +345,9 @@ doorbell_status_t UdpIface::create_qp(const void *device_addr, const void *iface
     *qp_p           = qp.get();
     qp_by_num_[qpn] = qp.get();
     qps.push_back(qp.get());
-    if (depth_ == 0) {
-        now_ = now_ns();
-    }
-    send_connect(*qp); /* posts wait in the ring until the peer accepts */
-    if (depth_ == 0) {
-        flush_tx();
-    }
+    /* no handshake yet: the first operation posted (or doorbell_qp_check)
+     * starts it, and posts wait in the ring until the peer accepts; a QP
+     * never used sends nothing (UCP creates endpoints it may never use) */
     owned_.push_back(std::move(qp));
     return DOORBELL_OK;
 }

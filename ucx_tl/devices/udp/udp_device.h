@@ -285,6 +285,8 @@ public:
     GsoStats gso_stats() const { return {gso_, gso_sends_, gso_segments_, gso_fallbacks_}; }
     /// A keepalive probe now (doorbell_qp_check).
     doorbell_status_t check_qp(UdpQp &qp);
+    /// The connection handshake now, if it has not started (connect_now).
+    void start_connect(UdpQp &qp);
     /// Test seam: the connection of a QP as the peer sees it (token, the
     /// peer's QP for it, the next PSN), to forge packets that are right in
     /// all but one respect.
@@ -518,6 +520,10 @@ int query_devices(doorbell_device_info_t *devices, int max);
 /// Test seam: a UDP QP's connection as its peer sees it (the token, the
 /// peer's QP number for it, the next PSN); false if not connected yet.
 bool connection_of(doorbell_qp_t *qp, uint64_t *token, uint32_t *remote_qpn, uint32_t *next_psn);
+
+/// Test seam: starts a QP's connection handshake now, as its first post
+/// would (a QP never used sends nothing, doorbell_qp_check included).
+void connect_now(doorbell_qp_t *qp);
 
 /// Test seam: len bytes handled as a datagram that arrived from `from`.
 void inject_datagram(doorbell_iface_t *iface, const void *bytes, size_t len,

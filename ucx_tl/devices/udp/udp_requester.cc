@@ -325,8 +325,14 @@ void UdpIface::send_packet(UdpQp &qp, const TxPacket &pkt)
 
 void UdpIface::transmit(UdpQp &qp)
 {
-    if (qp.in_error() || !qp.connected || now_ < qp.hold_until_ns) {
+    if (!qp.connected) {
+        if (qp.connect_tries == 0 && !qp.in_error() && qp.cursor < qp.ring.rung()) {
+            send_connect(qp); /* its first work: connect now */
+        }
         return; /* (a QP still connecting keeps its WQEs in the ring) */
+    }
+    if (qp.in_error() || now_ < qp.hold_until_ns) {
+        return;
     }
     for (;;) {
         if (qp.tx_psn == qp.next_psn && !cut_packet(qp)) {
