@@ -3,6 +3,8 @@
 // wall-clock time.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "sim.h"
 #include "workload.h"
 
@@ -295,4 +297,47 @@ TEST(SimMixed, WebSearchFlowsCompleteAndReportSlowdowns)
     // Short flows (one BDP or less) go unscheduled in IBRC's start: near
     // their time alone, not held to its first segment and ramp.
     EXPECT_LT(r.fct_short.p50, 1.3);
+}
+
+// The gain sweep's statistics, on hand-computed runs: power, the spread over
+// seeds, and the seed-by-seed difference that decides a lead or a tie.
+TEST(SimSweep, PowerAndPairedDifferenceOverSeeds)
+{
+    auto run_of = [](double util, double qd99_us) {
+        SimResult r;
+        r.utilization   = util;
+        r.base_rtt_ns   = 3000;
+        r.qdelay_p99_us = qd99_us;
+        return r;
+    };
+    std::vector<SimResult> runs = {run_of(0.9, 1.5), run_of(0.99, 0.6)};
+    EXPECT_DOUBLE_EQ(power(runs[0]), 0.2);   // 0.9 / (3 + 1.5) us
+    EXPECT_DOUBLE_EQ(power(runs[1]), 0.275); // 0.99 / (3 + 0.6) us
+
+    // Against a derived row of 0.25 in both seeds: -20 % and +10 %, a mean
+    // of -5 % whose standard error (21.2 / sqrt 2) is 15 %: a tie.
+    SeedSpread s = seed_spread(runs, {0.25, 0.25});
+    EXPECT_EQ(s.seeds, 2u);
+    EXPECT_DOUBLE_EQ(s.power, 0.2375);
+    EXPECT_NEAR(s.power_sd_pct, 100 * 0.075 / std::sqrt(2.0) / 0.2375, 1e-9);
+    EXPECT_DOUBLE_EQ(s.util_min, 0.9);
+    EXPECT_DOUBLE_EQ(s.util_max, 0.99);
+    EXPECT_DOUBLE_EQ(s.qd99_min_us, 0.6);
+    EXPECT_DOUBLE_EQ(s.qd99_max_us, 1.5);
+    EXPECT_NEAR(s.vs_derived.mean_pct, -5, 1e-9);
+    EXPECT_NEAR(s.vs_derived.se_pct, 15, 1e-9);
+    EXPECT_TRUE(s.vs_derived.tie());
+
+    // +10, +10, +5 %: mean 8.33 %, sd 2.89, standard error 1.67: a lead of
+    // five standard errors, no tie.
+    PairedDiff lead = paired_diff({11, 9.9, 10.5}, {10, 9, 10});
+    EXPECT_NEAR(lead.mean_pct, 25.0 / 3, 1e-9);
+    EXPECT_NEAR(lead.se_pct, 5.0 / 3, 1e-9);
+    EXPECT_FALSE(lead.tie());
+    // The same mean of +1 % is a tie when the seeds disagree (+3, -1) and a
+    // lead when they agree (+1, +1); one seed has no spread to judge by.
+    EXPECT_TRUE(paired_diff({10.3, 9.9}, {10, 10}).tie());
+    EXPECT_FALSE(paired_diff({10.1, 10.1}, {10, 10}).tie());
+    EXPECT_FALSE(paired_diff({10.1}, {10}).tie());
+    EXPECT_TRUE(paired_diff({10}, {10}).tie());
 }

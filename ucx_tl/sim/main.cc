@@ -25,7 +25,7 @@ namespace {
 
 static constexpr uint64_t kSweepOnNs  = 200000; ///< sweep-gain: mean ON period
 static constexpr uint64_t kSweepOffNs = 50000;  ///< sweep-gain: mean OFF period
-static constexpr uint32_t kSweepSeeds = 4;      ///< sweep-gain: seeds averaged per row
+static constexpr uint32_t kSweepSeeds = 16;     ///< sweep-gain: seeds averaged per row
 
 struct Context {
     std::string              command = "run";
@@ -44,7 +44,7 @@ struct Context {
     uint32_t                 sweep_seeds   = kSweepSeeds; ///< runs averaged per sweep row
     std::vector<SimResult>   results;
     std::vector<std::string> labels; ///< sweep: row label
-    std::vector<size_t>      best;   ///< sweep: the best row of each block
+    std::vector<char>        marks;  ///< sweep: '*' the best row of its block, '=' a tie with it
 };
 
 // Fatal(ctx) << "message": prints and exits 2 at the end of the statement.
@@ -94,7 +94,9 @@ const char *kUsage = R"(usage: doorbell-sim [run|sweep-gain] [options]
   --on-us N --off-us N      on/off senders: mean ON and OFF periods (exponential);
                             sweep-gain defaults to 200/50, --on-us 0 for a static incast
   --seed N                  ECMP, start-jitter, marking and arrival seed (default 1)
-  --seeds N                 sweep-gain: average each row over seeds seed..seed+N-1 (default 4)
+  --seeds N                 sweep-gain: average each row over seeds seed..seed+N-1 (default 16)
+  --scales M,M,...          sweep-gain: gain scales, 1 (the derived gain) among them
+                            (default 0.1,0.2,0.5,1,2,5,10)
   --compare                 every policy on the same scenario, lossy and lossless
   --json                    JSON instead of the table
   --csv FILE                time series of the (first) run as CSV
@@ -229,6 +231,19 @@ void parse_args(Context &ctx, int argc, char **argv)
             if (n < 1 || n > 64)
                 Fatal(ctx) << "--seeds must be in [1, 64]";
             ctx.sweep_seeds = uint32_t(n);
+        } else if (a == "--scales") {
+            std::string        v = value(), item;
+            std::istringstream in(v);
+            ctx.sweep_scales.clear();
+            while (std::getline(in, item, ',')) {
+                double m = 0;
+                if (!to_double(item, &m) || !(m > 0) || m > 1000)
+                    Fatal(ctx) << "--scales: '" << item << "' is not a scale in (0, 1000]";
+                ctx.sweep_scales.push_back(m);
+            }
+            if (std::find(ctx.sweep_scales.begin(), ctx.sweep_scales.end(), 1.0) ==
+                ctx.sweep_scales.end())
+                Fatal(ctx) << "--scales: '" << v << "' lacks 1, the derived gain";
         } else if (a == "--compare") {
             ctx.compare = true;
         } else if (a == "--json") {
@@ -273,15 +288,6 @@ void apply_gain_scale(SimConfig &c, double scale)
         c.cc.gain = scale * pacing::ibrc_derived_gain(base_rtt_ns(c) + r.target_delay_ns);
 }
 
-// Kleinrock's power of a run: goodput (utilization) over delay (the base
-// RTT plus the p99 queueing delay). The best gain of a sweep block has the
-// most: a gain that fills the link with a long queue, or keeps the queue
-// short by leaving the link idle, both lose.
-double power(const SimResult &r)
-{
-    return r.utilization / (r.base_rtt_ns * 1e-3 + r.qdelay_p99_us);
-}
-
 // The mean of runs that differ only in their seed (ECMP, start jitter,
 // on/off periods): one run's ranking of gains a few per cent apart is the
 // seed's as much as the gain's. Counts are summed, figures averaged.
@@ -315,15 +321,6 @@ SimResult mean_of(const std::vector<SimResult> &runs)
     }
     m.events_per_s = m.wall_s > 0 ? m.events / m.wall_s : 0;
     return m;
-}
-
-size_t best_of(const std::vector<SimResult> &r, size_t first, size_t last)
-{
-    size_t best = first;
-    for (size_t i = first; i < last; i++)
-        if (power(r[i]) > power(r[best]))
-            best = i;
-    return best;
 }
 
 void run_one(Context &ctx, const SimConfig &c)
@@ -365,6 +362,33 @@ void run_scenarios(Context &ctx)
         }
 }
 
+// A sweep block's spreads and marks. Each row is compared with the derived
+// gain's row and with the best one seed by seed (same seed, same ECMP,
+// jitter and on/off periods): the best has the most mean power, and a row
+// whose deficit to it is within kSweepTieStdErrors standard errors of its
+// paired mean is a tie, a lead the seeds do not resolve.
+void mark_block(Context &ctx, size_t first, const std::vector<std::vector<SimResult>> &rows)
+{
+    std::vector<std::vector<double>> powers;
+    for (const std::vector<SimResult> &runs : rows) {
+        powers.emplace_back();
+        for (const SimResult &r : runs)
+            powers.back().push_back(power(r));
+    }
+    size_t derived = size_t(std::find(ctx.sweep_scales.begin(), ctx.sweep_scales.end(), 1.0) -
+                            ctx.sweep_scales.begin());
+    size_t best    = 0;
+    for (size_t i = 0; i < rows.size(); i++) {
+        ctx.results[first + i].spread = seed_spread(rows[i], powers[derived]);
+        if (ctx.results[first + i].spread.power > ctx.results[first + best].spread.power)
+            best = i;
+    }
+    for (size_t i = 0; i < rows.size(); i++)
+        ctx.marks.push_back(i == best                                  ? '*' :
+                            paired_diff(powers[i], powers[best]).tie() ? '=' :
+                                                                         ' ');
+}
+
 // Pass 2 (sweep-gain): the seed's experiment, IBRC at a fixed ECN threshold,
 // on the seed's two fabrics (10 hosts at 3.2 us, 100 at 6.8 us) or on the
 // one given at 3.2 / 5.0 / 6.8 us. Senders come and go (ON 200 us / OFF 50
@@ -387,8 +411,9 @@ void sweep_gain(Context &ctx)
         SimConfig base = ctx.cfg;
         if (hosts)
             apply_host_preset(hosts, &base);
-        base.hop_delay_ns = hop_delay_for_rtt(base, uint64_t(rtt * 1000));
-        size_t first      = ctx.results.size();
+        base.hop_delay_ns                         = hop_delay_for_rtt(base, uint64_t(rtt * 1000));
+        size_t                              first = ctx.results.size();
+        std::vector<std::vector<SimResult>> rows;
         for (double m : ctx.sweep_scales) {
             SimConfig c = base;
             c.cc.policy = pacing::Policy::kIbrc;
@@ -400,14 +425,16 @@ void sweep_gain(Context &ctx)
                 run_one(ctx, k);
                 runs.push_back(std::move(ctx.results.back()));
                 ctx.results.pop_back();
+                runs.back().series.clear();
             }
             ctx.results.push_back(mean_of(runs));
+            rows.push_back(std::move(runs));
             char label[64];
             std::snprintf(label, sizeof label, "%5u %6.2f %5.1fx", c.leaves * c.hosts_per_leaf,
                           base_rtt_ns(c) * 1e-3, m);
             ctx.labels.push_back(label);
         }
-        ctx.best.push_back(best_of(ctx.results, first, ctx.results.size()));
+        mark_block(ctx, first, rows);
     }
 }
 
@@ -423,16 +450,23 @@ void report(Context &ctx)
         size_t             row = 0;
         std::getline(in, line);
         std::printf("gain sweep: %s, ECN at %u KiB of %u KiB, senders ON %.0f / OFF %.0f us; "
-                    "each row the mean of %u seeds (drops, dips summed); * = best of its "
-                    "block (most power: utilization / (base RTT + p99 queueing delay))\n",
+                    "each row the mean of %u seeds (drops, dips summed); power = utilization / "
+                    "(base RTT + p99 queueing delay), mean over the seeds, sd%% its spread; "
+                    "vs1x%% = power against the derived gain's, seed by seed, +- its standard "
+                    "error; * = best of its block, = within %.0f standard errors of it\n",
                     scenario_name(ctx.cfg.scenario),
                     (ctx.cfg.ecn_bytes ? ctx.cfg.ecn_bytes : ctx.cfg.buffer_bytes / 4 * 3) >> 10,
                     ctx.cfg.buffer_bytes >> 10, ctx.cfg.on_ns * 1e-3, ctx.cfg.off_ns * 1e-3,
-                    ctx.sweep_seeds);
-        std::cout << "hosts rtt_us  scale   " << line << "\n";
+                    ctx.sweep_seeds, kSweepTieStdErrors);
+        std::printf("hosts rtt_us  scale   %s %8s %5s %11s %11s %14s\n", line.c_str(), "power%/us",
+                    "sd%", "util%range", "qd99_range", "vs1x%");
         while (std::getline(in, line)) {
-            bool best = std::find(ctx.best.begin(), ctx.best.end(), row) != ctx.best.end();
-            std::cout << ctx.labels[row++] << (best ? " * " : "   ") << line << "\n";
+            const SeedSpread &d = ctx.results[row].spread;
+            std::printf("%s %c %s %9.3f %5.2f %5.1f-%5.1f %5.2f-%5.2f %+7.2f+-%5.2f\n",
+                        ctx.labels[row].c_str(), ctx.marks[row], line.c_str(), 100 * d.power,
+                        d.power_sd_pct, 100 * d.util_min, 100 * d.util_max, d.qd99_min_us,
+                        d.qd99_max_us, d.vs_derived.mean_pct, d.vs_derived.se_pct);
+            row++;
         }
     } else {
         const SimResult &r = ctx.results[0];

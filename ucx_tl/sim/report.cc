@@ -110,8 +110,19 @@ std::string format_json(const std::vector<SimResult> &rows)
           << ",\"flow_tail_gbps\":[";
         for (size_t k = 0; k < r.tail_Bps.size(); k++)
             o << (k ? "," : "") << fmt("%.3f", r.tail_Bps[k] * 8e-9);
-        o << "]"
-          << ",\"wall_s\":" << fmt("%.3f", r.wall_s)
+        o << "]";
+        if (r.spread.seeds > 0) {
+            const SeedSpread &d = r.spread;
+            o << ",\"seeds\":{\"runs\":" << d.seeds << ",\"power_per_us\":" << fmt("%.5f", d.power)
+              << ",\"power_sd_pct\":" << fmt("%.3f", d.power_sd_pct)
+              << ",\"utilization_min\":" << fmt("%.5f", d.util_min)
+              << ",\"utilization_max\":" << fmt("%.5f", d.util_max)
+              << ",\"qdelay_p99_min_us\":" << fmt("%.4f", d.qd99_min_us)
+              << ",\"qdelay_p99_max_us\":" << fmt("%.4f", d.qd99_max_us)
+              << ",\"vs_derived_pct\":" << fmt("%.3f", d.vs_derived.mean_pct)
+              << ",\"vs_derived_se_pct\":" << fmt("%.3f", d.vs_derived.se_pct) << "}";
+        }
+        o << ",\"wall_s\":" << fmt("%.3f", r.wall_s)
           << ",\"events_per_s\":" << fmt("%.0f", r.events_per_s) << "}";
     }
     o << "\n]\n";

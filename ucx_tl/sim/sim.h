@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "pacer.h"
+#include "sweep.h"
 
 namespace doorbell::sim {
 
@@ -139,6 +140,7 @@ struct SimResult {
     std::vector<double> tail_Bps;  ///< per-flow goodput over the last fifth (Jain's input)
     std::vector<double> slowdowns; ///< mixed: every completed flow's, with its size
     std::vector<double> sizes;
+    SeedSpread          spread; ///< sweep-gain: the row's spread over its seeds
 };
 
 // Runs one scenario; returns false with a message for a bad config.
