@@ -13,17 +13,24 @@
 // = clamp(alpha / sqrt(fcwnd) + beta', 0, fs_range) grows as the window
 // shrinks (more flows share the bottleneck), alpha = fs_range / (1/sqrt(
 // fs_min_cwnd) - 1/sqrt(fs_max_cwnd)), beta' = -alpha / sqrt(fs_max_cwnd).
-// Constants of the paper's Algorithm 1, as public reimplementations carry
-// them: ai = 1 packet per RTT, beta = 0.8, max_mdf = 0.5, fs_min_cwnd = 0.1,
-// fs_max_cwnd = 100 packets. The paper's table of delays (base target,
-// per-hop h, fs_range) could not be read from the sources available here, and
-// its delays are set for its fabric anyway: they are assumed, scaled to this
-// one: base target + hops x h is the path's base RTT plus the queue allowance
-// `target_ns` (kBaselineAllowanceSegments segment times, 655 ns at 400 Gb/s),
-// so the hop scaling follows the measured (or configured) base RTT of the
-// path, and fs_range = kSwiftFsRangeTargets x target_ns. A flow starts at
-// init rate x base RTT (the ceiling: a line-rate start, as the other RDMA
-// controllers here).
+// Constants: the paper gives Algorithm 1 and the target's form, not a table
+// of values that could be read here; the values below are the ones public
+// reimplementations carry, and those say themselves that they are not the
+// paper's. htsim's Swift (htsim/sim/swift.cpp, SwiftSrc's constructor, as in
+// github.com/the-sure/htsim and Dipsingh/uet-htsim2) sets ai = 1 packet per
+// RTT, beta = 0.8 and max_mdf = 0.5, each marked "a guess", fs_min_cwnd = 0.1
+// and fs_max_cwnd = 100 packets, and for the delays a base target of 20 us
+// ("to be confirmed by experiment"), per-hop h = base / 6.55 ("a guess") and
+// fs_range = 5 x base. ai, beta, max_mdf, fs_min_cwnd and fs_max_cwnd are
+// used here as they are. The delays are **assumed**, scaled to this fabric:
+// htsim's 20 us base and 100 us fs_range exceed this fabric's whole buffer
+// (10 us at 400 Gb/s), where Swift would never cut. Here base target + hops x
+// h is the path's base RTT plus the queue allowance `target_ns`
+// (kBaselineAllowanceSegments segment times, 655 ns at 400 Gb/s), so the hop
+// scaling follows the measured (or configured) base RTT of the path, and
+// fs_range = kSwiftFsRangeTargets x target_ns. A flow starts at init rate x
+// base RTT (the ceiling: a line-rate start, as the other RDMA controllers
+// here).
 //
 // Units: ns, bytes, bytes/s; windows in packets of mtu_bytes.
 #pragma once
