@@ -289,6 +289,13 @@ static void mca_btl_doorbell_release_endpoint(mca_btl_doorbell_endpoint_t *ep)
         ep->in_pending = 0;
     }
     opal_list_remove_item(&module->endpoints, &ep->super);
+    /* the background thread may be inside the device's progress, which
+     * frees destroyed QPs on its way out: the QP goes while the lock keeps
+     * that thread out, not in the destructor after the lock is dropped */
+    if (ep->qp != NULL) {
+        doorbell_qp_destroy(ep->qp);
+        ep->qp = NULL;
+    }
     BTL_DOORBELL_UNLOCK(module);
     OBJ_RELEASE(ep);
 }
