@@ -1,7 +1,7 @@
 // The pacing experiment (scripts/fabric/incast.sh): three senders into one
 // receiver across the spine, shallow buffer. With UCX_DOORBELL_CC=ibrc the
 // doorbell transport must retransmit at most a tenth of what the unpaced
-// (none) transport retransmits, deliver at least twice its goodput, and hold
+// (none) transport retransmits, deliver at least 1.5 times its goodput, and hold
 // at least 90 % of the bottleneck's rate with first transmissions over the
 // transfer (the report times it at the bottleneck port, so process start-up
 // and connection set-up are outside), with at least 85 % of the rate as
@@ -9,7 +9,10 @@
 // enough that a clean-clone CI run measured 89 % (6.6 % retransmitted, where
 // 24 MiB runs retransmit 0.1-1.9 %). The 24 MiB runs measured 95-98 % and
 // 89-92 % here (docs/fabric.md); the payload share is lower because a
-// 1500-byte frame carries at most 1440 payload bytes.
+// 1500-byte frame carries at most 1440 payload bytes. The goodput ratio was
+// 2 until unpaced ifaces sent UDP GSO super-datagrams: that raised the
+// unpaced run's goodput from 22-27 % to about 44 % of the bottleneck while it
+// still retransmits over 90 %, so IBRC's 88-91 % is about twice it, not more.
 // Skipped with the reason until the transport is installed.
 #include <gtest/gtest.h>
 
@@ -72,7 +75,7 @@ TEST(FabricIncast, IbrcKeepsTheBottleneckBusyWithATenthOfTheUnpacedRetransmits)
     EXPECT_GT(none_rt, 0) << "the unpaced run saw no retransmits: no congestion to compare\n"
                           << r.out;
     EXPECT_LE(ibrc_rt, none_rt / 10) << r.out;
-    EXPECT_GE(share, 2 * none_share) << r.out;
+    EXPECT_GE(share, 1.5 * none_share) << r.out;
     ASSERT_NE(busy_s, "None") << "no bottleneck port counters\n" << r.out;
     EXPECT_GE(std::stod(busy_s) * (1 - ibrc_rt / 100), 0.90) << r.out;
     EXPECT_GE(share, 0.85) << r.out;
