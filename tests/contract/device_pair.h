@@ -8,12 +8,12 @@
 #pragma once
 
 #include "../common/core_callbacks.h"
+#include "../common/progress_wait.h"
 #include "../udp/loopback_pair.h"
 #include "core/doorbell_core.h"
 
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -38,33 +38,16 @@ public:
     /// Destroys qa now (its outstanding operations complete CANCELED).
     virtual void destroy_qa() = 0;
 
-    /// Progresses both until pred() holds; false after 90 s (a hang, not a
-    /// slow machine: ctest's timeout is 120 s).
+    /// Progresses both until pred() holds; false after 90 s.
     bool wait(const std::function<bool()> &pred)
     {
-        auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
-        while (!pred()) {
-            progress();
-            if (std::chrono::steady_clock::now() > deadline) {
-                return false;
-            }
-        }
-        return true;
+        return wait_progressing([this] { progress(); }, pred);
     }
 
     /// Flushes qp and waits for the flush; returns its status.
     doorbell_status_t flush(doorbell_qp_t *qp)
     {
-        Completion        c;
-        doorbell_status_t s;
-        while ((s = doorbell_qp_flush(qp, &c)) == DOORBELL_ERR_NO_RESOURCE) {
-            progress();
-        }
-        if (s != DOORBELL_INPROGRESS) {
-            return s;
-        }
-        EXPECT_TRUE(wait([&] { return c.count > 0; }));
-        return c.status;
+        return flush_progressing(qp, [this] { progress(); });
     }
 
     doorbell_iface_limits_t limits() const

@@ -8,11 +8,11 @@
 #include "core/doorbell_core.h"
 #include "devices/udp/udp_device.h"
 #include "../common/core_callbacks.h"
+#include "../common/progress_wait.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstddef>
 #include <cstring>
 #include <functional>
@@ -123,33 +123,16 @@ public:
             doorbell_iface_progress(b);
     }
 
-    /// Progresses both until pred() holds; false after 90 s (a hang, not
-    /// a slow machine: ctest's own timeout is 120 s).
+    /// Progresses both until pred() holds; false after 90 s.
     bool wait(const std::function<bool()> &pred)
     {
-        auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
-        while (!pred()) {
-            progress();
-            if (std::chrono::steady_clock::now() > deadline) {
-                return false;
-            }
-        }
-        return true;
+        return wait_progressing([this] { progress(); }, pred);
     }
 
-    /// Flushes qp and waits for the flush to complete; returns its status.
+    /// Flushes qp and waits for the flush; returns its status.
     doorbell_status_t flush(doorbell_qp_t *qp)
     {
-        Completion        c;
-        doorbell_status_t s;
-        while ((s = doorbell_qp_flush(qp, &c)) == DOORBELL_ERR_NO_RESOURCE) {
-            progress();
-        }
-        if (s != DOORBELL_INPROGRESS) {
-            return s;
-        }
-        EXPECT_TRUE(wait([&] { return c.count > 0; }));
-        return c.status;
+        return flush_progressing(qp, [this] { progress(); });
     }
 
     /// The counters of a or b since the pair connected (the gauges as they
