@@ -352,6 +352,7 @@ private:
     void        retire(UdpQp &qp);
     void        check_timer(UdpQp &qp);
     unsigned    rerequest_reads(UdpQp &qp);
+    WireHeader  retry_header(const UdpQp &qp, Opcode op, const ReadPiece &piece) const;
     void        mark_paced(UdpQp &qp);
     uint64_t    path_rtt(uint64_t ts_echo, uint32_t hold_ns) const;
     uint32_t    path_bytes(const TxPacket &pkt, uint32_t offset) const;
