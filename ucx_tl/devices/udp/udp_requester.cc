@@ -306,6 +306,9 @@ void UdpIface::send_packet(UdpQp &qp, const TxPacket &pkt)
         h.flags |= kFlagAckReq;
     }
     stage(h, payload, h.length, nullptr, 0, qp.peer, pkt.header_bytes);
+    if (pkt.header_bytes == sizeof(WireHeader)) {
+        carry_ack(qp.peer);
+    }
     qp.last_ack_req = (h.flags & kFlagAckReq) != 0;
     if (resend) {
         ++counters.retransmits;
