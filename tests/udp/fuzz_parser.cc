@@ -11,7 +11,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (r.status == ParseStatus::kOk) {
         const WireHeader &h = r.header;
         /* what the receive path relies on */
-        if (size != r.header_bytes + h.length || r.payload != data + r.header_bytes) {
+        size_t ride = r.has_ride ? sizeof(RideAck) : 0;
+        if (size != r.header_bytes + h.length + ride || r.payload != data + r.header_bytes) {
+            abort();
+        }
+        /* a riding ACK: behind a full-header request, naming a connection */
+        if (r.has_ride != ((h.flags & kFlagRide) != 0) ||
+            (r.has_ride && (!may_carry_ack(h.opcode) || r.header_bytes != sizeof(WireHeader) ||
+                            r.ride.token == 0 || r.ride.qp == 0 || r.ride.src_qp == 0))) {
             abort();
         }
         if (r.header_bytes != sizeof(WireHeader) &&

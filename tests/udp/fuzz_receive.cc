@@ -9,13 +9,16 @@
  * or b; bits 1-2: the peer's address, its own, a stranger's), byte 1 which
  * of the live connection's values to splice over the datagram's (bit 0: the
  * connection token at offset 8, bit 1: the receiver's QP at 16, bit 2: the
- * iface token, for a CONNECT), the rest is the datagram. */
+ * iface token, for a CONNECT; bit 3: the token and QP number of the
+ * receiver's own connection the other way over the last 40 bytes, where an
+ * ACK riding on a request is), the rest is the datagram. */
 #include "core/doorbell_core.h"
 #include "devices/udp/udp_device.h"
 #include "devices/udp/wire.h"
 
 #include <arpa/inet.h>
 
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <tuple>
@@ -133,6 +136,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if ((data[1] & 4) && d.size() >= 16) {
         uint64_t it = to_b ? w.ib.token : w.ia.token;
         std::memcpy(d.data() + 8, &it, 8);
+    }
+    if ((data[1] & 8) && d.size() >= sizeof(WireHeader) + sizeof(RideAck)) {
+        doorbell_qp_t *own        = to_b ? w.qb : w.qa; /* acknowledged by a rider */
+        uint64_t       own_token  = 0;
+        uint32_t       own_remote = 0, own_psn = 0;
+        connection_of(own, &own_token, &own_remote, &own_psn);
+        uint32_t qpn = static_cast<doorbell::QpCore *>(own)->qpn;
+        size_t   at  = d.size() - sizeof(RideAck);
+        std::memcpy(d.data() + at + offsetof(RideAck, token), &own_token, 8);
+        std::memcpy(d.data() + at + offsetof(RideAck, qp), &qpn, 4);
     }
     sockaddr_in from = to_b ? w.addr_a : w.addr_b;
     switch ((data[0] >> 1) & 3) {

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -75,9 +76,30 @@ WireHeader segment(Opcode op, uint32_t msg_length, uint32_t offset)
     return h;
 }
 
+/// h with kFlagRide and a RideAck behind payload bytes of payload.
+std::vector<uint8_t> ride_datagram(WireHeader h, size_t payload)
+{
+    h.flags |= kFlagRide;
+    std::vector<uint8_t> v = datagram(h, payload);
+    RideAck              a{};
+    a.token       = 0x5eed;
+    a.qp          = 0x61;
+    a.src_qp      = 0x62;
+    a.psn         = 9;
+    a.hold        = 1000;
+    a.ts_echo     = 0x1234;
+    a.ce_bytes    = 64;
+    const auto *b = reinterpret_cast<const uint8_t *>(&a);
+    v.insert(v.end(), b, b + sizeof(a));
+    return v;
+}
+
 std::vector<std::vector<uint8_t>> valid_samples()
 {
     return {
+        ride_datagram(header(Opcode::kWrite, 8, 8, 0), 8),
+        ride_datagram(header(Opcode::kSend, 8, 8, 0), 8),
+        ride_datagram(header(Opcode::kReadReq, 0, 4096, 0), 0),
         data_datagram(segment(Opcode::kWrite, 3000, 2000), 1000),
         data_datagram(segment(Opcode::kSend, 3000, 1000), 1000),
         data_datagram(segment(Opcode::kReadResp, 3000, 2000), 1000),
@@ -104,7 +126,18 @@ void check_invariants(const ParseResult &r, const uint8_t *bytes, size_t len)
 {
     ASSERT_EQ(ParseStatus::kOk, r.status);
     const WireHeader &h = r.header;
-    ASSERT_EQ(len, r.header_bytes + h.length);
+    ASSERT_EQ(r.has_ride, (h.flags & kFlagRide) != 0);
+    ASSERT_EQ(len, r.header_bytes + h.length + (r.has_ride ? sizeof(RideAck) : 0));
+    if (r.has_ride) {
+        /* behind the payload of a request with the full header, whole */
+        ASSERT_TRUE(may_carry_ack(h.opcode));
+        ASSERT_EQ(sizeof(WireHeader), r.header_bytes);
+        ASSERT_EQ(0, std::memcmp(&r.ride, bytes + len - sizeof(RideAck), sizeof(RideAck)));
+        ASSERT_NE(0u, r.ride.token);
+        ASSERT_NE(0u, r.ride.qp);
+        ASSERT_NE(0u, r.ride.src_qp);
+        ASSERT_EQ(0u, r.ride.reserved);
+    }
     ASSERT_EQ(bytes + r.header_bytes, r.payload);
     if (r.header_bytes != sizeof(WireHeader)) {
         ASSERT_TRUE(h.opcode == uint8_t(Opcode::kWrite) || h.opcode == uint8_t(Opcode::kSend) ||
@@ -299,6 +332,51 @@ TEST(Parser, AHeaderParsesFromItsFirstBytes)
         EXPECT_EQ(ParseStatus::kTruncated,
                   parse_header(head.data(), head.size() - 1, d.size()).status);
     }
+}
+
+TEST(Parser, ARideAckIsCheckedWhole)
+{
+    auto        d = ride_datagram(header(Opcode::kWrite, 8, 8, 0), 8);
+    ParseResult r = parse(d.data(), d.size());
+    ASSERT_EQ(ParseStatus::kOk, r.status);
+    EXPECT_TRUE(r.has_ride);
+    EXPECT_EQ(8u, r.header.length);
+    EXPECT_EQ(0x5eedu, r.ride.token);
+    EXPECT_EQ(0x61u, r.ride.qp);
+    EXPECT_EQ(9u, r.ride.psn);
+    EXPECT_EQ(64u, r.ride.ce_bytes);
+
+    /* cut short, one byte more; the header and payload alone (a peek) */
+    EXPECT_EQ(ParseStatus::kTruncated, parse(d.data(), d.size() - 1).status);
+    auto longer = d;
+    longer.push_back(0);
+    EXPECT_EQ(ParseStatus::kMalformed, parse(longer.data(), longer.size()).status);
+    ParseResult peek = parse_header(d.data(), sizeof(WireHeader) + 8, d.size());
+    EXPECT_EQ(ParseStatus::kOk, peek.status) << "a peek leaves the ACK to the full parse";
+    EXPECT_FALSE(peek.has_ride);
+    /* an ACK of no connection, or with its reserved word set */
+    size_t at = d.size() - sizeof(RideAck);
+    for (size_t field : {offsetof(RideAck, token), offsetof(RideAck, qp), offsetof(RideAck, src_qp),
+                         offsetof(RideAck, reserved)}) {
+        auto bad = d;
+        if (field == offsetof(RideAck, reserved)) {
+            bad[at + field] = 1;
+        } else {
+            std::memset(bad.data() + at + field, 0, field == 0 ? 8 : 4);
+        }
+        EXPECT_EQ(ParseStatus::kMalformed, parse(bad.data(), bad.size()).status) << field;
+    }
+    /* only a request of the send path carries one: not a response, a probe,
+     * a handshake, nor a data segment */
+    for (Opcode op : {Opcode::kAck, Opcode::kNak, Opcode::kAckReq, Opcode::kAtomicResp,
+                      Opcode::kAccept, Opcode::kDisconnect}) {
+        auto bad = ride_datagram(header(op, 0, op == Opcode::kAtomicResp ? 8 : 0, 0), 0);
+        EXPECT_EQ(ParseStatus::kMalformed, parse(bad.data(), bad.size()).status) << int(op);
+    }
+    WireHeader seg = segment(Opcode::kWrite, 3000, 2000);
+    seg.flags |= kFlagRide;
+    auto bad = data_datagram(seg, 1000);
+    EXPECT_EQ(ParseStatus::kMalformed, parse(bad.data(), bad.size()).status);
 }
 
 TEST(Parser, SignalIsOneWordSetOrAdd)

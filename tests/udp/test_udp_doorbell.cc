@@ -367,7 +367,7 @@ TEST(UdpDoorbell, CountersDumpAtClose)
           "rx_timestamped", "rx_drop_malformed", "rx_drop_foreign", "rx_drop_no_conn",
           "rx_drop_token",  "rx_drop_source",    "rx_drop_psn",     "rx_drop_state",
           "conn_refused",   "keepalives",        "reasm_busy",      "reasm_reclaimed",
-          "reasm_peak"}) {
+          "reasm_peak",     "acks_sent",         "acks_carried"}) {
         EXPECT_NE(out.find(std::string("lo ") + name + " "), std::string::npos) << name;
     }
 }

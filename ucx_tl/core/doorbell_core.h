@@ -270,6 +270,8 @@ typedef struct doorbell_counters {
     uint64_t reasm_reclaimed;   /* half-finished messages reclaimed */
     uint64_t reasm_bytes;       /* bytes held in reassembly now (a gauge) */
     uint64_t reasm_peak;        /* the most held at once */
+    uint64_t acks_sent;         /* ACK datagrams sent (UDP device) */
+    uint64_t acks_carried;      /* ACKs that rode on a request instead */
 } doorbell_counters_t;
 void doorbell_iface_get_counters(const doorbell_iface_t *iface, doorbell_counters_t *counters);
 /* Enables the counters dump at close ("<device> <counter> <value>" lines). */

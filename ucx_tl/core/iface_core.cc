@@ -265,6 +265,8 @@ void IfaceCore::dump_counters() const
         {"reasm_busy", c.reasm_busy},
         {"reasm_reclaimed", c.reasm_reclaimed},
         {"reasm_peak", c.reasm_peak},
+        {"acks_sent", c.acks_sent},
+        {"acks_carried", c.acks_carried},
     };
     print_counters(rows);
 }

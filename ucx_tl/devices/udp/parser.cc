@@ -9,11 +9,20 @@ ParseStatus check_header(const WireHeader &h, size_t payload_len)
     if (h.magic != kMagic || h.version != kVersion) {
         return ParseStatus::kForeign;
     }
-    if (h.length != payload_len) {
-        return h.length > payload_len ? ParseStatus::kTruncated : ParseStatus::kMalformed;
-    }
     if ((h.flags & ~kFlagMask) != 0 || h.opcode == 0 || h.opcode >= uint8_t(Opcode::kLast)) {
         return ParseStatus::kMalformed;
+    }
+    /* an ACK rides only on a request of the send path, behind its payload */
+    size_t ride = 0;
+    if (h.flags & kFlagRide) {
+        if (!may_carry_ack(h.opcode)) {
+            return ParseStatus::kMalformed;
+        }
+        ride = sizeof(RideAck);
+    }
+    if (uint64_t(h.length) + ride != payload_len) {
+        return uint64_t(h.length) + ride > payload_len ? ParseStatus::kTruncated :
+                                                         ParseStatus::kMalformed;
     }
     /* every packet belongs to a connection (CONNECT: to an iface), which no
      * token 0 and no QP 0 name */
@@ -133,7 +142,8 @@ ParseResult parse_data(const uint8_t *bytes, size_t head_len, size_t len)
         r.status = ParseStatus::kTruncated;
         return r;
     }
-    if (op != Opcode::kSend && d.am_id != 0) {
+    if ((op != Opcode::kSend && d.am_id != 0) || (d.flags & kFlagRide)) {
+        /* (a segment of several never carries an ACK) */
         r.status = ParseStatus::kMalformed;
         return r;
     }
@@ -191,9 +201,21 @@ ParseResult parse_header(const uint8_t *head, size_t head_len, size_t len)
     }
     std::memcpy(&r.header, head, sizeof(WireHeader));
     r.status = check_header(r.header, len - sizeof(WireHeader));
-    if (r.status == ParseStatus::kOk) {
-        r.payload      = head + sizeof(WireHeader);
-        r.header_bytes = uint32_t(sizeof(WireHeader));
+    if (r.status != ParseStatus::kOk) {
+        return r;
+    }
+    r.payload      = head + sizeof(WireHeader);
+    r.header_bytes = uint32_t(sizeof(WireHeader));
+    size_t at      = sizeof(WireHeader) + r.header.length;
+    if ((r.header.flags & kFlagRide) && head_len >= at + sizeof(RideAck)) {
+        /* (a peek that holds the header but not the riding ACK leaves it
+         * to the full parse: has_ride stays false) */
+        std::memcpy(&r.ride, head + at, sizeof(RideAck));
+        if (r.ride.token == 0 || r.ride.qp == 0 || r.ride.src_qp == 0 || r.ride.reserved != 0) {
+            r.status = ParseStatus::kMalformed;
+            return r;
+        }
+        r.has_ride = true;
     }
     return r;
 }

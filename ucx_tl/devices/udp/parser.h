@@ -26,6 +26,8 @@ struct ParseResult {
                                  ///< DataHeader comes expanded)
     const uint8_t *payload;      ///< header.length bytes
     uint32_t       header_bytes; ///< on the wire: 64, or a DataHeader's
+    bool           has_ride;     ///< an ACK rides behind the payload (kFlagRide)
+    RideAck        ride;         ///< that ACK, checked for internal consistency
 };
 
 /// Validates a datagram of len bytes.
@@ -33,7 +35,8 @@ ParseResult parse(const uint8_t *bytes, size_t len);
 
 /// Validates the header of a datagram of len bytes from its first head_len
 /// bytes (a peek): reads no more than those; payload points past the header
-/// as if the datagram were there.
+/// as if the datagram were there, and a riding ACK beyond head_len is not
+/// read (has_ride false).
 ParseResult parse_header(const uint8_t *head, size_t head_len, size_t len);
 
 /// Writes h (a WRITE or SEND segment, or a READ_RESP) as a DataHeader and
@@ -42,7 +45,8 @@ ParseResult parse_header(const uint8_t *head, size_t head_len, size_t len);
 uint32_t encode_data_header(const WireHeader &h, uint8_t *out);
 
 /// Validates a header read apart from its payload (a peek), for a datagram
-/// that carries payload_len bytes after it. parse() applies the same checks.
+/// that carries payload_len bytes after it (a RideAck included).
+/// parse() applies the same checks.
 ParseStatus check_header(const WireHeader &h, size_t payload_len);
 
 const char *parse_status_string(ParseStatus status);

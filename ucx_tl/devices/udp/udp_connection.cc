@@ -453,7 +453,9 @@ void UdpIface::inject(const uint8_t *bytes, size_t len, const sockaddr_in &from)
         give_buffer(buf);
     }
     for (Responder *r : ack_list_) {
-        send_ack(*r);
+        if (r->ack_due) { /* else it rode on a request */
+            send_ack(*r);
+        }
     }
     ack_list_.clear();
     flush_tx();

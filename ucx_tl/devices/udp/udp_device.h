@@ -28,7 +28,8 @@
  * udp_connection.cc, udp_requester.cc, udp_responder.cc, udp_atomic.cc
  * (atomics at both ends and the responder's answer cache), udp_socket_io.cc
  * (progress, receive, staging and sendmmsg), udp_gso.cc (runs of packets to
- * one peer as one UDP_SEGMENT super-datagram).
+ * one peer as one UDP_SEGMENT super-datagram), udp_ride_ack.cc (ACKs carried
+ * by requests going the other way).
  */
 #pragma once
 
@@ -352,6 +353,7 @@ private:
     void        retire(UdpQp &qp);
     void        check_timer(UdpQp &qp);
     unsigned    rerequest_reads(UdpQp &qp);
+    WireHeader  retry_header(const UdpQp &qp, Opcode op, const ReadPiece &piece) const;
     void        mark_paced(UdpQp &qp);
     uint64_t    path_rtt(uint64_t ts_echo, uint32_t hold_ns) const;
     uint32_t    path_bytes(const TxPacket &pkt, uint32_t offset) const;
@@ -373,6 +375,10 @@ private:
     /* responder (udp_responder.cc) */
     void send_control(const Responder &r, Opcode op, NakCode code, uint32_t psn);
     void send_ack(Responder &r);
+    void acked(Responder &r);
+    /* ACKs that ride on requests (udp_ride_ack.cc) */
+    void carry_ack(const sockaddr_in &to);
+    void take_ride(const RideAck &ride, const sockaddr_in &from);
     void flush_deferred_acks(bool all);
     void send_read_response(const Responder &r, const WireHeader &h);
     void handle_request(Responder &r, const WireHeader &h, uint8_t *buf, const uint8_t *payload,
@@ -485,6 +491,7 @@ private:
     /* transmit staging: one sendmmsg */
     struct TxSlot {
         WireHeader  hdr;
+        RideAck     ride; ///< an ACK carried behind the payload (kFlagRide)
         iovec       iov[3];
         sockaddr_in to;
         unsigned    iovcnt; ///< leading iov entries in use

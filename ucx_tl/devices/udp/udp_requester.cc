@@ -306,6 +306,9 @@ void UdpIface::send_packet(UdpQp &qp, const TxPacket &pkt)
         h.flags |= kFlagAckReq;
     }
     stage(h, payload, h.length, nullptr, 0, qp.peer, pkt.header_bytes);
+    if (pkt.header_bytes == sizeof(WireHeader)) {
+        carry_ack(qp.peer);
+    }
     qp.last_ack_req = (h.flags & kFlagAckReq) != 0;
     if (resend) {
         ++counters.retransmits;
@@ -481,6 +484,23 @@ void UdpIface::check_timer(UdpQp &qp)
     rerequest_reads(qp);
 }
 
+/// The header of a request asked again for a read piece or an atomic (its
+/// connection, PSN, target and length as first sent), marked a retry.
+WireHeader UdpIface::retry_header(const UdpQp &qp, Opcode op, const ReadPiece &piece) const
+{
+    WireHeader h  = make_header(op);
+    h.flags       = kFlagFirst | kFlagLast | kFlagRetry;
+    h.token       = qp.token;
+    h.dst_qp      = qp.remote_qpn;
+    h.src_qp      = qp.qpn;
+    h.psn         = piece.psn;
+    h.remote_addr = piece.remote_addr;
+    h.rkey        = piece.rkey;
+    h.msg_length  = piece.length;
+    h.ts_send     = now_;
+    return h;
+}
+
 /// Asks again, from its first missing chunk, for every read piece whose
 /// request was answered but whose data did not all arrive. Returns how many.
 unsigned UdpIface::rerequest_reads(UdpQp &qp)
@@ -494,35 +514,17 @@ unsigned UdpIface::rerequest_reads(UdpQp &qp)
             /* acknowledged, unanswered: the responder answers it again
              * from its cache (it never executes it twice) */
             const doorbell_wqe_t &w = qp.ring.wqe(piece.wqe);
-            WireHeader            h = make_header(Opcode::kAtomicReq);
-            h.flags                 = kFlagFirst | kFlagLast | kFlagRetry;
+            WireHeader            h = retry_header(qp, Opcode::kAtomicReq, piece);
             h.am_id                 = w.am_id;
-            h.token                 = qp.token;
-            h.dst_qp                = qp.remote_qpn;
-            h.src_qp                = qp.qpn;
-            h.psn                   = piece.psn;
-            h.remote_addr           = w.remote_addr;
-            h.rkey                  = w.rkey;
-            h.msg_length            = w.length;
             h.length                = sizeof(AtomicArgs);
-            h.ts_send               = now_;
             stage(h, &w.atomic_compare, sizeof(AtomicArgs), nullptr, 0, qp.peer);
             ++counters.retransmits;
             ++count;
             continue;
         }
-        WireHeader h  = make_header(Opcode::kReadReq);
-        h.flags       = kFlagFirst | kFlagLast | kFlagRetry;
-        h.token       = qp.token;
-        h.dst_qp      = qp.remote_qpn;
-        h.src_qp      = qp.qpn;
-        h.psn         = piece.psn;
-        h.remote_addr = piece.remote_addr;
-        h.rkey        = piece.rkey;
-        h.msg_length  = piece.length;
-        h.msg_offset  = first_missing(piece);
-        h.aux         = piece.chunk;
-        h.ts_send     = now_;
+        WireHeader h = retry_header(qp, Opcode::kReadReq, piece);
+        h.msg_offset = first_missing(piece);
+        h.aux        = piece.chunk;
         stage(h, nullptr, 0, nullptr, 0, qp.peer);
         ++counters.retransmits;
         ++count;

@@ -32,6 +32,13 @@ void UdpIface::send_control(const Responder &r, Opcode op, NakCode code, uint32_
 void UdpIface::send_ack(Responder &r)
 {
     send_control(r, Opcode::kAck, NakCode(0), r.expected);
+    ++counters.acks_sent;
+    acked(r);
+}
+
+/// r owes no ACK any more (one left, alone or on a request).
+void UdpIface::acked(Responder &r)
+{
     r.ack_due      = false;
     r.ack_deferred = false;
     r.ce_bytes     = 0;

@@ -150,7 +150,9 @@ unsigned UdpIface::receive(size_t &bytes)
         }
         rearm_rx(unsigned(n));
         for (Responder *r : ack_list_) {
-            send_ack(*r);
+            if (r->ack_due) { /* else it rode on a request */
+                send_ack(*r);
+            }
         }
         ack_list_.clear();
         total += unsigned(n);
@@ -320,6 +322,9 @@ void UdpIface::handle_datagram(uint8_t *buf, size_t len, const sockaddr_in &from
     if (qp != nullptr) {
         handle_response(*qp, pr.header, pr.payload, ce);
     } else if (r != nullptr) {
+        if (pr.has_ride) {
+            take_ride(pr.ride, from);
+        }
         handle_request(*r, pr.header, buf, pr.payload, ce, slot);
     } else {
         handle_connect(pr.header, pr.payload, from);

@@ -30,10 +30,11 @@
 
 namespace doorbell::udp {
 
-static constexpr uint32_t kMagic       = 0x4c424244; ///< "DBBL" on the wire
-static constexpr uint32_t kDataMagic   = 0x64424244; ///< "DBBd": a DataHeader
-static constexpr uint8_t  kVersion     = 3;          ///< 3: connections and tokens
-static constexpr uint32_t kMaxDatagram = 65000;      ///< bytes, header included
+static constexpr uint32_t kMagic     = 0x4c424244; ///< "DBBL" on the wire
+static constexpr uint32_t kDataMagic = 0x64424244; ///< "DBBd": a DataHeader
+static constexpr uint8_t  kVersion   = 4;          ///< 3: connections and tokens;
+                                                   ///< 4: ACKs ride on requests
+static constexpr uint32_t kMaxDatagram = 65000;    ///< bytes, header included
 
 enum class Opcode : uint8_t {
     kWrite    = 1, ///< RDMA WRITE segment: payload -> remote_addr + msg_offset
@@ -71,7 +72,10 @@ enum HeaderFlags : uint8_t {
     kFlagLast   = 1u << 1, ///< last segment of a message
     kFlagRetry  = 1u << 2, ///< READ_REQ sent again: re-read even if already seen
     kFlagAckReq = 1u << 3, ///< someone waits on this packet: ACK at once
-    kFlagMask   = kFlagFirst | kFlagLast | kFlagRetry | kFlagAckReq
+    kFlagRide   = 1u << 4, ///< a request with the full header carries an ACK
+                           ///< of a connection the other way behind its
+                           ///< payload (RideAck)
+    kFlagMask = kFlagFirst | kFlagLast | kFlagRetry | kFlagAckReq | kFlagRide
 };
 
 enum class NakCode : uint8_t {
@@ -113,6 +117,37 @@ struct [[gnu::packed]] WireHeader {
                           * READ_RESP: 0 (answered as it is processed) */
     uint64_t ts_send;    /* sender's monotonic clock, ns */
 };
+
+/*
+ * An ACK that rides on a request (kFlagRide), after its header.length bytes
+ * of payload: the cumulative ACK a responder owes the requester of a
+ * connection the other way between the same two sockets, which would
+ * otherwise leave as a datagram of its own a moment before or after. It
+ * names that connection by its own token and the requester's QP, and is
+ * checked as an ACK datagram would be (token, source address), apart from
+ * the request that carries it: a request may be taken and its ACK dropped,
+ * or the other way round.
+ */
+struct [[gnu::packed]] RideAck {
+    uint64_t token;    /* the acknowledged connection's token */
+    uint32_t qp;       /* the requester's QP (an ACK's dst_qp) */
+    uint32_t src_qp;   /* the responder's QP for it (an ACK's src_qp) */
+    uint32_t psn;      /* next PSN expected (cumulative) */
+    uint32_t hold;     /* ns the ACK was kept (an ACK's msg_offset) */
+    uint64_t ts_echo;  /* ts_send of the packet acknowledged */
+    uint32_t ce_bytes; /* CE-marked bytes (an ACK's aux) */
+    uint32_t reserved; /* 0 */
+};
+static_assert(sizeof(RideAck) == 40);
+
+/// Whether a request of this opcode may carry a RideAck: those sent from a
+/// requester's send path with the full header.
+constexpr bool may_carry_ack(uint8_t opcode)
+{
+    return opcode == uint8_t(Opcode::kWrite) || opcode == uint8_t(Opcode::kSend) ||
+           opcode == uint8_t(Opcode::kSignal) || opcode == uint8_t(Opcode::kReadReq) ||
+           opcode == uint8_t(Opcode::kAtomicReq);
+}
 
 /// A CONNECT's payload.
 struct [[gnu::packed]] ConnectPayload {
