@@ -310,6 +310,31 @@ TEST(RegCache, UnmappedMemoryIsRegisteredAgain)
     EXPECT_EQ(sender.rcache_bypassed, 0) << c.output;
 }
 
+// The tune file's osc_rdma_network_max_amo 1: an accumulate of 32 ints
+// runs as one get-modify-put (a get and a put each), not 32 btl atomics
+// (a round trip each through the target); the sums are right either way.
+TEST(Tune, AccumulateOfSeveralElementsIsOneGetModifyPut)
+{
+    const int n     = 20;
+    auto      tuned = with(mpirun(2),
+                           {"--tune", DOORBELL_TUNE_FILE, "--mca", "btl", "self,doorbell", "--mca",
+                            "btl_doorbell_local", "1", "--mca", "btl_doorbell_if_include", "lo", "--mca",
+                            "btl_doorbell_stats", "1", "--mca", "osc", "rdma"});
+    Child     c     = run(with(tuned, {DOORBELL_ACC_CHECK, std::to_string(n)}));
+    ASSERT_EQ(c.status, 0) << c.output;
+    EXPECT_TRUE(contains(c.output, "acc_check: 0 wrong elements")) << c.output;
+    Stats origin = rank_stats(c.output, 0);
+    EXPECT_LT(origin.atomics, n) << c.output;
+    EXPECT_GE(origin.gets, n) << c.output;
+    EXPECT_GE(origin.puts, n) << c.output;
+    // osc rdma's own default: one atomic per element
+    Child dflt = run(with(tuned, {"--mca", "osc_rdma_network_max_amo", "32", DOORBELL_ACC_CHECK,
+                                  std::to_string(n)}));
+    ASSERT_EQ(dflt.status, 0) << dflt.output;
+    EXPECT_TRUE(contains(dflt.output, "acc_check: 0 wrong elements")) << dflt.output;
+    EXPECT_GE(rank_stats(dflt.output, 0).atomics, 32 * n) << dflt.output;
+}
+
 class Params : public ::testing::TestWithParam<BadParam> {};
 
 // An out-of-range value is refused at start-up with the parameter, the value
