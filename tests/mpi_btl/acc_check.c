@@ -10,7 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-enum { kCount = 32 };
+enum {
+    kCount = 32
+};
 
 int main(int argc, char **argv)
 {
@@ -29,13 +31,11 @@ int main(int argc, char **argv)
     for (int i = 0; i < kCount; i++) {
         origin[i] = i + 1;
     }
-    MPI_Win_create(window, sizeof(window), sizeof(int), MPI_INFO_NULL,
-                   MPI_COMM_WORLD, &win);
+    MPI_Win_create(window, sizeof(window), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &win);
     if (rank == 0) {
         MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, win);
         for (int k = 0; k < n; k++) {
-            MPI_Accumulate(origin, kCount, MPI_INT, 1, 0, kCount, MPI_INT,
-                           MPI_SUM, win);
+            MPI_Accumulate(origin, kCount, MPI_INT, 1, 0, kCount, MPI_INT, MPI_SUM, win);
             MPI_Win_flush(1, win);
         }
         MPI_Win_unlock(1, win);
