@@ -24,6 +24,7 @@
 #include "opal/class/opal_list.h"
 #include "opal/mca/btl/base/base.h"
 #include "opal/mca/btl/btl.h"
+#include "opal/mca/rcache/rcache.h"
 #include "opal/threads/mutex.h"
 #include "opal/util/output.h"
 #include "opal/util/proc.h"
@@ -147,6 +148,16 @@ typedef struct mca_btl_doorbell_component_t {
     unsigned int retry_count;
     char        *cc;
     unsigned int async_interval;
+    unsigned int rcache_max;
+
+    /* the registration cache (btl_doorbell_rcache.c); NULL: none */
+    struct mca_rcache_base_module_t *rcache;
+    int                              memory_opened;  /* the memory framework */
+    unsigned int                     rcache_regions; /* registered through it */
+    uint64_t rcache_lookups; /* registrations it served */
+    uint64_t rcache_misses;  /* ... that registered */
+    uint64_t rcache_full;    /* made outside it */
+    uint64_t registrations;  /* made without it */
 } mca_btl_doorbell_component_t;
 
 OPAL_MODULE_DECLSPEC extern mca_btl_doorbell_component_t
@@ -272,6 +283,15 @@ typedef struct mca_btl_doorbell_reg_t {
     mca_btl_base_registration_handle_t handle;
 } mca_btl_doorbell_reg_t;
 
+/* A registration of the cache (btl_doorbell_rcache.c): its handle's
+ * reserved word says so (peers read only the key). */
+#define MCA_BTL_DOORBELL_HANDLE_CACHED 1u
+typedef struct mca_btl_doorbell_rcache_reg_t {
+    mca_rcache_base_registration_t     super;
+    doorbell_mr_t                     *mr;
+    mca_btl_base_registration_handle_t handle;
+} mca_btl_doorbell_rcache_reg_t;
+
 /* Verbose output: 1 modules and devices, 5 reachability decisions, 10 each
  * queued operation. Errors are printed whatever the verbosity. */
 #define BTL_DOORBELL_VERBOSE(_lvl, _fmt, ...)                    \
@@ -376,6 +396,14 @@ int mca_btl_doorbell_deregister_mem(mca_btl_base_module_t              *btl,
                                     mca_btl_base_registration_handle_t *handle);
 
 /* btl_doorbell_atomic.c */
+/* the registration cache (btl_doorbell_rcache.c) */
+void                                mca_btl_doorbell_rcache_init(void);
+void                                mca_btl_doorbell_rcache_fini(void);
+mca_btl_base_registration_handle_t *mca_btl_doorbell_rcache_register(
+    void *base, size_t size, uint32_t flags);
+int mca_btl_doorbell_rcache_deregister(
+    mca_btl_base_registration_handle_t *handle);
+
 void mca_btl_doorbell_atomic_flags(mca_btl_doorbell_module_t *module);
 int  mca_btl_doorbell_aop(
      mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *endpoint,

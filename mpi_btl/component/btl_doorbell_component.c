@@ -155,6 +155,7 @@ static int mca_btl_doorbell_component_register(void)
     cm->retry_count              = 35;
     cm->cc                       = "auto";
     cm->async_interval           = 10000;
+    cm->rcache_max               = 256;
 
     reg_int("verbose",
             "Verbosity 0-100: 1 modules and devices, 5 reachability of "
@@ -227,6 +228,12 @@ static int mca_btl_doorbell_component_register(void)
              "device's data and deadlines and at least this often; it never "
              "calls into MPI",
              &cm->async_interval);
+    reg_uint("rcache_max",
+             "Regions the registration cache keeps registered (0-65536; 0: "
+             "no cache, every btl_register_mem registers and every "
+             "deregistration drops it); Open MPI's grdma cache, invalidated "
+             "by its memory hooks when memory goes back to the system",
+             &cm->rcache_max);
 
     /* The btl's standard knobs. Eager up to 40 KiB: above it ob1 takes the
      * RDMA-read rendezvous, four one-way trips (RGET, read request, data,
@@ -306,6 +313,7 @@ static int mca_btl_doorbell_check_params(void)
     bad |= check_range("rto_min", cm->rto_min, 100, 10000000);
     bad |= check_range("rto_max", cm->rto_max, cm->rto_min, 60000000);
     bad |= check_range("retry_count", cm->retry_count, 1, 1000);
+    bad |= check_range("rcache_max", cm->rcache_max, 0, 65536);
     if (cm->async_interval != 0) {
         bad |= check_range("async_interval", cm->async_interval, 1000, 1000000);
     }
@@ -375,6 +383,7 @@ static int mca_btl_doorbell_component_close(void)
         opal_progress_unregister(mca_btl_doorbell_component_progress);
         cm->progress_registered = 0;
     }
+    mca_btl_doorbell_rcache_fini();
     if (cm->pd != NULL) {
         doorbell_pd_destroy(cm->pd);
         cm->pd = NULL;
@@ -569,6 +578,7 @@ static mca_btl_base_module_t **mca_btl_doorbell_component_init(
         BTL_DOORBELL_ERROR("protection domain: %s", doorbell_last_error());
         goto out;
     }
+    mca_btl_doorbell_rcache_init();
     count = doorbell_query_devices(NULL, 0);
     if (count <= 0) {
         BTL_DOORBELL_VERBOSE(1, "no device");
@@ -640,6 +650,7 @@ out:
     free(devices);
     opal_argv_free(include);
     opal_argv_free(exclude);
+    mca_btl_doorbell_rcache_fini();
     if (cm->pd != NULL) {
         doorbell_pd_destroy(cm->pd);
         cm->pd = NULL;

@@ -314,8 +314,9 @@ static int mca_btl_doorbell_del_procs(mca_btl_base_module_t *btl, size_t nprocs,
 
 static void mca_btl_doorbell_print_stats(mca_btl_doorbell_module_t *module)
 {
-    const mca_btl_doorbell_stats_t *s = &module->stats;
-    doorbell_counters_t             c;
+    const mca_btl_doorbell_component_t *cm = &mca_btl_doorbell_component;
+    const mca_btl_doorbell_stats_t     *s  = &module->stats;
+    doorbell_counters_t                 c;
 
     doorbell_iface_get_counters(module->iface, &c);
     opal_output(0,
@@ -327,13 +328,17 @@ static void mca_btl_doorbell_print_stats(mca_btl_doorbell_module_t *module)
                 " tx_packets %" PRIu64 " rx_packets %" PRIu64
                 " tx_bytes %" PRIu64 " rx_bytes %" PRIu64
                 " retransmits %" PRIu64 " timeouts %" PRIu64
-                " background %" PRIu64 " wakeups %" PRIu64,
+                " background %" PRIu64 " wakeups %" PRIu64
+                " registrations %" PRIu64 " rcache_hits %" PRIu64
+                " rcache_misses %" PRIu64 " rcache_bypassed %" PRIu64,
                 OPAL_NAME_PRINT(OPAL_PROC_MY_NAME), module->device.name,
                 s->sends, s->sendis, s->send_bytes, s->queued, s->recvs,
                 s->recv_bytes, s->puts, s->put_bytes, s->gets, s->get_bytes,
                 s->atomics, s->dropped, c.wqes, c.doorbells, c.tx_packets,
                 c.rx_packets, c.tx_bytes, c.rx_bytes, c.retransmits, c.timeouts,
-                s->background, s->wakeups);
+                s->background, s->wakeups, cm->registrations,
+                cm->rcache_lookups - cm->rcache_misses, cm->rcache_misses,
+                cm->rcache_full);
 }
 
 static int mca_btl_doorbell_finalize(mca_btl_base_module_t *btl)
@@ -373,6 +378,9 @@ static int mca_btl_doorbell_finalize(mca_btl_base_module_t *btl)
         opal_progress_unregister(mca_btl_doorbell_component_progress);
         cm->progress_registered = 0;
     }
+    if (cm->num_modules == 0) {
+        mca_btl_doorbell_rcache_fini(); /* before the protection domain */
+    }
     free(module);
     return OPAL_SUCCESS;
 }
@@ -406,9 +414,10 @@ mca_btl_base_registration_handle_t *mca_btl_doorbell_register_mem(
     size_t size, uint32_t flags)
 {
     mca_btl_doorbell_module_t *module = (mca_btl_doorbell_module_t *)btl;
-    mca_btl_doorbell_reg_t    *reg;
-    unsigned                   access = 0;
-    doorbell_status_t          status;
+    mca_btl_base_registration_handle_t *handle;
+    mca_btl_doorbell_reg_t             *reg;
+    unsigned                            access = 0;
+    doorbell_status_t                   status;
 
     if (flags & MCA_BTL_REG_FLAG_REMOTE_READ) {
         access |= DOORBELL_ACCESS_REMOTE_READ;
@@ -418,6 +427,14 @@ mca_btl_base_registration_handle_t *mca_btl_doorbell_register_mem(
     }
     if (flags & MCA_BTL_REG_FLAG_REMOTE_ATOMIC) {
         access |= DOORBELL_ACCESS_REMOTE_ATOMIC;
+    }
+    if (access != 0) {
+        /* peers reach this memory through our device: it must progress */
+        mca_btl_doorbell_register_progress();
+    }
+    handle = mca_btl_doorbell_rcache_register(base, size, flags);
+    if (handle != NULL) {
+        return handle;
     }
     reg = malloc(sizeof(*reg));
     if (reg == NULL) {
@@ -432,10 +449,7 @@ mca_btl_base_registration_handle_t *mca_btl_doorbell_register_mem(
         return NULL;
     }
     reg->handle.reserved = 0;
-    if (access != 0) {
-        /* peers reach this memory through our device: it must progress */
-        mca_btl_doorbell_register_progress();
-    }
+    mca_btl_doorbell_component.registrations++;
     return &reg->handle;
 }
 
@@ -446,6 +460,9 @@ int mca_btl_doorbell_deregister_mem(mca_btl_base_module_t              *btl,
         MCA_BTL_DOORBELL_CONTAINER(handle, mca_btl_doorbell_reg_t, handle);
     doorbell_status_t status;
 
+    if (mca_btl_doorbell_rcache_deregister(handle)) {
+        return OPAL_SUCCESS;
+    }
     status = doorbell_mr_deregister(mca_btl_doorbell_component.pd, reg->mr);
     free(reg);
     return mca_btl_doorbell_status_to_opal(status);

@@ -58,19 +58,22 @@ std::string digest_of(const std::string &out)
 
 // The counters one process printed for its lo module at finalize.
 struct Stats {
-    long sends = -1, sendis = -1, recvs = -1, gets = -1, get_bytes = -1, rx_packets = -1, puts = -1,
-         put_bytes = -1, atomics = -1;
+    long rank = -1, sends = -1, sendis = -1, recvs = -1, gets = -1, get_bytes = -1, rx_packets = -1,
+         puts = -1, put_bytes = -1, atomics = -1;
+    /* the process's registrations: without the cache, and the cache's */
+    long registrations = -1, rcache_hits = -1, rcache_misses = -1, rcache_bypassed = -1;
 };
 
 std::vector<Stats> lo_stats(const std::string &out)
 {
     std::vector<Stats> all;
-    std::regex         line("btl:doorbell \\S+ lo stats: (.*)");
+    std::regex         line("btl:doorbell \\[\\[\\d+,\\d+\\],(\\d+)\\] lo stats: (.*)");
     for (std::sregex_iterator it(out.begin(), out.end(), line), end; it != end; ++it) {
-        std::istringstream fields((*it)[1].str());
+        std::istringstream fields((*it)[2].str());
         std::string        name;
         long               value;
         Stats              s;
+        s.rank = std::stol((*it)[1].str());
         while (fields >> name >> value) {
             if (name == "sends")
                 s.sends = value;
@@ -90,6 +93,14 @@ std::vector<Stats> lo_stats(const std::string &out)
                 s.put_bytes = value;
             else if (name == "atomics")
                 s.atomics = value;
+            else if (name == "registrations")
+                s.registrations = value;
+            else if (name == "rcache_hits")
+                s.rcache_hits = value;
+            else if (name == "rcache_misses")
+                s.rcache_misses = value;
+            else if (name == "rcache_bypassed")
+                s.rcache_bypassed = value;
         }
         all.push_back(s);
     }
@@ -229,6 +240,101 @@ void PrintTo(const BadParam &p, std::ostream *os)
     *os << p.name << "=" << p.value;
 }
 
+// The counters of rank r (its lo module's line), or a line of -1s.
+Stats rank_stats(const std::string &out, long r)
+{
+    for (const Stats &s : lo_stats(out)) {
+        if (s.rank == r) {
+            return s;
+        }
+    }
+    return Stats{};
+}
+
+// ob1's rendezvous registers the send buffer (remote read) and the receive
+// buffer each message: from the cache, a buffer sent again is registered
+// once.
+TEST(RegCache, BufferSentAgainIsRegisteredOnce)
+{
+    Child c = run(with(over_doorbell(2), {DOORBELL_RCACHE_CHECK, "reuse", "20"}));
+    ASSERT_EQ(c.status, 0) << c.output;
+    EXPECT_TRUE(contains(c.output, "rcache_check: reuse 0 wrong bytes")) << c.output;
+    for (long r : {0, 1}) {
+        Stats s = rank_stats(c.output, r);
+        EXPECT_EQ(s.registrations, 0) << "rank " << r << "\n" << c.output;
+        EXPECT_GE(s.rcache_hits, 19) << "rank " << r << "\n" << c.output;
+        EXPECT_LE(s.rcache_misses, 2) << "rank " << r << "\n" << c.output;
+        EXPECT_EQ(s.rcache_bypassed, 0) << c.output;
+    }
+    // without the cache, every message registers on both sides
+    Child off = run(with(over_doorbell(2), {"--mca", "btl_doorbell_rcache_max", "0",
+                                            DOORBELL_RCACHE_CHECK, "reuse", "20"}));
+    ASSERT_EQ(off.status, 0) << off.output;
+    for (long r : {0, 1}) {
+        Stats s = rank_stats(off.output, r);
+        EXPECT_GE(s.registrations, 20) << "rank " << r << "\n" << off.output;
+        EXPECT_EQ(s.rcache_hits, 0) << off.output;
+    }
+}
+
+// At most btl_doorbell_rcache_max regions: four buffers in turn through a
+// cache of two evict one another (every send registers), nothing is made
+// outside the cache, and the bytes are right.
+TEST(RegCache, BoundEvictsTheLeastRecentlyUsed)
+{
+    Child c = run(with(over_doorbell(2), {"--mca", "btl_doorbell_rcache_max", "2",
+                                          DOORBELL_RCACHE_CHECK, "cycle", "20", "4"}));
+    ASSERT_EQ(c.status, 0) << c.output;
+    EXPECT_TRUE(contains(c.output, "rcache_check: cycle 0 wrong bytes")) << c.output;
+    Stats sender = rank_stats(c.output, 0);
+    EXPECT_GE(sender.rcache_misses, 20) << c.output;
+    EXPECT_EQ(sender.rcache_bypassed, 0) << c.output;
+    EXPECT_EQ(sender.registrations, 0) << c.output;
+    // with room for all four, each is registered once
+    Child roomy = run(with(over_doorbell(2), {DOORBELL_RCACHE_CHECK, "cycle", "20", "4"}));
+    ASSERT_EQ(roomy.status, 0) << roomy.output;
+    EXPECT_LE(rank_stats(roomy.output, 0).rcache_misses, 5) << roomy.output;
+}
+
+// Memory unmapped is invalidated through Open MPI's memory hooks: a buffer
+// mapped again at the same address registers again instead of finding the
+// old registration (whose key a peer could still use on memory that was
+// gone), and every byte arrives.
+TEST(RegCache, UnmappedMemoryIsRegisteredAgain)
+{
+    Child c = run(with(over_doorbell(2), {DOORBELL_RCACHE_CHECK, "remap", "10"}));
+    ASSERT_EQ(c.status, 0) << c.output;
+    EXPECT_TRUE(contains(c.output, "rcache_check: remap 0 wrong bytes")) << c.output;
+    Stats sender = rank_stats(c.output, 0);
+    EXPECT_GE(sender.rcache_misses, 10) << c.output;
+    EXPECT_EQ(sender.rcache_bypassed, 0) << c.output;
+}
+
+// The tune file's osc_rdma_network_max_amo 1: an accumulate of 32 ints
+// runs as one get-modify-put (a get and a put each), not 32 btl atomics
+// (a round trip each through the target); the sums are right either way.
+TEST(Tune, AccumulateOfSeveralElementsIsOneGetModifyPut)
+{
+    const int n     = 20;
+    auto      tuned = with(mpirun(2),
+                           {"--tune", DOORBELL_TUNE_FILE, "--mca", "btl", "self,doorbell", "--mca",
+                            "btl_doorbell_local", "1", "--mca", "btl_doorbell_if_include", "lo", "--mca",
+                            "btl_doorbell_stats", "1", "--mca", "osc", "rdma"});
+    Child     c     = run(with(tuned, {DOORBELL_ACC_CHECK, std::to_string(n)}));
+    ASSERT_EQ(c.status, 0) << c.output;
+    EXPECT_TRUE(contains(c.output, "acc_check: 0 wrong elements")) << c.output;
+    Stats origin = rank_stats(c.output, 0);
+    EXPECT_LT(origin.atomics, n) << c.output;
+    EXPECT_GE(origin.gets, n) << c.output;
+    EXPECT_GE(origin.puts, n) << c.output;
+    // osc rdma's own default: one atomic per element
+    Child dflt = run(with(tuned, {"--mca", "osc_rdma_network_max_amo", "32", DOORBELL_ACC_CHECK,
+                                  std::to_string(n)}));
+    ASSERT_EQ(dflt.status, 0) << dflt.output;
+    EXPECT_TRUE(contains(dflt.output, "acc_check: 0 wrong elements")) << dflt.output;
+    EXPECT_GE(rank_stats(dflt.output, 0).atomics, 32 * n) << dflt.output;
+}
+
 class Params : public ::testing::TestWithParam<BadParam> {};
 
 // An out-of-range value is refused at start-up with the parameter, the value
@@ -256,6 +362,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadParam{"async_interval", "10",
                  "btl_doorbell_async_interval = 10 is out of range [1000, 1000000]"},
         BadParam{"rto_max", "500", "btl_doorbell_rto_max = 500 is out of range [50000, 60000000]"},
+        BadParam{"rcache_max", "100000",
+                 "btl_doorbell_rcache_max = 100000 is out of range [0, 65536]"},
         /* text that is not a number: Open MPI would read it as 0 (off,
          * the device's MTU) */
         BadParam{"verbose", "abc", "btl_doorbell_verbose = \"abc\" is not a decimal integer"},

@@ -79,6 +79,44 @@ TEST(UdpDoorbell, SignalsEveryModerationAndOnFlush)
     EXPECT_EQ(4u, pair.counters(pair.a).signaled);
 }
 
+TEST(UdpDoorbell, FlushAfterSignaledPutSendsNoProbe)
+{
+    /* osc rdma's put + MPI_Win_flush: a signaled put asks for its ACK at
+     * once, and that cumulative ACK answers the flush posted behind it */
+    LoopbackPair pair(steady_params(), steady_params());
+    Region       target(pair.pd, 4096, DOORBELL_ACCESS_REMOTE_WRITE);
+    uint64_t     v = 7;
+    iovec        iov{&v, 8};
+    Completion   put;
+    ASSERT_EQ(DOORBELL_INPROGRESS,
+              doorbell_qp_put_zcopy(pair.qa, &iov, 1, target.addr(), target.rkey, &put));
+    ASSERT_EQ(DOORBELL_OK, pair.flush(pair.qa));
+    EXPECT_EQ(1, put.count);
+    EXPECT_EQ(7u, *reinterpret_cast<const uint64_t *>(target.bytes.data()));
+    auto a = pair.counters(pair.a), b = pair.counters(pair.b);
+    EXPECT_EQ(1u, a.tx_packets); /* the write, no ACK_REQ probe behind it */
+    EXPECT_EQ(1u, b.tx_packets); /* one ACK */
+    EXPECT_EQ(0u, a.retransmits);
+    EXPECT_EQ(0u, a.tail_probes);
+    EXPECT_EQ(0u, a.timeouts);
+}
+
+TEST(UdpDoorbell, FlushAfterUnsignaledPutProbes)
+{
+    /* an unsignaled put's ACK may be deferred (rto_min / 8: 625 ms here):
+     * the flush asks for it with one probe instead of waiting */
+    LoopbackPair pair(steady_params(), steady_params());
+    Region       target(pair.pd, 4096, DOORBELL_ACCESS_REMOTE_WRITE);
+    uint64_t     v = 9;
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(), target.rkey));
+    ASSERT_EQ(DOORBELL_OK, pair.flush(pair.qa));
+    EXPECT_EQ(9u, *reinterpret_cast<const uint64_t *>(target.bytes.data()));
+    auto a = pair.counters(pair.a);
+    EXPECT_EQ(2u, a.tx_packets); /* the write and the flush's probe */
+    EXPECT_EQ(0u, a.tail_probes);
+    EXPECT_EQ(0u, a.retransmits);
+}
+
 TEST(UdpDoorbell, RingNeverFillsWithUnsignaledWqes)
 {
     doorbell_iface_params_t p = batching_params();

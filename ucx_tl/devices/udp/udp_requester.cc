@@ -355,10 +355,13 @@ void UdpIface::transmit(UdpQp &qp)
         ++qp.tx_psn;
     }
     /* a flush asks for the ACK once everything before it has left: a
-     * probe ahead of packets the pacer still holds would read as a gap */
+     * probe ahead of packets the pacer still holds would read as a gap.
+     * When the last packet asked for an ACK at once (a signaled WQE ended
+     * there), that cumulative ACK answers the flush: a probe would only
+     * double the packets of every put and flush, both ways */
     if (qp.probe_due && qp.tx_psn == qp.next_psn) {
         qp.probe_due = false;
-        if (qp.probed_psn != qp.next_psn && !qp.unacked.empty()) {
+        if (qp.probed_psn != qp.next_psn && !qp.unacked.empty() && !qp.last_ack_req) {
             send_probe(qp, qp.next_psn);
             qp.probed_psn = qp.next_psn;
         }
