@@ -14,8 +14,10 @@
 #   scripts/run.sh --fabric       across an emulated leaf-spine fabric (root):
 #                                 2 hosts x 2 ranks; the pair crosses the spine
 # options:
-#   --layout 2x2|4x1  with --fabric: 2 hosts x 2 ranks, one host per leaf
-#                     (default), or 4 hosts x 1 rank, two hosts per leaf
+#   --layout L        with --fabric: 2x2 (default: 2 hosts x 2 ranks, one
+#                     host per leaf), 4x1 (4 hosts x 1 rank, two hosts per
+#                     leaf), 2x3 (2 hosts x 3 ranks, one host per leaf) or
+#                     3x2 (3 leaves, one host of 2 ranks each)
 #   --rounds N        rounds of every stack (default 5; the checks want 5 or more)
 #   --stacks LIST     stacks, comma-separated (default plain,ucx,doorbell; also
 #                     ob1_tcp, ucx_tcp: tcp only)

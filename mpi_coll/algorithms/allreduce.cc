@@ -91,6 +91,11 @@ Status run(doorbell_coll_team_t &team, const doorbell_coll_tuning_t &tuning,
     Plan p;
     p.alg = team.size == 1 ? DOORBELL_COLL_ALG_RECURSIVE_DOUBLING :
                              doorbell_coll_select(&team, &tuning, requested, count * esize);
+    if (p.alg == DOORBELL_COLL_ALG_PREVIOUS)
+        return make_error(DOORBELL_COLL_ERR_INVALID,
+                          "rank %d: %zu bytes go to the caller's own allreduce (previous), "
+                          "which this library does not run",
+                          team.rank, count * esize);
     // The ring, two-step and hierarchical read the send buffer itself; the
     // others reduce in recvbuf.
     const bool read_send = (p.alg == DOORBELL_COLL_ALG_RING ||
@@ -174,10 +179,12 @@ void doorbell_coll_tuning_default(doorbell_coll_tuning_t *tuning_p)
     // Hierarchical at every size: on the emulated fabric (2 hosts x 2 ranks,
     // 200 Mb/s spine links) the flat ring over mixed peers took 77 and 155 ms
     // at 512 KiB and 1 MiB, hierarchical 22 and 71 ms (ucx sm,tcp: 27, 75).
-    tuning_p->hier_max       = std::numeric_limits<size_t>::max();
-    tuning_p->hier_slice_min = 65536;
-    tuning_p->ring_min       = 131072;
-    tuning_p->pipeline_block = 262144;
+    tuning_p->hier_max         = std::numeric_limits<size_t>::max();
+    tuning_p->hier_slice_min   = 65536;
+    tuning_p->ring_min         = 131072;
+    tuning_p->pipeline_block   = 262144;
+    tuning_p->previous_max     = 0;
+    tuning_p->net_previous_max = 0;
 }
 
 int doorbell_coll_supported(doorbell_coll_dtype_t dtype, doorbell_coll_op_t op)
@@ -234,6 +241,14 @@ doorbell_coll_algorithm_t doorbell_coll_select(const doorbell_coll_team_t   *tea
                 shared_node = team->node_of[i] == team->node_of[j];
         }
     }
+    // Sizes where the caller's own allreduce (Open MPI's tuned, over vader
+    // inside a host) is measured faster go back to it, as han and adapt
+    // hand small messages to the module below them. One node: every peer
+    // read in place; otherwise some peer is reached over the network.
+    const size_t previous_max = team->peer_scratch != nullptr ? tuning->previous_max :
+                                                                tuning->net_previous_max;
+    if (bytes <= previous_max && previous_max != 0)
+        return DOORBELL_COLL_ALG_PREVIOUS;
     if (multi_node && shared_node && bytes <= tuning->hier_max)
         return DOORBELL_COLL_ALG_HIERARCHICAL;
     // Over the network every byte crosses links, and the direct exchange
@@ -263,9 +278,10 @@ doorbell_coll_algorithm_t doorbell_coll_select(const doorbell_coll_team_t   *tea
 
 const char *doorbell_coll_algorithm_name(doorbell_coll_algorithm_t alg)
 {
-    static const char *names[] = {"auto",         "recursive_doubling", "ring",
-                                  "rabenseifner", "hierarchical",       "direct",
-                                  "two_step"};
+    static const char *names[] = {"auto",         "recursive_doubling",
+                                  "ring",         "rabenseifner",
+                                  "hierarchical", "direct",
+                                  "two_step",     "previous"};
     static_assert(sizeof(names) / sizeof(names[0]) == DOORBELL_COLL_ALG_COUNT);
     return alg >= 0 && alg < DOORBELL_COLL_ALG_COUNT ? names[alg] : "unknown";
 }

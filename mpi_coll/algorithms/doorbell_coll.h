@@ -95,6 +95,10 @@ typedef enum doorbell_coll_algorithm {
     DOORBELL_COLL_ALG_HIERARCHICAL,
     DOORBELL_COLL_ALG_DIRECT,   /* one step: all-to-all, fold in rank order */
     DOORBELL_COLL_ALG_TWO_STEP, /* all-to-all reduce-scatter, then allgather */
+    /* The caller's own allreduce (in Open MPI the module below this one,
+     * coll/tuned by default): where it is faster, auto hands the call back.
+     * doorbell_coll_allreduce() does not run it (DOORBELL_COLL_ERR_INVALID). */
+    DOORBELL_COLL_ALG_PREVIOUS,
     DOORBELL_COLL_ALG_COUNT
 } doorbell_coll_algorithm_t;
 
@@ -163,6 +167,11 @@ typedef struct doorbell_coll_tuning {
                                 owning a slice (smaller: node leaders only) */
     size_t ring_min;         /* >= : ring, else Rabenseifner (2^k ranks) */
     size_t pipeline_block;   /* ring sub-block size, 0 = no pipelining */
+    size_t previous_max;     /* <= : the caller's own allreduce (PREVIOUS)
+                                when every peer is read in place (one node);
+                                0 = never */
+    size_t net_previous_max; /* <= : the caller's own allreduce when some
+                                peer is reached over the network; 0 = never */
 } doorbell_coll_tuning_t;
 
 /* Default thresholds (measured, see docs/coll.md). */
@@ -188,7 +197,9 @@ uint32_t doorbell_coll_flags_needed(int size);
 int doorbell_coll_deliver_put_signal(doorbell_coll_team_t *team, const void *src, size_t len,
                                      uint64_t offset, uint32_t slot, uint64_t value);
 
-/* The algorithm `auto` (or a forced one) resolves to. */
+/* The algorithm `auto` (or a forced one) resolves to. DOORBELL_COLL_ALG_PREVIOUS
+ * means: the caller runs its own allreduce instead (every rank decides the
+ * same, from sizes and the team's layout that every rank shares). */
 doorbell_coll_algorithm_t doorbell_coll_select(const doorbell_coll_team_t   *team,
                                                const doorbell_coll_tuning_t *tuning,
                                                doorbell_coll_algorithm_t requested, size_t bytes);

@@ -59,6 +59,8 @@ typedef struct mca_coll_doorbell_component_t {
     size_t hier_slice_min;   /* bytes; hierarchical with a slice per rank */
     size_t ring_min;         /* bytes; ring from here */
     size_t pipeline_block;   /* bytes per ring sub-block */
+    size_t previous_max;     /* bytes; one node: the module below up to here */
+    size_t net_previous_max; /* bytes; several nodes: the module below */
     size_t scratch_size;     /* bytes per scratch half per communicator */
     size_t am_max;           /* bytes; put_signals up to here travel as
                                       one active message (0: always puts) */

@@ -73,6 +73,16 @@ int mca_coll_doorbell_allreduce(const void *sbuf, void *rbuf, int count,
     alg = doorbell_coll_select(&module->team->super, &module->tuning,
                                cm->algorithm,
                                (size_t)count * doorbell_coll_dtype_size(dt));
+    if (alg == DOORBELL_COLL_ALG_PREVIOUS) {
+        /* Below coll_doorbell_previous_max (one node) or
+         * net_previous_max the module below is faster: every rank takes
+         * the same decision from the same sizes and team. */
+        DOORBELL_VERBOSE(3, "comm %s: allreduce of %d x %s, %s, previous",
+                         comm->c_name, count, dtype->name,
+                         doorbell_coll_op_name(dop));
+        return module->previous_allreduce(sbuf, rbuf, count, dtype, op, comm,
+                                          module->previous_allreduce_module);
+    }
     DOORBELL_VERBOSE(3, "comm %s: allreduce of %d x %s, %s, %s%s", comm->c_name,
                      count, dtype->name, doorbell_coll_op_name(dop),
                      doorbell_coll_algorithm_name(alg),

@@ -159,6 +159,8 @@ mca_coll_base_module_t *mca_coll_doorbell_comm_query(
     module->tuning.hier_slice_min    = cm->hier_slice_min;
     module->tuning.ring_min          = cm->ring_min;
     module->tuning.pipeline_block    = cm->pipeline_block;
+    module->tuning.previous_max      = cm->previous_max;
+    module->tuning.net_previous_max  = cm->net_previous_max;
     module->super.coll_module_enable = mca_coll_doorbell_module_enable;
     module->super.coll_allreduce     = mca_coll_doorbell_allreduce;
     *priority                        = cm->priority;

@@ -220,6 +220,8 @@ void mca_coll_doorbell_params_register(void)
     cm->hier_slice_min   = d.hier_slice_min;
     cm->ring_min         = d.ring_min;
     cm->pipeline_block   = d.pipeline_block;
+    cm->previous_max     = d.previous_max;
+    cm->net_previous_max = d.net_previous_max;
     cm->algorithm        = DOORBELL_COLL_ALG_AUTO;
     algorithm_list[0]    = '\0';
     for (i = 0; i < DOORBELL_COLL_ALG_COUNT; i++) {
@@ -280,6 +282,16 @@ void mca_coll_doorbell_params_register(void)
     add_size("pipeline_block",
              "Ring and two-step sub-block size in bytes (0: no pipelining)", 0,
              GIB, &cm->pipeline_block);
+    add_size(
+        "previous_max",
+        "auto, every peer read in place (one node): messages up to this many bytes go to the "
+        "coll module below this one (tuned by default), where it is faster; 0: never",
+        0, GIB, &cm->previous_max);
+    add_size(
+        "net_previous_max",
+        "auto, some peer reached over the network: messages up to this many bytes go to the "
+        "coll module below this one; 0: never",
+        0, GIB, &cm->net_previous_max);
     add_size(
         "am_max",
         "Puts to a peer reached over the network of up to this many bytes travel with their "

@@ -72,7 +72,11 @@ layout_select() {
          layout_text="2 hosts x 2 ranks, one host per leaf" ;;
     4x1) layout_up=(--leaves 2 --hosts-per-leaf 2 --ranks-per-host 1)
          layout_text="4 hosts x 1 rank, two hosts per leaf" ;;
-    *) stacks_error="unknown layout '$layout' (2x2 or 4x1)"; return 1 ;;
+    2x3) layout_up=(--leaves 2 --hosts-per-leaf 1 --ranks-per-host 3) layout_ranks=6
+         layout_text="2 hosts x 3 ranks, one host per leaf" ;;
+    3x2) layout_up=(--leaves 3 --hosts-per-leaf 1 --ranks-per-host 2) layout_ranks=6
+         layout_text="3 hosts x 2 ranks, one host per leaf" ;;
+    *) stacks_error="unknown layout '$layout' (2x2, 4x1, 2x3 or 3x2)"; return 1 ;;
   esac
 }
 

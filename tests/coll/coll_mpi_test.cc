@@ -139,7 +139,7 @@ TEST_P(CollMpiAlgorithm, ForcedAlgorithmPasses)
 
 INSTANTIATE_TEST_SUITE_P(Alg, CollMpiAlgorithm,
                          ::testing::Values("recursive_doubling", "ring", "rabenseifner",
-                                           "hierarchical", "direct", "two_step"));
+                                           "hierarchical", "direct", "two_step", "previous"));
 
 // Two-hop aggregation with a leaf map: 5 ranks as 3 emulated nodes on 2
 // leaves; auto picks hierarchical for small messages.
@@ -208,6 +208,64 @@ INSTANTIATE_TEST_SUITE_P(Layouts, CollMpiHierarchical,
                          ::testing::Values(HierLayout{"2x2", 2, 2}, HierLayout{"2x3", 2, 3},
                                            HierLayout{"3x1", 3, 1}),
                          [](const auto &info) { return std::string(info.param.name); });
+
+// auto hands messages up to coll_doorbell_previous_max (one node) or
+// net_previous_max (several nodes) to the module below (tuned): every
+// predefined op/type pair, exact inputs, gives the same bits as the
+// component's own schedules (one job each, digests of every result
+// compared), on one node (direct, two-step) and on two emulated nodes
+// (hierarchical).
+struct PreviousLayout {
+    const char *name;
+    const char *param;    // the threshold that applies
+    const char *own;      // what auto runs with the threshold at 0
+    int         per_node; // 0: one node
+};
+void PrintTo(const PreviousLayout &l, std::ostream *os)
+{
+    *os << l.name;
+}
+
+class CollMpiPrevious : public ::testing::TestWithParam<PreviousLayout> {};
+
+TEST_P(CollMpiPrevious, DelegationGivesTheSameBitsAsOwnSchedules)
+{
+    skip_without_mpirun();
+    const PreviousLayout &l      = GetParam();
+    const int             np     = 4;
+    const std::string     layout = l.per_node ? " --mca coll_doorbell_emulate_ranks_per_node " +
+                                                std::to_string(l.per_node) :
+                                                "";
+    std::string           digest[2];
+    for (int delegated = 0; delegated < 2; delegated++) {
+        MpiRun r = run(mpirun(np,
+                              std::string("--mca coll_doorbell_verbose 3 --mca ") + l.param +
+                                  (delegated ? " 1g" : " 0") + layout,
+                              "1 types"));
+        ASSERT_EQ(r.status, 0) << r.out.substr(r.out.size() > 6000 ? r.out.size() - 6000 : 0);
+        std::smatch m;
+        ASSERT_TRUE(std::regex_search(
+            r.out, m, std::regex(R"(TYPES OK 837 cases on 4 ranks, digest ([0-9a-f]{16}))")))
+            << r.out.substr(r.out.size() > 6000 ? r.out.size() - 6000 : 0);
+        digest[delegated] = m[1];
+        EXPECT_EQ(count(r.out, "TYPES FAIL"), 0u);
+        if (delegated) {
+            EXPECT_GE(count(r.out, ", previous\n"), static_cast<size_t>(np) * 837);
+            EXPECT_EQ(count(r.out, std::string(", ") + l.own), 0u);
+        } else {
+            EXPECT_EQ(count(r.out, ", previous\n"), 0u);
+            EXPECT_GE(count(r.out, std::string(", ") + l.own), static_cast<size_t>(np));
+        }
+    }
+    EXPECT_EQ(digest[0], digest[1]) << "the module below and the component's schedules differ";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, CollMpiPrevious,
+    ::testing::Values(PreviousLayout{"OneNode", "coll_doorbell_previous_max", "direct", 0},
+                      PreviousLayout{"TwoNodes", "coll_doorbell_net_previous_max", "hierarchical",
+                                     2}),
+    [](const auto &info) { return std::string(info.param.name); });
 
 // A rank killed on a node of two (emulated hosts, hierarchical): the others'
 // next allreduces, 8 B and 1 MiB, return MPI_ERR_OTHER within the timeout,
@@ -287,7 +345,7 @@ TEST(CollMpiParams, OmpiInfoListsParameters)
           "coll_doorbell_net_small_max", "coll_doorbell_hier_max", "coll_doorbell_hier_slice_min",
           "coll_doorbell_ring_min", "coll_doorbell_tls", "coll_doorbell_timeout",
           "coll_doorbell_leaves", "coll_doorbell_topology_file", "coll_doorbell_scratch_size",
-          "coll_doorbell_am_max"})
+          "coll_doorbell_am_max", "coll_doorbell_previous_max", "coll_doorbell_net_previous_max"})
         EXPECT_NE(r.out.find(p), std::string::npos) << p;
 }
 

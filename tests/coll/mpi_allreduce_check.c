@@ -361,7 +361,8 @@ static int types(void)
     MPI_Reduce(&fails, &total_fails, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
     if (me == 0) {
         if (total_fails == 0) {
-            printf("TYPES OK %d cases on %d ranks\n", total_cases, n);
+            printf("TYPES OK %d cases on %d ranks, digest %016llx\n", total_cases, n,
+                   (unsigned long long)every_type_digest());
         } else {
             printf("TYPES FAILED %d results\n", total_fails);
         }

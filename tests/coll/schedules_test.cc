@@ -570,6 +570,61 @@ TEST(SchedulesSelect, AutoFollowsSizeSizeAndTopology)
               DOORBELL_COLL_ALG_RING);
 }
 
+// auto hands the call back to the caller's own allreduce (PREVIOUS) up to
+// previous_max when every peer is read in place (one node), up to
+// net_previous_max when some peer is reached over the network (hierarchical
+// teams included); 0 turns either off, a forced algorithm is never handed
+// back, and the library itself refuses to run PREVIOUS.
+TEST(SchedulesSelect, AutoHandsSmallMessagesToThePreviousModule)
+{
+    doorbell_coll_tuning_t t = tuning();
+    t.previous_max           = 256; // below small_max (512): direct above it
+    t.net_previous_max       = 64;
+    FakeFabric f4(4, kHalf, 64);
+    f4.set_peers_readable(true); // one node, mapped
+    doorbell_coll_team_t team = f4.team(0);
+    EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 8),
+              DOORBELL_COLL_ALG_PREVIOUS);
+    EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 256),
+              DOORBELL_COLL_ALG_PREVIOUS);
+    EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 257),
+              DOORBELL_COLL_ALG_DIRECT);
+    EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_DIRECT, 8),
+              DOORBELL_COLL_ALG_DIRECT); // forced: never handed back
+    EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_PREVIOUS, 1 << 20),
+              DOORBELL_COLL_ALG_PREVIOUS);
+    f4.set_peers_readable(false); // over the network: net_previous_max
+    team = f4.team(0);
+    EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 64),
+              DOORBELL_COLL_ALG_PREVIOUS);
+    EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 65),
+              DOORBELL_COLL_ALG_RECURSIVE_DOUBLING);
+    f4.set_topology({0, 0, 1, 1}, {}); // two nodes of two, node peers mapped
+    team = f4.team(0);
+    EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 64),
+              DOORBELL_COLL_ALG_PREVIOUS);
+    EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 65),
+              DOORBELL_COLL_ALG_HIERARCHICAL);
+    t.net_previous_max = 0; // off
+    EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 0),
+              DOORBELL_COLL_ALG_HIERARCHICAL);
+    t.previous_max = 0;
+    f4.set_topology({0, 0, 0, 0}, {});
+    f4.set_peers_readable(true);
+    team = f4.team(0);
+    EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 8), DOORBELL_COLL_ALG_DIRECT);
+
+    // The library never runs the caller's allreduce: it says so.
+    std::vector<Case> cases(1);
+    cases[0].alg   = DOORBELL_COLL_ALG_PREVIOUS;
+    cases[0].count = 4;
+    auto out       = run_cases(f4, 4, cases, t);
+    for (int r = 0; r < 4; r++) {
+        EXPECT_EQ(out[0][r].status, DOORBELL_COLL_ERR_INVALID) << out[0][r].error;
+        EXPECT_NE(out[0][r].error.find("previous"), std::string::npos) << out[0][r].error;
+    }
+}
+
 // Byte sizes beyond 2^31 on two ranks (4.3 GB of memory): opt-in.
 TEST(SchedulesLarge, ByteSizeBeyond2GiB)
 {

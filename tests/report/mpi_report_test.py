@@ -266,7 +266,7 @@ class ScriptOptions(unittest.TestCase):
         self.fails("run.sh", ["--stacks", "plain,ob2"], "unknown stack 'ob2' (known: plain ucx doorbell ob1_tcp ucx_tcp pt2pt_tcp ucx_osc)")
         self.fails("run.sh", ["--frabic"], "unknown option '--frabic'")
         if os.geteuid() == 0:
-            self.fails("run.sh", ["--fabric", "--layout", "3x3", "--no-setup"], "unknown layout '3x3' (2x2 or 4x1)")
+            self.fails("run.sh", ["--fabric", "--layout", "3x3", "--no-setup"], "unknown layout '3x3' (2x2, 4x1, 2x3 or 3x2)")
 
     def test_osu_sh(self):
         self.fails("osu.sh", ["--benches", "latency,osu_bw"], "unknown benchmark 'osu_bw'")
