@@ -607,3 +607,47 @@ TEST(IbrcStart, AtTheCeilingTheStartWaitsBeforeItEnds)
         EXPECT_GT(p->rate(), kC / 2);
     }
 }
+
+// On a still queue the churn estimate stays at the design point: the gain in
+// use is the derived one, loop after loop.
+TEST(IbrcChurnLaw, AStillQueueKeepsTheDesignPoint)
+{
+    Settled s;
+    for (int k = 0; k < 200; k++)
+        s.loop(s.eq(s.ibrc.rate()));
+    EXPECT_EQ(s.ibrc.churn_scale(), 1);
+    EXPECT_EQ(s.ibrc.churn_rho(), 0);
+    EXPECT_NEAR(s.ibrc.gain(), ibrc_derived_gain(uint64_t(s.T_ns)), 1e-9 * s.ibrc.gain());
+}
+
+// A queue whose slope jumps every loop time (others arriving and leaving, 5 %
+// of the link either way) raises the crossover; the update then
+// scales a, p and the additive step together by churn_scale(): at an
+// unchanged delay r <- r (1 - m a e) + m A, computed by hand.
+TEST(IbrcChurnLaw, AQueueMovedByOthersRaisesTheCrossover)
+{
+    Settled s;
+    for (int k = 0; k < 70; k++) // past the young flow's kIbrcBurstLoops
+        s.loop(s.eq(s.ibrc.rate()));
+    // The queue's slope between +0.05 and -0.05 of the link, in turn.
+    for (int k = 0; k < 200; k++) {
+        s.loop(k % 2 ? 600 + 0.05 * s.T_ns : 600);
+    }
+    double m = s.ibrc.churn_scale();
+    EXPECT_GT(s.ibrc.churn_rho(), 0.5);
+    EXPECT_GT(m, 1.5);
+    EXPECT_NEAR(s.ibrc.gain(), m * ibrc_derived_gain(uint64_t(s.T_ns)), 1e-9 * s.ibrc.gain());
+    // Two loop times at one delay: the second has no change of the error.
+    s.loop(800);
+    double r1 = s.ibrc.rate();
+    s.loop(800);
+    m         = s.ibrc.churn_scale();
+    double e  = (800 - s.params.target_ns) / s.T_ns;
+    double r2 = r1 * (1 - m * s.design.a * e) + m * s.add();
+    EXPECT_NEAR(s.ibrc.rate(), r2, 1e-9 * r2);
+    // A user gain is the user's: no churn scale.
+    IbrcParams p = Settled::make();
+    p.gain       = 5000;
+    Ibrc fixed(p);
+    EXPECT_EQ(fixed.churn_scale(), 1);
+}

@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <complex>
 #include <limits>
+#include <vector>
 
 namespace doorbell::pacing {
 
@@ -15,6 +17,46 @@ IbrcLoop ibrc_design(double wc, double margin_deg)
     double wz   = wc / std::tan(lead);
     double p    = wc * wc / std::hypot(wz, wc);
     return {p * wz, p};
+}
+
+IbrcVariance ibrc_variance(double m)
+{
+    // Midpoint rule to kTop rad per loop time, then the integrands' tails:
+    // 1/w^4 for the disturbance, |L|^2 -> (m p / w)^2 for the noise.
+    static const IbrcLoop   d    = ibrc_design(kIbrcCrossover, kIbrcPhaseMarginDeg);
+    static constexpr int    kN   = 4000;
+    static constexpr double kTop = 20;
+    double                  a = m * d.a, p = m * d.p, dw = kTop / kN, gd = 0, gn = 0;
+    for (int i = 0; i < kN; i++) {
+        double               w = (i + 0.5) * dw;
+        std::complex<double> s(0, w);
+        std::complex<double> L   = (a + p * s) * std::exp(-s);
+        std::complex<double> den = s * s + L;
+        gd += std::norm(1.0 / den) * dw;
+        gn += std::norm(L / den) * dw;
+    }
+    gd += 1 / (3 * kTop * kTop * kTop);
+    gn += p * p / kTop;
+    return {gd / M_PI, gn / M_PI};
+}
+
+double ibrc_churn_scale(double rho)
+{
+    static constexpr double kStep = 0.05;
+    static const auto       table = [] {
+        std::vector<IbrcVariance> t;
+        for (double m = 1; m <= kIbrcMaxScale + 1e-9; m += kStep)
+            t.push_back(ibrc_variance(m));
+        return t;
+    }();
+    size_t best = 0;
+    double cost = std::numeric_limits<double>::infinity();
+    for (size_t i = 0; i < table.size(); i++) {
+        double c = rho * rho * table[i].disturbance + table[i].noise;
+        if (c < cost)
+            cost = c, best = i;
+    }
+    return 1 + best * kStep;
 }
 
 double ibrc_derived_gain(uint64_t loop_ns)
@@ -50,7 +92,7 @@ double Ibrc::gain() const
         return 0;
     if (params_.gain > 0)
         return params_.gain;
-    return ibrc_derived_gain(base_ns() + params_.target_ns);
+    return churn_scale_ * ibrc_derived_gain(base_ns() + params_.target_ns);
 }
 
 void Ibrc::on_ack(uint64_t now_ns, uint64_t acked_bytes, uint64_t ce_bytes, uint64_t rtt_ns)
@@ -88,6 +130,7 @@ void Ibrc::on_ack(uint64_t now_ns, uint64_t acked_bytes, uint64_t ce_bytes, uint
                 ref_n_++;
             }
             sum_delay_ns_ += double(delay);
+            sum_log_rate_ += std::log(rate_at(now_ns - rtt_ns));
             max_delay_ns_ = std::max(max_delay_ns_, double(delay));
             n_delay_++;
             sample_sent_ns_ = now_ns - rtt_ns;
@@ -107,6 +150,7 @@ void Ibrc::on_ack(uint64_t now_ns, uint64_t acked_bytes, uint64_t ce_bytes, uint
     uint64_t loop_ns = base_ns() + params_.target_ns;
     if (now_ns - last_update_ns_ >= loop_ns && (n_delay_ || win_ce_))
         update(now_ns);
+    note_rate(now_ns);
 }
 
 // A path that was idle for a few loop times restarts from the initial rate
@@ -133,17 +177,20 @@ void Ibrc::on_send(uint64_t now_ns, uint64_t bytes)
                                      std::min(rate_, params_.max_rate_Bps * kIbrcInitFraction));
         resumed_          = true;
         have_prev_        = false;
-        fresh_            = true;
-        empties_          = 0;
+        churn_.reset();
+        fresh_   = true;
+        empties_ = 0;
         clamp();
     }
     sent_         = true;
     last_send_ns_ = now_ns;
+    note_rate(now_ns);
 }
 
 void Ibrc::on_loss(uint64_t now_ns)
 {
     cut(now_ns, 1 - kIbrcLossBeta);
+    note_rate(now_ns);
 }
 
 void Ibrc::cut(uint64_t now_ns, double factor)
@@ -161,6 +208,7 @@ void Ibrc::cut(uint64_t now_ns, double factor)
     last_cut_ns_ = now_ns;
     rate_ *= factor;
     have_prev_ = false; // the error jump after a cut is not a trend
+    churn_.reset();     // nor the slope's: it is no disturbance
     clamp();
 }
 
@@ -174,25 +222,34 @@ void Ibrc::update(uint64_t now_ns)
     // DCTCP's estimator (with ce_gain 1: this loop time's fraction alone). On
     // a slow flow a loop time holds a handful of packets, so one burst marks
     // all of them; the estimate keeps a burst from reading as a full window.
-    alpha_            = (1 - params_.ce_gain) * alpha_ + params_.ce_gain * std::min(1.0, ce_frac);
-    bool   have_delay = n_delay_ > 0;
-    double delay      = have_delay ? sum_delay_ns_ / n_delay_ : 0;
-    double max_delay  = max_delay_ns_;
-    sum_delay_ns_     = 0;
-    n_delay_          = 0;
-    max_delay_ns_     = 0;
+    alpha_              = (1 - params_.ce_gain) * alpha_ + params_.ce_gain * std::min(1.0, ce_frac);
+    bool     have_delay = n_delay_ > 0;
+    double   delay      = have_delay ? sum_delay_ns_ / n_delay_ : 0;
+    uint32_t samples    = n_delay_;
+    double   log_rate   = have_delay ? sum_log_rate_ / n_delay_ : 0;
+    sum_log_rate_       = 0;
+    double max_delay    = max_delay_ns_;
+    sum_delay_ns_       = 0;
+    n_delay_            = 0;
+    max_delay_ns_       = 0;
     win_acked_ = win_ce_ = 0;
 
     if (ce_frac > 0) {
         empties_ = 0;
+        churn_.reset();
         cut(now_ns, 1 - params_.ce_beta * alpha_);
         return;
     }
     if (!have_delay)
         return;
 
-    // Gains: a = gain * T, p in the designed ratio to a (a user gain scales
-    // the whole controller, the additive step too).
+    // A young flow's queue is its start's (the burst brake's part below).
+    if (!starting_ && now_ns - started_ns_ >= uint64_t(kIbrcBurstLoops * T * 1e9))
+        churn_scale_ = ibrc_churn_scale(churn_.add(now_ns, delay, samples, dt / T, log_rate,
+                                                   last_step_,
+                                                   kIbrcNoiseTargets * params_.target_ns, T * 1e9));
+    // Gains: a = gain * T, p in the designed ratio to a (a user gain, and the
+    // churn's scale, scale the whole controller, the additive step too).
     double a   = gain() * T;
     double p   = design_.p * a / design_.a;
     double err = (delay - own_target_ns()) / (T * 1e9);
@@ -271,6 +328,7 @@ void Ibrc::update(uint64_t now_ns)
     if (young && cut_ok && over > kIbrcBurstScales * start_scale_ns()) {
         empties_ = 0;
         cut(now_ns, std::max(1 - kIbrcBurstBeta * over / delay, 1 - kIbrcMaxStep));
+        churn_.reset();
         prev_err_  = err;
         have_prev_ = true;
         return;
@@ -287,6 +345,7 @@ void Ibrc::update(uint64_t now_ns)
     if (have_prev_)
         step -= p * (err - prev_err_);
     step          = std::clamp(step, -kIbrcMaxStep, kIbrcMaxStep);
+    last_step_    = step;
     double before = rate_;
     // The additive step, the same for every flow (additive increase,
     // multiplicative decrease): the multiplicative law keeps rate ratios,
@@ -302,6 +361,27 @@ void Ibrc::update(uint64_t now_ns)
     prev_err_  = err;
     have_prev_ = true;
     clamp();
+}
+
+// The rate's history, for the rate a sampled packet was sent at.
+void Ibrc::note_rate(uint64_t now_ns)
+{
+    if (hist_n_ && hist_rate_[(hist_n_ - 1) % kRateHistory] == rate_)
+        return;
+    hist_ns_[hist_n_ % kRateHistory]   = now_ns;
+    hist_rate_[hist_n_ % kRateHistory] = rate_;
+    hist_n_++;
+}
+
+double Ibrc::rate_at(uint64_t t_ns) const
+{
+    uint32_t n = std::min(hist_n_, kRateHistory);
+    for (uint32_t i = 1; i <= n; i++) {
+        uint32_t k = (hist_n_ - i) % kRateHistory;
+        if (hist_ns_[k] <= t_ns || i == n)
+            return hist_rate_[k];
+    }
+    return rate_;
 }
 
 // The start ends at `rate`: on an empty path when the queue rises above the

@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "churn.h"
 #include "windowed_min.h"
 
 namespace doorbell::pacing {
@@ -36,6 +37,14 @@ namespace doorbell::pacing {
 static constexpr double   kIbrcCrossover      = 0.5;  ///< crossover, rad per loop time (1/(2T))
 static constexpr double   kIbrcPhaseMarginDeg = 50;   ///< gain margin 3.1 at one loop time of delay
 static constexpr uint32_t kIbrcTargetSegments = 2;    ///< auto target: 2 segment times
+// The crossover under churn: the design above is the floor; a measured
+// disturbance of the aggregate rate (flows arriving and leaving) raises the
+// crossover to the one that minimizes the queue's variance (docs/pacing.md).
+static constexpr double   kIbrcNoiseTargets   = 0.5;  ///< a delay sample's noise, in targets: the
+                                                      ///< target stands two noise units above an
+                                                      ///< empty queue (a segment time on a fabric)
+static constexpr double   kIbrcMaxScale       = 3;    ///< the crossover scales searched, design
+                                                      ///< point to near the gain margin (3.1)
 // Fairness: the additive step is kIbrcAdditive x a segments per loop time per
 // loop time; at equilibrium a flow's delay above its own target is
 // kIbrcAdditive of its own packet spacing.
@@ -83,6 +92,24 @@ struct IbrcLoop {
 };
 IbrcLoop ibrc_design(double crossover, double phase_margin_deg);
 
+// The loop's queue variance per unit of input, in loop times^2, with (a, p)
+// scaled by m from the design point: `disturbance` for a white disturbance of
+// the aggregate's excess rate (its random walk: flows arriving and leaving)
+// of unit spectral density, `noise` for white delay-measurement noise of unit
+// spectral density (the closed-loop integrals of |1/(s^2 + L)|^2 and
+// |L/(s^2 + L)|^2 over frequency, L = m (a + p s) e^{-s}).
+struct IbrcVariance {
+    double disturbance;
+    double noise;
+};
+IbrcVariance ibrc_variance(double m);
+// The scale m of the design's (a, p), in [1, kIbrcMaxScale], that minimizes
+// the queue's variance rho^2 disturbance + noise, rho the ratio of the
+// disturbance's spectral density to the noise's (square roots). 1 for a
+// still fabric: the design point is the floor (below it the loop would be
+// slower to move shares and to fill what departing flows free).
+double ibrc_churn_scale(double rho);
+
 // The derived gain (1/s) for a loop time T = base RTT + target delay (ns).
 double ibrc_derived_gain(uint64_t loop_ns);
 // The auto target (ns): kIbrcTargetSegments serialization times of a segment.
@@ -127,6 +154,11 @@ public:
     double window_bytes() const { return sampled_ ? 0 : params_.mtu_bytes; }
     // The gain in use (1/s); 0 until the base RTT is known.
     double gain() const;
+    // The scale of the derived gain the measured churn sets (1 on a still
+    // fabric or with a user gain; ibrc_churn_scale()) and the disturbance
+    // ratio rho it comes from.
+    double churn_scale() const { return params_.gain > 0 ? 1 : churn_scale_; }
+    double churn_rho() const { return churn_.rho(); }
     // Whether the path is still in its start (no law update yet): a message
     // short enough may then go unscheduled (Pacer::on_message()).
     bool     starting() const { return starting_; }
@@ -154,6 +186,8 @@ private:
     double equilibrium_delay_ns() const;
     double rate_for_queue(double delay_ns) const;
     void   cut(uint64_t now_ns, double factor);
+    void   note_rate(uint64_t now_ns);
+    double rate_at(uint64_t t_ns) const;
     void   clamp();
 
     IbrcParams  params_;
@@ -189,6 +223,17 @@ private:
     uint64_t    doubled_ns_         = 0; ///< start: when it doubled
     uint64_t    last_send_ns_       = 0; ///< time of the last send
     bool        sent_               = false;
+    // The disturbance (churn.h): the rate's last changes (for the rate a
+    // sampled packet was sent at), the samples' mean ln rate since the
+    // update, the last update's multiplicative step.
+    IbrcChurn                 churn_;
+    double                    sum_log_rate_            = 0;
+    double                    last_step_               = 0;
+    static constexpr uint32_t kRateHistory             = 8;
+    uint64_t                  hist_ns_[kRateHistory]   = {}; ///< since when
+    double                    hist_rate_[kRateHistory] = {}; ///< the rate was this
+    uint32_t                  hist_n_                  = 0;
+    double                    churn_scale_             = 1;
 };
 
 } // namespace doorbell::pacing

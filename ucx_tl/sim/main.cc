@@ -95,8 +95,8 @@ const char *kUsage = R"(usage: doorbell-sim [run|sweep-gain] [options]
                             sweep-gain defaults to 200/50, --on-us 0 for a static incast
   --seed N                  ECMP, start-jitter, marking and arrival seed (default 1)
   --seeds N                 sweep-gain: average each row over seeds seed..seed+N-1 (default 16)
-  --scales M,M,...          sweep-gain: gain scales, 1 (the derived gain) among them
-                            (default 0.1,0.2,0.5,1,2,5,10)
+  --scales M,M,...          sweep-gain: fixed gains, in multiples of the design point's,
+                            beside the derived law's row (auto) (default 0.1,0.2,0.5,1,2,5,10)
   --compare                 every policy on the same scenario, lossy and lossless
   --json                    JSON instead of the table
   --csv FILE                time series of the (first) run as CSV
@@ -241,9 +241,6 @@ void parse_args(Context &ctx, int argc, char **argv)
                     Fatal(ctx) << "--scales: '" << item << "' is not a scale in (0, 1000]";
                 ctx.sweep_scales.push_back(m);
             }
-            if (std::find(ctx.sweep_scales.begin(), ctx.sweep_scales.end(), 1.0) ==
-                ctx.sweep_scales.end())
-                Fatal(ctx) << "--scales: '" << v << "' lacks 1, the derived gain";
         } else if (a == "--compare") {
             ctx.compare = true;
         } else if (a == "--json") {
@@ -375,8 +372,7 @@ void mark_block(Context &ctx, size_t first, const std::vector<std::vector<SimRes
         for (const SimResult &r : runs)
             powers.back().push_back(power(r));
     }
-    size_t derived = size_t(std::find(ctx.sweep_scales.begin(), ctx.sweep_scales.end(), 1.0) -
-                            ctx.sweep_scales.begin());
+    size_t derived = 0; // the derived law's row comes first
     size_t best    = 0;
     for (size_t i = 0; i < rows.size(); i++) {
         ctx.results[first + i].spread = seed_spread(rows[i], powers[derived]);
@@ -414,9 +410,12 @@ void sweep_gain(Context &ctx)
         base.hop_delay_ns                         = hop_delay_for_rtt(base, uint64_t(rtt * 1000));
         size_t                              first = ctx.results.size();
         std::vector<std::vector<SimResult>> rows;
-        for (double m : ctx.sweep_scales) {
+        std::vector<double>                 scales = {0}; // 0: the derived law
+        scales.insert(scales.end(), ctx.sweep_scales.begin(), ctx.sweep_scales.end());
+        for (double m : scales) {
             SimConfig c = base;
             c.cc.policy = pacing::Policy::kIbrc;
+            c.cc.gain   = 0;
             apply_gain_scale(c, m);
             std::vector<SimResult> runs;
             for (uint32_t i = 0; i < ctx.sweep_seeds; i++) {
@@ -430,8 +429,12 @@ void sweep_gain(Context &ctx)
             ctx.results.push_back(mean_of(runs));
             rows.push_back(std::move(runs));
             char label[64];
-            std::snprintf(label, sizeof label, "%5u %6.2f %5.1fx", c.leaves * c.hosts_per_leaf,
-                          base_rtt_ns(c) * 1e-3, m);
+            if (m > 0)
+                std::snprintf(label, sizeof label, "%5u %6.2f %5.1fx", c.leaves * c.hosts_per_leaf,
+                              base_rtt_ns(c) * 1e-3, m);
+            else
+                std::snprintf(label, sizeof label, "%5u %6.2f  auto", c.leaves * c.hosts_per_leaf,
+                              base_rtt_ns(c) * 1e-3);
             ctx.labels.push_back(label);
         }
         mark_block(ctx, first, rows);
@@ -449,17 +452,18 @@ void report(Context &ctx)
         std::string        line;
         size_t             row = 0;
         std::getline(in, line);
-        std::printf("gain sweep: %s, ECN at %u KiB of %u KiB, senders ON %.0f / OFF %.0f us; "
-                    "each row the mean of %u seeds (drops, dips summed); power = utilization / "
-                    "(base RTT + p99 queueing delay), mean over the seeds, sd%% its spread; "
-                    "vs1x%% = power against the derived gain's, seed by seed, +- its standard "
-                    "error; * = best of its block, = within %.0f standard errors of it\n",
-                    scenario_name(ctx.cfg.scenario),
-                    (ctx.cfg.ecn_bytes ? ctx.cfg.ecn_bytes : ctx.cfg.buffer_bytes / 4 * 3) >> 10,
-                    ctx.cfg.buffer_bytes >> 10, ctx.cfg.on_ns * 1e-3, ctx.cfg.off_ns * 1e-3,
-                    ctx.sweep_seeds, kSweepTieStdErrors);
+        std::printf(
+            "gain sweep: %s, ECN at %u KiB of %u KiB, senders ON %.0f / OFF %.0f us; "
+            "each row the mean of %u seeds (drops, dips summed); power = utilization / "
+            "(base RTT + p99 queueing delay), mean over the seeds, sd%% its spread; "
+            "vs_auto%% = power against the derived law's (auto), seed by seed, +- its standard "
+            "error; * = best of its block, = within %.0f standard errors of it\n",
+            scenario_name(ctx.cfg.scenario),
+            (ctx.cfg.ecn_bytes ? ctx.cfg.ecn_bytes : ctx.cfg.buffer_bytes / 4 * 3) >> 10,
+            ctx.cfg.buffer_bytes >> 10, ctx.cfg.on_ns * 1e-3, ctx.cfg.off_ns * 1e-3,
+            ctx.sweep_seeds, kSweepTieStdErrors);
         std::printf("hosts rtt_us  scale   %s %8s %5s %11s %11s %14s\n", line.c_str(), "power%/us",
-                    "sd%", "util%range", "qd99_range", "vs1x%");
+                    "sd%", "util%range", "qd99_range", "vs_auto%");
         while (std::getline(in, line)) {
             const SeedSpread &d = ctx.results[row].spread;
             std::printf("%s %c %s %9.3f %5.2f %5.1f-%5.1f %5.2f-%5.2f %+7.2f+-%5.2f\n",
