@@ -43,10 +43,9 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-start=$SECONDS
-log() { printf '[osu %4ds] %s\n' "$((SECONDS - start))" "$*" >&2; }
-die() { printf '[osu] error: %s\n' "$*" >&2; exit 2; }
-need_value() { [[ $# -ge 2 && -n $2 ]] || die "$1 needs a value (see --help)"; }
+start=$SECONDS harness_tag=osu
+# shellcheck source=scripts/fabric/harness.sh
+source "$root/scripts/fabric/harness.sh"
 
 # bench -> "program ranks": every benchmark this script knows.
 declare -A bench_prog=(
@@ -76,14 +75,8 @@ while (($#)); do
     *) die "unknown option '$1' (see --help)" ;;
   esac
 done
-in_range() { [[ $1 =~ ^[0-9]{1,9}$ ]] && ((10#$1 >= $2 && 10#$1 <= $3)); }
-in_range "$rounds" 1 100 || die "--rounds takes a whole number from 1 to 100, not '$rounds'"
-in_range "$max" 8 67108864 || die "--max takes a number of bytes from 8 to 67108864, not '$max'"
-rounds=$((10#$rounds)) max=$((10#$max))
+harness_check
 [[ -z $iters ]] || in_range "$iters" 1 100000000 || die "--iters takes a whole number from 1 to 100000000, not '$iters'"
-[[ -z $layout || $fabric == 1 ]] || die "--layout applies to --fabric only (this host runs 4 ranks)"
-layout=${layout:-2x2}
-((fabric == 0 || $(id -u) == 0)) || die "--fabric needs root (network namespaces)"
 benches=("${bench_order[@]}")
 if [[ -n $bench_list ]]; then
   IFS=, read -r -a benches <<<"$bench_list"
@@ -142,15 +135,7 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 {
   echo "suite=osu"
-  echo "mode=$mode"
-  echo "layout=$([[ $fabric == 1 ]] && echo "$layout" || echo local)"
-  echo "layout_text=$layout_text"
-  echo "rounds=$rounds"
-  echo "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "host=$(hostname)"
-  echo "cores=$(nproc)"
-  echo "kernel=$(uname -r)"
-  echo "openmpi=$(mpirun --version 2>/dev/null | head -1 | awk '{print $NF}')"
+  harness_env
   echo "commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
   echo "omb=$OMB_DIR"
   echo "iters=$iters"
@@ -193,7 +178,6 @@ osu_run() {   # stack round bench
   return 1
 }
 
-loadavg() { cut -d' ' -f1-3 /proc/loadavg | tr ' ' /; }
 n=${#stacks[@]}
 for ((r = 1; r <= rounds; r++)); do
   log "round $r/$rounds ($layout_text), load $(loadavg)"

@@ -35,10 +35,9 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
-start=$SECONDS
-log() { printf '[run %3ds] %s\n' "$((SECONDS - start))" "$*" >&2; }
-die() { printf '[run] error: %s\n' "$*" >&2; exit 2; }
-need_value() { [[ $# -ge 2 && -n $2 ]] || die "$1 needs a value (see --help)"; }
+start=$SECONDS harness_tag=run
+# shellcheck source=scripts/fabric/harness.sh
+source "$root/scripts/fabric/harness.sh"
 
 fabric=0 max=1048576 budget=50 out="" keep=0 setup=1 p2p=1 layout="" rounds=5 stack_list=""
 while (($#)); do
@@ -62,16 +61,10 @@ while (($#)); do
     *) die "unknown option '$1' (see --help)" ;;
   esac
 done
-in_range() { [[ $1 =~ ^[0-9]{1,9}$ ]] && ((10#$1 >= $2 && 10#$1 <= $3)); }
-in_range "$rounds" 1 100 || die "--rounds takes a whole number from 1 to 100, not '$rounds'"
-in_range "$max" 8 67108864 || die "--max takes a number of bytes from 8 to 67108864, not '$max'"
-rounds=$((10#$rounds)) max=$((10#$max))
 [[ $budget =~ ^[0-9]*[.]?[0-9]+$ && ! $budget =~ ^[0.]+$ ]] \
   || die "--budget-ms takes a positive number of milliseconds, not '$budget'"
-[[ -z $layout || $fabric == 1 ]] || die "--layout applies to --fabric only (this host runs 4 ranks)"
-layout=${layout:-2x2}
 ((keep == 0 || fabric == 1)) || die "--keep-fabric applies to --fabric only"
-((fabric == 0 || $(id -u) == 0)) || die "--fabric needs root (network namespaces)"
+harness_check
 
 # 1. The stacks and the layout (checked before anything runs).
 install=${DOORBELL_INSTALL:-$root/install}
@@ -98,15 +91,7 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 {
   echo "suite=mpi-bench"
-  echo "mode=$mode"
-  echo "layout=$([[ $fabric == 1 ]] && echo "$layout" || echo local)"
-  echo "layout_text=$layout_text"
-  echo "rounds=$rounds"
-  echo "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "host=$(hostname)"
-  echo "cores=$(nproc)"
-  echo "kernel=$(uname -r)"
-  echo "openmpi=$(mpirun --version 2>/dev/null | head -1 | awk '{print $NF}')"
+  harness_env
   echo "ucx=$(ucx_info -v 2>/dev/null | sed -n 's/^# Version \([^ ]*\).*/\1/p' | head -1)"
   echo "commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
   echo "max=$max"
@@ -129,7 +114,6 @@ fi
 # 4. The measurements: round after round, one mpirun per stack, the order
 # rotating so that no stack always follows the same one. rounds.txt keeps the
 # load average before and after every run.
-loadavg() { cut -d' ' -f1-3 /proc/loadavg | tr ' ' /; }
 n=${#stacks[@]}
 for ((r = 1; r <= rounds; r++)); do
   log "round $r/$rounds ($layout_text), load $(loadavg)"
