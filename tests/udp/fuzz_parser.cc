@@ -8,6 +8,34 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     using namespace doorbell::udp;
     ParseResult r = parse(data, size);
+    if (r.status == ParseStatus::kOk && r.pack_count != 0) {
+        /* a pack: its messages, one-packet SENDs at consecutive PSNs,
+         * within the datagram and exactly up to its rider */
+        size_t end = size - (r.has_ride ? sizeof(RideAck) : 0);
+        if (data[0] != kPackKind || size > kPackMaxBytes || r.pack_count > kPackMaxMessages ||
+            r.has_ride != ((data[1] & kFlagRide) != 0) ||
+            (r.has_ride && (r.ride.token == 0 || r.ride.qp == 0))) {
+            abort();
+        }
+        PackReader     reader(r);
+        WireHeader     h;
+        const uint8_t *payload;
+        uint32_t       n    = 0;
+        const uint8_t *last = data;
+        while (reader.next(h, payload)) {
+            if (h.opcode != uint8_t(Opcode::kSend) || h.psn != r.header.psn + n ||
+                h.length != h.msg_length || h.msg_offset != 0 || payload < last ||
+                payload + h.length > data + end || h.token == 0 || h.dst_qp == 0) {
+                abort();
+            }
+            last = payload + h.length;
+            ++n;
+        }
+        if (n != r.pack_count || last != data + end) {
+            abort();
+        }
+        return 0;
+    }
     if (r.status == ParseStatus::kOk) {
         const WireHeader &h = r.header;
         /* what the receive path relies on */
@@ -18,7 +46,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         /* a riding ACK: behind a full-header request, naming a connection */
         if (r.has_ride != ((h.flags & kFlagRide) != 0) ||
             (r.has_ride && (!may_carry_ack(h.opcode) || r.header_bytes != sizeof(WireHeader) ||
-                            r.ride.token == 0 || r.ride.qp == 0 || r.ride.src_qp == 0))) {
+                            r.ride.token == 0 || r.ride.qp == 0))) {
             abort();
         }
         if (r.header_bytes != sizeof(WireHeader) &&

@@ -10,8 +10,9 @@
  * of the live connection's values to splice over the datagram's (bit 0: the
  * connection token at offset 8, bit 1: the receiver's QP at 16, bit 2: the
  * iface token, for a CONNECT; bit 3: the token and QP number of the
- * receiver's own connection the other way over the last 40 bytes, where an
- * ACK riding on a request is), the rest is the datagram. */
+ * receiver's own connection the other way over the last 32 bytes, where an
+ * ACK riding on a request is; bit 4: the receiver's QP at 4, where a pack
+ * names it), the rest is the datagram. */
 #include "core/doorbell_core.h"
 #include "devices/udp/udp_device.h"
 #include "devices/udp/wire.h"
@@ -137,7 +138,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         uint64_t it = to_b ? w.ib.token : w.ia.token;
         std::memcpy(d.data() + 8, &it, 8);
     }
-    if ((data[1] & 8) && d.size() >= sizeof(WireHeader) + sizeof(RideAck)) {
+    if ((data[1] & 16) && d.size() >= 8) {
+        std::memcpy(d.data() + offsetof(PackHeader, dst_qp), &remote, 4);
+    }
+    if ((data[1] & 8) && d.size() >= sizeof(PackHeader) + sizeof(RideAck)) {
         doorbell_qp_t *own        = to_b ? w.qb : w.qa; /* acknowledged by a rider */
         uint64_t       own_token  = 0;
         uint32_t       own_remote = 0, own_psn = 0;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <random>
@@ -84,7 +85,6 @@ std::vector<uint8_t> ride_datagram(WireHeader h, size_t payload)
     RideAck              a{};
     a.token       = 0x5eed;
     a.qp          = 0x61;
-    a.src_qp      = 0x62;
     a.psn         = 9;
     a.hold        = 1000;
     a.ts_echo     = 0x1234;
@@ -92,6 +92,59 @@ std::vector<uint8_t> ride_datagram(WireHeader h, size_t payload)
     const auto *b = reinterpret_cast<const uint8_t *>(&a);
     v.insert(v.end(), b, b + sizeof(a));
     return v;
+}
+
+/// A RideAck as the samples carry it.
+RideAck sample_ride()
+{
+    RideAck a{};
+    a.token    = 0x5eed;
+    a.qp       = 0x61;
+    a.psn      = 9;
+    a.hold     = 1000;
+    a.ts_echo  = 0x1234;
+    a.ce_bytes = 64;
+    return a;
+}
+
+/// A pack of messages of these lengths (their bytes 0x40 + index), stamped
+/// with ts (0: not), asking for an ACK, carrying a RideAck.
+std::vector<uint8_t> pack_datagram(const std::vector<uint32_t> &lens, uint64_t ts = 0,
+                                   bool ack_req = false, bool ride = false)
+{
+    uint8_t              head[64];
+    uint32_t             n = encode_pack_header(head,
+                                                uint8_t((ack_req ? kFlagAckReq : 0) | (ride ? kFlagRide : 0)),
+                                                uint32_t(lens.size()), 7, 0x70c3e11, 0x51, 1000, ts);
+    std::vector<uint8_t> v(head, head + n);
+    for (size_t i = 0; i < lens.size(); ++i) {
+        if (lens.size() > 1) {
+            PackMember  m{uint8_t(10 + i), uint16_t(lens[i])};
+            const auto *b = reinterpret_cast<const uint8_t *>(&m);
+            v.insert(v.end(), b, b + sizeof(m));
+        }
+        v.resize(v.size() + lens[i], uint8_t(0x40 + i));
+    }
+    if (ride) {
+        RideAck     a = sample_ride();
+        const auto *b = reinterpret_cast<const uint8_t *>(&a);
+        v.insert(v.end(), b, b + sizeof(a));
+    }
+    return v;
+}
+
+/// Packs of every shape: one message and several, stamped or not, with an
+/// ACK request and a rider.
+std::vector<std::vector<uint8_t>> pack_samples()
+{
+    return {
+        pack_datagram({8}),
+        pack_datagram({0}),
+        pack_datagram({22}, 0x1122334455667788ull, true, true),
+        pack_datagram({8, 16, 1}),
+        pack_datagram({100, 0, 7}, 0x99, false, true),
+        pack_datagram(std::vector<uint32_t>(64, 3), 0x5, true),
+    };
 }
 
 std::vector<std::vector<uint8_t>> valid_samples()
@@ -121,10 +174,58 @@ std::vector<std::vector<uint8_t>> valid_samples()
     };
 }
 
+/// What every accepted pack guarantees: messages within the datagram, each
+/// a one-packet SEND of the connection at consecutive PSNs, exactly to the
+/// datagram's end (a rider after them).
+void check_pack(const ParseResult &r, const uint8_t *bytes, size_t len)
+{
+    ASSERT_EQ(kPackKind, bytes[0]);
+    ASSERT_LE(len, kPackMaxBytes);
+    ASSERT_GE(r.pack_count, 1u);
+    ASSERT_LE(r.pack_count, kPackMaxMessages);
+    ASSERT_EQ(r.has_ride, (bytes[1] & kFlagRide) != 0);
+    Prefix p;
+    ASSERT_TRUE(read_prefix(bytes, len, p));
+    ASSERT_TRUE(known_prefix(p));
+    ASSERT_EQ(uint8_t(Opcode::kSend), p.opcode);
+    ASSERT_NE(0u, p.token);
+    ASSERT_NE(0u, p.dst_qp);
+    size_t end = len - (r.has_ride ? sizeof(RideAck) : 0);
+    if (r.has_ride) {
+        ASSERT_EQ(0, std::memcmp(&r.ride, bytes + end, sizeof(RideAck)));
+        ASSERT_NE(0u, r.ride.token);
+        ASSERT_NE(0u, r.ride.qp);
+    }
+    PackReader     reader(r);
+    WireHeader     h;
+    const uint8_t *payload;
+    uint32_t       n        = 0;
+    size_t         bytes_in = r.header_bytes - (r.pack_count > 1 ? sizeof(PackMember) : 0);
+    while (reader.next(h, payload)) {
+        ASSERT_EQ(uint8_t(Opcode::kSend), h.opcode);
+        ASSERT_EQ(p.token, h.token);
+        ASSERT_EQ(p.dst_qp, h.dst_qp);
+        ASSERT_EQ(r.header.psn + n, h.psn);
+        ASSERT_EQ(h.length, h.msg_length);
+        ASSERT_EQ(0u, h.msg_offset);
+        ASSERT_EQ(kFlagFirst | kFlagLast, h.flags & ~kFlagAckReq);
+        ASSERT_TRUE(payload >= bytes && payload + h.length <= bytes + end);
+        bytes_in += h.length + (r.pack_count > 1 ? sizeof(PackMember) : 0);
+        ++n;
+        ASSERT_EQ((h.flags & kFlagAckReq) != 0, r.pack_ack_req && n == r.pack_count);
+    }
+    ASSERT_EQ(r.pack_count, n);
+    ASSERT_EQ(end, bytes_in);
+}
+
 /// What every accepted datagram guarantees to the receive path.
 void check_invariants(const ParseResult &r, const uint8_t *bytes, size_t len)
 {
     ASSERT_EQ(ParseStatus::kOk, r.status);
+    if (r.pack_count != 0) {
+        check_pack(r, bytes, len);
+        return;
+    }
     const WireHeader &h = r.header;
     ASSERT_EQ(r.has_ride, (h.flags & kFlagRide) != 0);
     ASSERT_EQ(len, r.header_bytes + h.length + (r.has_ride ? sizeof(RideAck) : 0));
@@ -135,8 +236,6 @@ void check_invariants(const ParseResult &r, const uint8_t *bytes, size_t len)
         ASSERT_EQ(0, std::memcmp(&r.ride, bytes + len - sizeof(RideAck), sizeof(RideAck)));
         ASSERT_NE(0u, r.ride.token);
         ASSERT_NE(0u, r.ride.qp);
-        ASSERT_NE(0u, r.ride.src_qp);
-        ASSERT_EQ(0u, r.ride.reserved);
     }
     ASSERT_EQ(bytes + r.header_bytes, r.payload);
     if (r.header_bytes != sizeof(WireHeader)) {
@@ -206,6 +305,100 @@ TEST(Parser, AcceptsValidPackets)
         ASSERT_EQ(ParseStatus::kOk, r.status) << int(d[5]);
         check_invariants(r, d.data(), d.size());
     }
+    for (auto &d : pack_samples()) {
+        ParseResult r = parse(d.data(), d.size());
+        ASSERT_EQ(ParseStatus::kOk, r.status) << d.size();
+        check_invariants(r, d.data(), d.size());
+    }
+}
+
+/* A pack stands for one-packet SENDs at consecutive PSNs: each comes out as
+ * the full header it would have had alone, with its own bytes. */
+TEST(Parser, PacksExpandToOneSendEach)
+{
+    auto        one = pack_datagram({22}, 0x1122334455667788ull, true, true);
+    ParseResult r   = parse(one.data(), one.size());
+    ASSERT_EQ(ParseStatus::kOk, r.status);
+    EXPECT_EQ(1u, r.pack_count);
+    EXPECT_EQ(28u, r.header_bytes) << "20 bytes and the stamp";
+    EXPECT_EQ(one.size(), 28u + 22 + sizeof(RideAck));
+    EXPECT_TRUE(r.has_ride);
+    EXPECT_EQ(0x5eedu, r.ride.token);
+    WireHeader expect = make_header(Opcode::kSend);
+    expect.flags      = kFlagFirst | kFlagLast | kFlagAckReq;
+    expect.am_id      = 7;
+    expect.token      = 0x70c3e11;
+    expect.dst_qp     = 0x51;
+    expect.psn        = 1000;
+    expect.length     = 22;
+    expect.msg_length = 22;
+    expect.ts_send    = 0x1122334455667788ull;
+    EXPECT_EQ(0, std::memcmp(&expect, &r.header, sizeof(expect)));
+
+    auto        three = pack_datagram({8, 16, 1});
+    ParseResult t     = parse(three.data(), three.size());
+    ASSERT_EQ(ParseStatus::kOk, t.status);
+    EXPECT_EQ(3u, t.pack_count);
+    EXPECT_EQ(three.size(), 20u + 3 * sizeof(PackMember) + 8 + 16 + 1) << "unstamped";
+    PackReader     reader(t);
+    WireHeader     h;
+    const uint8_t *payload;
+    const uint32_t lens[] = {8, 16, 1};
+    for (uint32_t i = 0; i < 3; ++i) {
+        ASSERT_TRUE(reader.next(h, payload));
+        EXPECT_EQ(1000 + i, h.psn);
+        EXPECT_EQ(10 + i, h.am_id);
+        EXPECT_EQ(lens[i], h.length);
+        EXPECT_EQ(0u, h.ts_send) << "not stamped: no RTT sample";
+        EXPECT_EQ(kFlagFirst | kFlagLast, h.flags);
+        EXPECT_EQ(std::vector<uint8_t>(lens[i], uint8_t(0x40 + i)),
+                  std::vector<uint8_t>(payload, payload + h.length));
+    }
+    EXPECT_FALSE(reader.next(h, payload));
+}
+
+TEST(Parser, ClassifiesBadPacks)
+{
+    auto status = [](const std::vector<uint8_t> &d) { return parse(d.data(), d.size()).status; };
+    auto three  = pack_datagram({8, 16, 1});
+    EXPECT_EQ(ParseStatus::kTruncated, status({three.begin(), three.begin() + 19}));
+    EXPECT_EQ(ParseStatus::kTruncated, status({three.begin(), three.end() - 1}));
+    auto longer = three;
+    longer.push_back(0); /* a byte after the last message */
+    EXPECT_EQ(ParseStatus::kMalformed, status(longer));
+    auto none = three;
+    none[2]   = 0; /* no message */
+    EXPECT_EQ(ParseStatus::kMalformed, status(none));
+    auto many = pack_datagram(std::vector<uint32_t>(64, 3));
+    many[2]   = 65; /* more than a batch */
+    EXPECT_EQ(ParseStatus::kMalformed, status(many));
+    auto flags = three;
+    flags[1]   = kFlagFirst; /* a pack has no segments */
+    EXPECT_EQ(ParseStatus::kMalformed, status(flags));
+    auto am_id = three;
+    am_id[3]   = 1; /* several: each names its own */
+    EXPECT_EQ(ParseStatus::kMalformed, status(am_id));
+    auto qp = three;
+    std::memset(qp.data() + offsetof(PackHeader, dst_qp), 0, 4);
+    EXPECT_EQ(ParseStatus::kMalformed, status(qp));
+    auto token = three;
+    std::memset(token.data() + offsetof(PackHeader, token), 0, 8);
+    EXPECT_EQ(ParseStatus::kMalformed, status(token));
+    auto stamp = pack_datagram({8}, 0x77);
+    std::memset(stamp.data() + sizeof(PackHeader), 0, 8); /* stamped "not stamped" */
+    EXPECT_EQ(ParseStatus::kMalformed, status(stamp));
+    auto ride = pack_datagram({8}, 0, false, true);
+    std::memset(ride.data() + ride.size() - sizeof(RideAck), 0, 8); /* an ACK of no connection */
+    EXPECT_EQ(ParseStatus::kMalformed, status(ride));
+    auto past                    = three;
+    past[sizeof(PackHeader) + 1] = 0xff; /* the first message runs past the end */
+    EXPECT_EQ(ParseStatus::kTruncated, status(past));
+    auto huge = pack_datagram({kPackMaxBytes - 20 + 1});
+    EXPECT_EQ(ParseStatus::kMalformed, status(huge));
+    auto fits = pack_datagram({kPackMaxBytes - 20});
+    EXPECT_EQ(ParseStatus::kOk, status(fits));
+    /* a pack is never read from a peek */
+    EXPECT_EQ(ParseStatus::kTruncated, parse_header(three.data(), 20, three.size()).status);
 }
 
 TEST(Parser, ClassifiesBadPackets)
@@ -354,16 +547,11 @@ TEST(Parser, ARideAckIsCheckedWhole)
     ParseResult peek = parse_header(d.data(), sizeof(WireHeader) + 8, d.size());
     EXPECT_EQ(ParseStatus::kOk, peek.status) << "a peek leaves the ACK to the full parse";
     EXPECT_FALSE(peek.has_ride);
-    /* an ACK of no connection, or with its reserved word set */
+    /* an ACK of no connection */
     size_t at = d.size() - sizeof(RideAck);
-    for (size_t field : {offsetof(RideAck, token), offsetof(RideAck, qp), offsetof(RideAck, src_qp),
-                         offsetof(RideAck, reserved)}) {
+    for (size_t field : {offsetof(RideAck, token), offsetof(RideAck, qp)}) {
         auto bad = d;
-        if (field == offsetof(RideAck, reserved)) {
-            bad[at + field] = 1;
-        } else {
-            std::memset(bad.data() + at + field, 0, field == 0 ? 8 : 4);
-        }
+        std::memset(bad.data() + at + field, 0, field == 0 ? 8 : 4);
         EXPECT_EQ(ParseStatus::kMalformed, parse(bad.data(), bad.size()).status) << field;
     }
     /* only a request of the send path carries one: not a response, a probe,
@@ -450,18 +638,21 @@ TEST(Parser, RandomBytesNeverCrashAndRarelyParse)
 TEST(Parser, MutatedValidPacketsKeepInvariants)
 {
     std::mt19937_64 rng(99);
-    auto            samples  = valid_samples();
-    int             accepted = 0, rejected = 0;
+    auto            samples = valid_samples();
+    for (auto &p : pack_samples()) {
+        samples.push_back(p);
+    }
+    int accepted = 0, rejected = 0;
     for (int i = 0; i < 200000; ++i) {
         std::vector<uint8_t> d     = samples[rng() % samples.size()];
         int                  flips = 1 + int(rng() % 4);
         for (int f = 0; f < flips; ++f) {
             switch (rng() % 4) {
-            case 0: /* flip a bit in the header */
-                d[rng() % sizeof(WireHeader)] ^= uint8_t(1u << (rng() % 8));
+            case 0: /* flip a bit in the header (a pack's may be shorter) */
+                d[rng() % std::min(d.size(), sizeof(WireHeader))] ^= uint8_t(1u << (rng() % 8));
                 break;
             case 1: /* overwrite a header byte */
-                d[rng() % sizeof(WireHeader)] = uint8_t(rng());
+                d[rng() % std::min(d.size(), sizeof(WireHeader))] = uint8_t(rng());
                 break;
             case 2: /* cut the tail */
                 d.resize(rng() % (d.size() + 1));

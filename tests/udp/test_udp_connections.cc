@@ -801,6 +801,27 @@ TEST(UdpConnections, MutatedPacketsThroughTheWholeReceivePath)
         d.resize(encode_data_header(h, d.data()) + 900);
         seeds.push_back(d);
     }
+    for (uint32_t count : {1u, 3u}) { /* packs: one AM, and several with a rider */
+        std::vector<uint8_t> d(64);
+        d.resize(encode_pack_header(d.data(), count == 1 ? 0 : kFlagRide, count, 4, qa_conn.token,
+                                    qa_conn.remote_qpn, qa_conn.next_psn, count == 1 ? 0 : 77));
+        for (uint32_t i = 0; i < count; ++i) {
+            if (count > 1) {
+                PackMember  m{uint8_t(i), 40};
+                const auto *b = reinterpret_cast<const uint8_t *>(&m);
+                d.insert(d.end(), b, b + sizeof(m));
+            }
+            d.resize(d.size() + 40, 0x42);
+        }
+        if (count > 1) {
+            RideAck ride{};
+            ride.token    = qb_conn.token;
+            ride.qp       = 1;
+            const auto *b = reinterpret_cast<const uint8_t *>(&ride);
+            d.insert(d.end(), b, b + sizeof(ride));
+        }
+        seeds.push_back(d);
+    }
     sockaddr_in from_a = address_of(pair.a), from_b = address_of(pair.b), stranger = from_a;
     stranger.sin_port = htons(9);
     for (int i = 0; i < 50000; ++i) {
@@ -830,7 +851,7 @@ TEST(UdpConnections, MutatedPacketsThroughTheWholeReceivePath)
         if (rng() % 2 && d.size() >= 20) { /* the live connection's token and QP */
             Conn c = to_b ? qa_conn : qb_conn;
             std::memcpy(d.data() + 8, &c.token, 8);
-            std::memcpy(d.data() + 16, &c.remote_qpn, 4);
+            std::memcpy(d.data() + (d[0] == kPackKind ? 4 : 16), &c.remote_qpn, 4);
         }
         unsigned    src  = unsigned(rng() % 3);
         sockaddr_in from = src == 0 ? (to_b ? from_a : from_b) :

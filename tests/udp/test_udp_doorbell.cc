@@ -405,7 +405,8 @@ TEST(UdpDoorbell, CountersDumpAtClose)
           "rx_timestamped", "rx_drop_malformed", "rx_drop_foreign", "rx_drop_no_conn",
           "rx_drop_token",  "rx_drop_source",    "rx_drop_psn",     "rx_drop_state",
           "conn_refused",   "keepalives",        "reasm_busy",      "reasm_reclaimed",
-          "reasm_peak",     "acks_sent",         "acks_carried"}) {
+          "reasm_peak",     "acks_sent",         "acks_carried",    "packs",
+          "packed"}) {
         EXPECT_NE(out.find(std::string("lo ") + name + " "), std::string::npos) << name;
     }
 }

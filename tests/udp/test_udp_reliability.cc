@@ -90,6 +90,10 @@ void exercise(LoopbackPair &pair, uint32_t seed)
     EXPECT_EQ(DOORBELL_OK, pair.flush(pair.qb));
     EXPECT_EQ(sent, stream.count); /* no AM delivered twice */
     EXPECT_TRUE(stream.bytes == am_data);
+    /* the AMs of one packet went in packs, several to a datagram */
+    auto a = pair.counters(pair.a);
+    EXPECT_GT(a.packs, 0u);
+    EXPECT_GT(a.packed, a.packs);
     EXPECT_TRUE(target.bytes == wdata);
     EXPECT_TRUE(dest == rdata);
     EXPECT_EQ(0, pair.error_a.count) << pair.error_a.message;

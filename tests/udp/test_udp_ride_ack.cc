@@ -1,6 +1,7 @@
 /* ACKs that ride on requests going the other way (udp_ride_ack.cc): the
- * rules (an owed ACK rides on the next request to its socket, settled once;
- * none rides on a segment of several) and the receiver's checks of a riding
+ * rules (an owed ACK rides on the next request to its socket once it is
+ * due, old or holds many packets, settled once; none rides on a segment of
+ * several) and the receiver's checks of a riding
  * ACK (its own connection, token and source, apart from the request). */
 #include "loopback_pair.h"
 
@@ -62,9 +63,10 @@ std::vector<uint8_t> write_with_ride(doorbell_qp_t *qp, const Region &target, co
 } // namespace
 
 /* b owes a the ACK of an unsignaled put for the whole ACK delay (625 ms
- * here); b's own put to a a moment later carries it: b sends one datagram,
- * and a's put is acknowledged by it. */
-TEST(UdpRideAck, AnOwedAckRidesOnTheNextRequestToItsSocket)
+ * here). Young, it does not ride: b's own put to a leaves alone. Once it
+ * holds half of kAckEvery packets, b's next put to a carries it: b sends one
+ * datagram, and a's puts are acknowledged by it. */
+TEST(UdpRideAck, AnOwedAckRidesOnceItHoldsHalfOfAckEvery)
 {
     LoopbackPair pair(steady_params(), steady_params());
     Region       at_a(pair.pd, 8, DOORBELL_ACCESS_REMOTE_WRITE);
@@ -77,24 +79,50 @@ TEST(UdpRideAck, AnOwedAckRidesOnTheNextRequestToItsSocket)
 
     uint64_t w = 0x2222;
     ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qb, &w, 8, at_a.addr(), at_a.rkey));
+    ASSERT_TRUE(pair.wait([&] { return at_a.bytes[0] == 0x22; }));
+    EXPECT_EQ(0u, pair.counters(pair.b).acks_carried) << "a young ACK waits";
+    EXPECT_EQ(1u, pair.counters(pair.b).tx_packets);
+    EXPECT_EQ(1u, udp_qp(pair.qa).unacked.size());
+
+    /* a's puts up to half of kAckEvery: the next request b sends carries
+     * the ACK of them all */
+    for (uint32_t i = 1; i < kAckEvery / 2; ++i) {
+        v = 0x1100 + i;
+        ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, at_b.addr(), at_b.rkey));
+        ASSERT_TRUE(pair.wait([&] { return at_b.bytes[0] == uint8_t(v); }));
+    }
+    EXPECT_EQ(kAckEvery / 2, udp_qp(pair.qa).unacked.size());
+    w = 0x2233;
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qb, &w, 8, at_a.addr(), at_a.rkey));
     ASSERT_TRUE(pair.wait([&] { return udp_qp(pair.qa).unacked.empty(); }));
-    EXPECT_EQ(0x22, at_a.bytes[0]);
+    EXPECT_EQ(0x33, at_a.bytes[0]);
     auto b = pair.counters(pair.b);
     EXPECT_EQ(1u, b.acks_carried);
     EXPECT_EQ(0u, b.acks_sent);
-    EXPECT_EQ(1u, b.tx_packets); /* the put and its rider */
+    EXPECT_EQ(2u, b.tx_packets); /* the two puts, the second with its rider */
     EXPECT_EQ(0u, pair.counters(pair.a).rx_dropped);
+}
 
-    /* settled once: b's next put carries nothing (a's ACK rides on it the
-     * other way: a owes b for the first put) */
-    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, at_b.addr(), at_b.rkey));
-    ASSERT_TRUE(pair.wait([&] { return udp_qp(pair.qb).unacked.empty(); }));
-    EXPECT_EQ(1u, pair.counters(pair.a).acks_carried);
-    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qb, &w, 8, at_a.addr(), at_a.rkey));
-    ASSERT_TRUE(pair.wait([&] { return udp_qp(pair.qa).unacked.empty(); }));
-    EXPECT_EQ(2u, pair.counters(pair.b).acks_carried);
-    EXPECT_EQ(0u, pair.counters(pair.b).acks_sent);
-    EXPECT_EQ(0u, pair.counters(pair.a).acks_sent);
+/* When an owed ACK rides: due at once; deferred, once it holds half of
+ * kAckEvery packets or has waited a quarter of the ACK delay. */
+TEST(UdpRideAck, WhenAnOwedAckRides)
+{
+    const uint64_t delay = 8000;
+    Responder      r{};
+    EXPECT_FALSE(ack_rides_now(r, 100, delay)) << "nothing owed";
+    r.ack_due = true;
+    EXPECT_TRUE(ack_rides_now(r, 100, delay));
+    r              = {};
+    r.ack_deferred = true;
+    r.ack_deadline = 100000 + delay; /* deferred at 100000 */
+    r.unacked_pkts = 1;
+    EXPECT_FALSE(ack_rides_now(r, 100000, delay));
+    EXPECT_FALSE(ack_rides_now(r, 100000 + delay / 4 - 1, delay));
+    EXPECT_TRUE(ack_rides_now(r, 100000 + delay / 4, delay));
+    r.unacked_pkts = kAckEvery / 2 - 1;
+    EXPECT_FALSE(ack_rides_now(r, 100000, delay));
+    r.unacked_pkts = kAckEvery / 2;
+    EXPECT_TRUE(ack_rides_now(r, 100000, delay));
 }
 
 /* A message of several packets travels in data segments, which never carry
@@ -133,10 +161,9 @@ TEST(UdpRideAck, ForgedRidersAreDroppedAndTheRequestTaken)
     ASSERT_TRUE(connection_of(pair.qa, &qa_token, &responder, &next));
 
     RideAck ride{};
-    ride.token  = qa_token;
-    ride.qp     = qpn_of(pair.qa);
-    ride.src_qp = responder;
-    ride.psn    = next; /* everything a sent */
+    ride.token = qa_token;
+    ride.qp    = qpn_of(pair.qa);
+    ride.psn   = next; /* everything a sent */
     struct Forgery {
         uint64_t token;
         uint32_t qp;

@@ -272,6 +272,9 @@ typedef struct doorbell_counters {
     uint64_t reasm_peak;        /* the most held at once */
     uint64_t acks_sent;         /* ACK datagrams sent (UDP device) */
     uint64_t acks_carried;      /* ACKs that rode on a request instead */
+    uint64_t packs;             /* datagrams that carried active messages in a pack
+                                 * (UDP device; wire.h PackHeader) */
+    uint64_t packed;            /* messages in those packs */
 } doorbell_counters_t;
 void doorbell_iface_get_counters(const doorbell_iface_t *iface, doorbell_counters_t *counters);
 /* Enables the counters dump at close ("<device> <counter> <value>" lines). */

@@ -267,6 +267,8 @@ void IfaceCore::dump_counters() const
         {"reasm_peak", c.reasm_peak},
         {"acks_sent", c.acks_sent},
         {"acks_carried", c.acks_carried},
+        {"packs", c.packs},
+        {"packed", c.packed},
     };
     print_counters(rows);
 }

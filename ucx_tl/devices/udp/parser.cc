@@ -183,12 +183,150 @@ ParseResult parse_data(const uint8_t *bytes, size_t head_len, size_t len)
     return r;
 }
 
+/// A ride's own consistency (the receiver checks its connection).
+bool ride_ok(const RideAck &ride)
+{
+    return ride.token != 0 && ride.qp != 0;
+}
+
+/// A pack: its header, every message's bounds, the stamp and the rider,
+/// exactly to the datagram's end. r.header is its first message.
+ParseResult parse_pack(const uint8_t *bytes, size_t head_len, size_t len)
+{
+    ParseResult r{};
+    PackHeader  p;
+    if (head_len < len || len < sizeof(p)) {
+        r.status = ParseStatus::kTruncated; /* (a pack is never peeked at) */
+        return r;
+    }
+    if (len > kPackMaxBytes) {
+        r.status = ParseStatus::kMalformed;
+        return r;
+    }
+    std::memcpy(&p, bytes, sizeof(p));
+    if ((p.flags & ~kPackFlagMask) != 0 || p.count == 0 || p.count > kPackMaxMessages ||
+        p.token == 0 || p.dst_qp == 0 || (p.count > 1 && p.am_id != 0)) {
+        r.status = ParseStatus::kMalformed;
+        return r;
+    }
+    size_t   at = sizeof(p);
+    uint64_t ts = 0;
+    if (p.flags & kFlagStamp) {
+        if (len < at + sizeof(ts)) {
+            r.status = ParseStatus::kTruncated;
+            return r;
+        }
+        std::memcpy(&ts, bytes + at, sizeof(ts));
+        if (ts == 0) { /* 0 is "not stamped" */
+            r.status = ParseStatus::kMalformed;
+            return r;
+        }
+        at += sizeof(ts);
+    }
+    size_t ride = (p.flags & kFlagRide) ? sizeof(RideAck) : 0;
+    if (len < at + ride) {
+        r.status = ParseStatus::kTruncated;
+        return r;
+    }
+    size_t   end   = len - ride; /* where the messages end */
+    uint32_t first = 0;          /* the first message's length */
+    size_t   first_at;
+    if (p.count == 1) {
+        first_at = at;
+        first    = uint32_t(end - at);
+    } else {
+        size_t walk = at;
+        for (uint32_t i = 0; i < p.count; ++i) {
+            PackMember m;
+            if (end < walk + sizeof(m)) {
+                r.status = ParseStatus::kTruncated;
+                return r;
+            }
+            std::memcpy(&m, bytes + walk, sizeof(m));
+            walk += sizeof(m);
+            if (end < walk + m.length) {
+                r.status = ParseStatus::kTruncated;
+                return r;
+            }
+            if (i == 0) {
+                first = m.length;
+            }
+            walk += m.length;
+        }
+        if (walk != end) {
+            r.status = ParseStatus::kMalformed; /* bytes after the last message */
+            return r;
+        }
+        first_at = at + sizeof(PackMember);
+    }
+    if (ride != 0) {
+        std::memcpy(&r.ride, bytes + end, sizeof(r.ride));
+        if (!ride_ok(r.ride)) {
+            r.status = ParseStatus::kMalformed;
+            return r;
+        }
+        r.has_ride = true;
+    }
+    WireHeader &h = r.header;
+    h             = make_header(Opcode::kSend);
+    h.flags       = kFlagFirst | kFlagLast;
+    h.am_id       = p.count == 1 ? p.am_id : bytes[at];
+    h.token       = p.token;
+    h.dst_qp      = p.dst_qp;
+    h.psn         = p.psn;
+    h.length      = first;
+    h.msg_length  = first;
+    h.ts_send     = ts;
+    if (p.count == 1 && (p.flags & kFlagAckReq)) {
+        h.flags |= kFlagAckReq;
+    }
+    r.status       = ParseStatus::kOk;
+    r.payload      = bytes + first_at;
+    r.header_bytes = uint32_t(first_at);
+    r.pack_count   = p.count;
+    r.pack_ack_req = (p.flags & kFlagAckReq) != 0;
+    return r;
+}
+
 } // namespace
+
+PackReader::PackReader(const ParseResult &r) :
+    r_(r), at_(r.payload - (r.pack_count > 1 ? sizeof(PackMember) : 0))
+{
+}
+
+bool PackReader::next(WireHeader &h, const uint8_t *&payload)
+{
+    if (i_ >= r_.pack_count) {
+        return false;
+    }
+    h     = r_.header;
+    h.psn = r_.header.psn + i_;
+    if (r_.pack_count == 1) {
+        payload = r_.payload;
+    } else {
+        PackMember m;
+        std::memcpy(&m, at_, sizeof(m));
+        h.am_id      = m.am_id;
+        h.length     = m.length;
+        h.msg_length = m.length;
+        payload      = at_ + sizeof(m);
+        at_          = payload + m.length;
+    }
+    h.flags = kFlagFirst | kFlagLast;
+    if (++i_ == r_.pack_count && r_.pack_ack_req) {
+        h.flags |= kFlagAckReq;
+    }
+    return true;
+}
 
 ParseResult parse_header(const uint8_t *head, size_t head_len, size_t len)
 {
     ParseResult r{};
     uint32_t    magic;
+    if (head != nullptr && head_len >= 1 && len >= 1 && head[0] == kPackKind) {
+        return parse_pack(head, head_len, len);
+    }
     if (head != nullptr && head_len >= sizeof(magic) && len >= sizeof(magic)) {
         std::memcpy(&magic, head, sizeof(magic));
         if (magic == kDataMagic) {
@@ -211,7 +349,7 @@ ParseResult parse_header(const uint8_t *head, size_t head_len, size_t len)
         /* (a peek that holds the header but not the riding ACK leaves it
          * to the full parse: has_ride stays false) */
         std::memcpy(&r.ride, head + at, sizeof(RideAck));
-        if (r.ride.token == 0 || r.ride.qp == 0 || r.ride.src_qp == 0 || r.ride.reserved != 0) {
+        if (!ride_ok(r.ride)) {
             r.status = ParseStatus::kMalformed;
             return r;
         }
@@ -223,6 +361,25 @@ ParseResult parse_header(const uint8_t *head, size_t head_len, size_t len)
 ParseResult parse(const uint8_t *bytes, size_t len)
 {
     return parse_header(bytes, len, len);
+}
+
+uint32_t encode_pack_header(uint8_t *out, uint8_t flags, uint32_t count, uint8_t am_id,
+                            uint64_t token, uint32_t dst_qp, uint32_t psn, uint64_t ts_send)
+{
+    PackHeader p{};
+    p.kind   = kPackKind;
+    p.flags  = uint8_t(flags | (ts_send != 0 ? kFlagStamp : 0));
+    p.count  = uint8_t(count);
+    p.am_id  = count == 1 ? am_id : 0;
+    p.dst_qp = dst_qp;
+    p.token  = token;
+    p.psn    = psn;
+    std::memcpy(out, &p, sizeof(p));
+    if (ts_send == 0) {
+        return uint32_t(sizeof(p));
+    }
+    std::memcpy(out + sizeof(p), &ts_send, sizeof(ts_send));
+    return uint32_t(sizeof(p) + sizeof(ts_send));
 }
 
 uint32_t encode_data_header(const WireHeader &h, uint8_t *out)

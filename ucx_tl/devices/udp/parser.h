@@ -23,11 +23,31 @@ enum class ParseStatus : uint8_t {
 struct ParseResult {
     ParseStatus status;
     WireHeader  header;          ///< valid only when status == kOk (a
-                                 ///< DataHeader comes expanded)
+                                 ///< DataHeader comes expanded; a pack as
+                                 ///< its first message)
     const uint8_t *payload;      ///< header.length bytes
-    uint32_t       header_bytes; ///< on the wire: 64, or a DataHeader's
-    bool           has_ride;     ///< an ACK rides behind the payload (kFlagRide)
-    RideAck        ride;         ///< that ACK, checked for internal consistency
+    uint32_t       header_bytes; ///< on the wire: 64, a DataHeader's, or a
+                                 ///< pack's up to its first payload
+    bool     has_ride;           ///< an ACK rides behind the payload (kFlagRide)
+    RideAck  ride;               ///< that ACK, checked for internal consistency
+    uint32_t pack_count;         ///< a pack: its messages (PackReader); else 0
+    bool     pack_ack_req;       ///< a pack asked for the ACK after its last
+};
+
+/// The messages of a pack that parse() accepted, in PSN order, each as the
+/// one-packet SEND it stands for (the WireHeader it would have had alone:
+/// FIRST and LAST, its PSN, AM id and length, the pack's ts_send, and the
+/// pack's ACK_REQ on the last).
+class PackReader {
+public:
+    explicit PackReader(const ParseResult &r);
+    /// The next message; false after the last.
+    bool next(WireHeader &h, const uint8_t *&payload);
+
+private:
+    const ParseResult &r_;
+    const uint8_t     *at_; ///< the next message's PackMember (several)
+    uint32_t           i_ = 0;
 };
 
 /// Validates a datagram of len bytes.
@@ -38,6 +58,12 @@ ParseResult parse(const uint8_t *bytes, size_t len);
 /// as if the datagram were there, and a riding ACK beyond head_len is not
 /// read (has_ride false).
 ParseResult parse_header(const uint8_t *head, size_t head_len, size_t len);
+
+/// Writes a pack's header (and ts_send when ts_send is not 0, with
+/// kFlagStamp) to out; returns its bytes. The messages follow: for count 1
+/// the payload alone (am_id names it), else a PackMember before each.
+uint32_t encode_pack_header(uint8_t *out, uint8_t flags, uint32_t count, uint8_t am_id,
+                            uint64_t token, uint32_t dst_qp, uint32_t psn, uint64_t ts_send);
 
 /// Writes h (a WRITE or SEND segment, or a READ_RESP) as a DataHeader and
 /// what follows it to out; returns the bytes written,

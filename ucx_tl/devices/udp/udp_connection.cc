@@ -440,15 +440,15 @@ void UdpIface::connection_of(const UdpQp &qp, uint64_t *token, uint32_t *remote_
 
 void UdpIface::inject(const uint8_t *bytes, size_t len, const sockaddr_in &from)
 {
-    if (len > kBufSize) {
+    if (len > kBufSize - kRxLead) {
         return;
     }
     ++depth_;
     now_         = now_ns();
     uint8_t *buf = take_buffer();
-    std::memcpy(buf, bytes, len);
+    std::memcpy(buf + kRxLead, bytes, len); /* as a receive lands */
     held_injected_ = false;
-    handle_datagram(buf, len, from, false, kNoSlot);
+    handle_datagram(buf + kRxLead, len, from, false, kNoSlot);
     if (!held_injected_) {
         give_buffer(buf);
     }

@@ -267,9 +267,9 @@ UdpIface::~UdpIface()
     for (auto &[id, r] : responders_) {
         drop_reassembly(r);
     }
-    for (auto &[buf, pooled] : held_) {
-        if (!pooled) {
-            delete[] buf; /* a reassembled AM the handler never released */
+    for (auto &[data, held] : held_) {
+        if (!held.rx_buffer) {
+            delete[] held.alloc; /* a copied AM the handler never released */
         }
     }
     if (fd_ >= 0)

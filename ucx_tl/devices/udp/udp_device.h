@@ -36,6 +36,7 @@
 #include "core/iface_core.h"
 #include "fault_injector.h"
 #include "pacing/pacing_gate.h"
+#include "parser.h"
 #include "udp_gso.h"
 #include "wire.h"
 
@@ -98,7 +99,7 @@ static constexpr size_t   kCeBulkBytes       = 1024;
 static constexpr unsigned kCeQueuedDatagrams = 8;
 static constexpr size_t   kLinearTx          = 1024; ///< payload bytes a lone packet
                                                      ///< is copied behind its header
-static_assert(kBufSize >= kMaxDatagram + 512, "datagram fits a buffer");
+static_assert(kBufSize >= kMaxDatagram + kRxLead + 256, "datagram fits a buffer");
 static_assert(DOORBELL_MAX_SEG_SIZE + 64 <= kBufSize, "an AM fits a receive buffer");
 static_assert(DOORBELL_MAX_MTU + 64 <= kMaxDatagram, "a packet fits a datagram");
 static constexpr size_t kNoSlot = ~size_t(0); ///< a datagram not in a receive slot
@@ -208,6 +209,7 @@ struct UdpQp : public QpCore {
     uint64_t tail_probes  = 0;
     uint64_t tlp_at_ns    = 0;     ///< tail-loss probe due; 0: none
     bool     last_ack_req = false; ///< the last packet asked for an ACK
+    uint64_t stamp_ns     = 0;     ///< when a pack last carried its ts_send
     bool     paced        = false; ///< the pacer has limited it
     double   min_rate     = 0;     ///< lowest pacer rate seen, B/s
 };
@@ -258,6 +260,23 @@ struct Responder {
     uint64_t                     am_last_ns = 0; ///< its last segment's arrival
     std::unique_ptr<AtomicCache> atomics;        ///< made by the first atomic
 };
+
+/// Whether an owed ACK rides on a request to its peer now: one that is due
+/// (someone waits on it), or a deferred one (nobody does) that has waited a
+/// quarter of the ACK delay or holds half of kAckEvery packets. A younger
+/// one waits for a later request or its deadline: on a link that forwards
+/// bytes, its RideAck on every reply of a ping-pong cost more of an 8-byte
+/// MPI message's time than the message; at half of kAckEvery it rides before
+/// the count makes it due, and a due ACK that finds no request at the end of
+/// its receive batch leaves as a datagram of its own.
+inline bool ack_rides_now(const Responder &r, uint64_t now_ns, uint64_t ack_delay_ns)
+{
+    if (r.ack_due) {
+        return true;
+    }
+    return r.ack_deferred && (r.unacked_pkts >= kAckEvery / 2 ||
+                              now_ns + ack_delay_ns >= r.ack_deadline + ack_delay_ns / 4);
+}
 
 class UdpIface : public IfaceCore {
 public:
@@ -348,6 +367,12 @@ private:
     void        transmit(UdpQp &qp);
     bool        cut_packet(UdpQp &qp);
     void        send_packet(UdpQp &qp, const TxPacket &pkt);
+    bool        wants_ack(const UdpQp &qp, const TxPacket &pkt, const doorbell_wqe_t &w,
+                          bool resend) const;
+    void        note_sent(UdpQp &qp, const TxPacket &pkt, bool resend, uint32_t bytes);
+    bool        packable(const TxPacket &pkt) const;
+    uint32_t    pack_limit() const;
+    void        send_pack(UdpQp &qp);
     void        send_probe(UdpQp &qp, uint32_t psn);
     uint64_t    tlp_timeout(const UdpQp &qp) const;
     void        retire(UdpQp &qp);
@@ -377,6 +402,7 @@ private:
     void send_ack(Responder &r);
     void acked(Responder &r);
     /* ACKs that ride on requests (udp_ride_ack.cc) */
+    bool owed_ack(const sockaddr_in &to, RideAck &ride);
     void carry_ack(const sockaddr_in &to);
     void take_ride(const RideAck &ride, const sockaddr_in &from);
     void flush_deferred_acks(bool all);
@@ -385,6 +411,7 @@ private:
                         bool ce, size_t slot);
     bool handle_send(Responder &r, const WireHeader &h, uint8_t *buf, const uint8_t *payload,
                      size_t slot);
+    void handle_pack(uint32_t responder, const ParseResult &pr, uint8_t *buf, bool ce, size_t slot);
 
     /* atomics (udp_atomic.cc) */
     std::optional<NakCode> execute_atomic(Responder &r, const WireHeader &h,
@@ -472,9 +499,16 @@ private:
     std::vector<uint8_t *>                  rx_slots_;
     std::vector<uint8_t *>                  free_bufs_;
     std::vector<std::unique_ptr<uint8_t[]>> all_bufs_;
-    /// AM buffers lent out: a receive buffer (kBufSize, back to the free
-    /// list) or a reassembly allocation (freed)
-    std::unordered_map<uint8_t *, bool>           held_; ///< true: a receive buffer
+    /// AM data lent out, by the pointer the handler got: in a receive
+    /// buffer (kBufSize, back to the free list) or in an allocation of its
+    /// own (freed)
+    struct Held {
+        uint8_t *alloc;     ///< the receive buffer, or the allocation
+        bool     rx_buffer; ///< alloc is a receive buffer
+    };
+    std::unordered_map<uint8_t *, Held> held_;
+    bool rx_lent_ = false; ///< the datagram in hand: its receive buffer is lent to
+                           ///< a handler (what follows in it is not headroom)
     std::array<mmsghdr, kRxBatch>                 rx_msgs_{};
     std::array<iovec, kRxBatch>                   rx_iov_{};
     std::array<sockaddr_in, kRxBatch>             rx_addr_{};
@@ -497,8 +531,11 @@ private:
         unsigned    iovcnt; ///< leading iov entries in use
         size_t      bytes;
     };
-    std::array<TxSlot, kTxBatch>      tx_{};
-    unsigned                          tx_count_ = 0;
+    std::array<TxSlot, kTxBatch> tx_{};
+    unsigned                     tx_count_ = 0;
+    /* packs (send_pack): a slot's datagram built whole in its own buffer */
+    std::array<std::unique_ptr<uint8_t[]>, kTxBatch> tx_pack_;
+    TxSlot                           &stage_linear(const sockaddr_in &to, uint8_t **buf);
     std::array<mmsghdr, 2 * kTxBatch> tx_msgs_{};
     /* GSO (udp_gso.h): per message of tx_msgs_, its first slot and the
      * datagrams it carries; a super-datagram's iovecs and control message */

@@ -295,14 +295,7 @@ void UdpIface::send_packet(UdpQp &qp, const TxPacket &pkt)
     default:
         return;
     }
-    /* ask for an immediate ACK when someone waits on it: a signaled WQE
-     * ends, a retransmission, half the window or half the AM credits used,
-     * or a read that has no data to answer with */
-    if (resend || qp.inflight_bytes * 2 > window_ ||
-        ((pkt.flags & kFlagLast) && (w.flags & DOORBELL_WQE_SIGNALED) &&
-         pkt.opcode != Opcode::kAtomicReq) || /* its answer acknowledges it */
-        (pkt.opcode == Opcode::kSend && qp.am_inflight * 2 >= params.am_credits) ||
-        (pkt.opcode == Opcode::kReadReq && pkt.length == 0)) {
+    if (wants_ack(qp, pkt, w, resend)) {
         h.flags |= kFlagAckReq;
     }
     stage(h, payload, h.length, nullptr, 0, qp.peer, pkt.header_bytes);
@@ -310,6 +303,27 @@ void UdpIface::send_packet(UdpQp &qp, const TxPacket &pkt)
         carry_ack(qp.peer);
     }
     qp.last_ack_req = (h.flags & kFlagAckReq) != 0;
+    note_sent(qp, pkt, resend, path_bytes(pkt, h.msg_offset));
+    qp.tlp_at_ns = now_ + tlp_timeout(qp);
+}
+
+/// Whether a packet asks for an immediate ACK: someone waits on it (a
+/// signaled WQE ends), a retransmission, half the window or half the AM
+/// credits used, or a read that has no data to answer with.
+bool UdpIface::wants_ack(const UdpQp &qp, const TxPacket &pkt, const doorbell_wqe_t &w,
+                         bool resend) const
+{
+    return resend || qp.inflight_bytes * 2 > window_ ||
+           ((pkt.flags & kFlagLast) && (w.flags & DOORBELL_WQE_SIGNALED) &&
+            pkt.opcode != Opcode::kAtomicReq) || /* its answer acknowledges it */
+           (pkt.opcode == Opcode::kSend && qp.am_inflight * 2 >= params.am_credits) ||
+           (pkt.opcode == Opcode::kReadReq && pkt.length == 0);
+}
+
+/// What sending a packet changes, once it is staged: the retransmit count
+/// or the highest PSN sent, the pacer's charge, the retransmit timer.
+void UdpIface::note_sent(UdpQp &qp, const TxPacket &pkt, bool resend, uint32_t bytes)
+{
     if (resend) {
         ++counters.retransmits;
     } else {
@@ -318,12 +332,105 @@ void UdpIface::send_packet(UdpQp &qp, const TxPacket &pkt)
     if (qp.gate) {
         /* a read request is charged what it asks for: the responses come
          * back on this path's behalf (receiver-driven reads) */
-        qp.gate->on_send(now_, path_bytes(pkt, h.msg_offset));
+        qp.gate->on_send(now_, bytes);
     }
     if (qp.deadline_ns == 0) {
         qp.deadline_ns = now_ + qp.rto_ns;
     }
-    qp.tlp_at_ns = now_ + tlp_timeout(qp);
+}
+
+/// The most bytes of a pack's datagram: a full-header packet's datagram, at
+/// most kPackMaxBytes.
+uint32_t UdpIface::pack_limit() const
+{
+    return std::min<uint32_t>(kPackMaxBytes, mtu_ + uint32_t(sizeof(WireHeader)));
+}
+
+/// Whether a packet travels in a pack: an active message of one packet
+/// that fits one with a stamp, a member header and a riding ACK.
+bool UdpIface::packable(const TxPacket &pkt) const
+{
+    static constexpr uint32_t kOverhead = sizeof(PackHeader) + sizeof(uint64_t) +
+                                          sizeof(PackMember) + sizeof(RideAck);
+    return pkt.opcode == Opcode::kSend &&
+           (pkt.flags & (kFlagFirst | kFlagLast)) == (kFlagFirst | kFlagLast) &&
+           pkt.header_bytes == sizeof(WireHeader) && pkt.length + kOverhead <= pack_limit();
+}
+
+/// Sends the packet at tx_psn (packable, its pacer's wait already checked)
+/// and the packable ones after it, cut from the ring as far as the pack, the
+/// window and the pacer allow, as one pack. The messages are copied in
+/// behind room for the header, which goes last, right before the first
+/// message (a lone message has no member header): whether the pack is
+/// stamped and asks for an ACK is known only then.
+void UdpIface::send_pack(UdpQp &qp)
+{
+    static constexpr uint32_t kRoom = sizeof(PackHeader) + sizeof(uint64_t);
+    uint8_t                  *buf;
+    TxSlot                   &s     = stage_linear(qp.peer, &buf);
+    uint32_t                  limit = pack_limit() - uint32_t(sizeof(RideAck));
+    uint32_t                  end   = kRoom;
+    uint32_t                  count = 0;
+    uint32_t                  psn   = qp.tx_psn;
+    uint8_t                   am_id = 0;
+    bool                      ack   = false;
+    for (;;) {
+        const TxPacket &pkt = qp.unacked[qp.tx_psn - qp.una];
+        if (count != 0) {
+            if (!packable(pkt) || count == kPackMaxMessages ||
+                end + sizeof(PackMember) + pkt.length > limit) {
+                break;
+            }
+            if (qp.gate && qp.gate->next_send_ns(now_, pkt.length + sizeof(PackMember)) > now_) {
+                ++counters.paced_waits;
+                ++qp.paced_waits;
+                mark_paced(qp);
+                break;
+            }
+        }
+        const doorbell_wqe_t &w      = qp.ring.wqe(pkt.wqe);
+        bool                  resend = psn_diff(pkt.psn, qp.max_sent) < 0;
+        PackMember            m{w.am_id, uint16_t(pkt.length)};
+        std::memcpy(buf + end, &m, sizeof(m));
+        std::memcpy(buf + end + sizeof(m), message_data(w, 0), pkt.length);
+        end += uint32_t(sizeof(m)) + pkt.length;
+        ack |= wants_ack(qp, pkt, w, resend);
+        am_id = w.am_id;
+        note_sent(qp, pkt, resend,
+                  pkt.length + uint32_t(sizeof(m)) + (count == 0 ? uint32_t(kRoom) : 0));
+        ++count;
+        ++qp.tx_psn;
+        if (qp.tx_psn == qp.next_psn && !cut_packet(qp)) {
+            break;
+        }
+    }
+    /* stamped when its answer is timed: a paced QP's pacer lives on
+     * samples; otherwise one sample per round trip, and the packs that ask
+     * for an ACK (answered at once, a clean sample) */
+    bool stamp = qp.paced || ack || qp.srtt_ns == 0 || now_ - qp.stamp_ns >= qp.srtt_ns;
+    /* the header ends where the first member header would begin, or for a
+     * lone message (which has none) where its payload begins */
+    uint32_t first = count == 1 ? kRoom + uint32_t(sizeof(PackMember)) : kRoom;
+    uint8_t  head[kRoom];
+    uint32_t hlen  = encode_pack_header(head, ack ? kFlagAckReq : 0, count, am_id, qp.token,
+                                        qp.remote_qpn, psn, stamp ? now_ : 0);
+    uint32_t start = first - hlen;
+    std::memcpy(buf + start, head, hlen);
+    RideAck ride;
+    if (owed_ack(qp.peer, ride)) {
+        std::memcpy(buf + end, &ride, sizeof(ride));
+        end += uint32_t(sizeof(ride));
+        buf[start + offsetof(PackHeader, flags)] |= kFlagRide;
+    }
+    if (stamp) {
+        qp.stamp_ns = now_;
+    }
+    s.iov[0] = {buf + start, end - start};
+    s.bytes  = end - start;
+    ++counters.packs;
+    counters.packed += count;
+    qp.last_ack_req = ack;
+    qp.tlp_at_ns    = now_ + tlp_timeout(qp);
 }
 
 void UdpIface::transmit(UdpQp &qp)
@@ -350,6 +457,10 @@ void UdpIface::transmit(UdpQp &qp)
             ++qp.paced_waits;
             mark_paced(qp);
             break; /* paced: progress sends it later */
+        }
+        if (packable(pkt)) {
+            send_pack(qp); /* it, and what follows it into the pack */
+            continue;
         }
         send_packet(qp, pkt);
         ++qp.tx_psn;

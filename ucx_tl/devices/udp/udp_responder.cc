@@ -100,7 +100,7 @@ void UdpIface::handle_request(Responder &r, const WireHeader &h, uint8_t *buf,
      * sample: a receiving host that does not keep up is a queue on the path
      * (timed from the kernel's arrival, the incast's receivers hid theirs:
      * 5-7 % retransmits against 0.6-0.7 %). */
-    r.ts_echo    = h.ts_send;
+    r.ts_echo    = h.ts_send; /* 0: a pack not stamped, no sample */
     r.ts_echo_rx = now_;
     r.last_seen  = now_;
     if (ce) {
@@ -241,17 +241,20 @@ void UdpIface::handle_request(Responder &r, const WireHeader &h, uint8_t *buf,
 
 /// Takes one SEND segment in order. Returns false if it was not accepted
 /// (receiver busy: NAK sent, the peer keeps the AM; or a protocol error).
-/// A message of one packet is delivered in place; one of several is
-/// reassembled in an allocation of its own size, within the iface's
-/// rx_reassembly_bytes (a first segment beyond it is put off as busy).
+/// A message of one packet is delivered in place when the 64 bytes before
+/// its data, the callee's headroom, lie in its receive buffer and belong to
+/// nothing delivered: behind a full header, a data header or a pack's (a
+/// datagram lands kRxLead bytes into its buffer), unless an earlier message
+/// of the same pack holds the buffer. Otherwise it is copied, and a message
+/// of several packets is reassembled, in an allocation of its own size,
+/// within the iface's rx_reassembly_bytes (a first segment beyond it is put
+/// off as busy).
 bool UdpIface::handle_send(Responder &r, const WireHeader &h, uint8_t *buf, const uint8_t *payload,
                            size_t slot)
 {
-    bool first = h.msg_offset == 0;
-    /* in place: the message is one packet with the full header, the 64
-     * bytes before its data that the callee gets as headroom */
-    bool     in_place = first && h.length == h.msg_length && payload == buf + sizeof(WireHeader);
-    uint8_t *base     = nullptr;
+    bool first    = h.msg_offset == 0;
+    bool in_place = first && h.length == h.msg_length && !rx_lent_ && payload >= buf &&
+                    size_t(payload - buf) + kRxLead >= DOORBELL_AM_HEADROOM;
     if (h.msg_length > params.seg_size || (first && r.am_buf != nullptr) ||
         (!first && (r.am_buf == nullptr || h.msg_offset != r.am_length))) {
         /* longer than any AM of this iface (SEG_SIZE), or out of sequence */
@@ -266,10 +269,8 @@ bool UdpIface::handle_send(Responder &r, const WireHeader &h, uint8_t *buf, cons
             send_control(r, Opcode::kNak, NakCode::kReceiverBusy, h.psn);
             return false;
         }
-        if (in_place) {
-            base = buf;
-        } else {
-            uint32_t need = uint32_t(sizeof(WireHeader)) + h.msg_length;
+        if (!in_place) {
+            uint32_t need = uint32_t(DOORBELL_AM_HEADROOM) + h.msg_length;
             if (reasm_bytes_ + need > params.rx_reassembly_bytes) {
                 reap_reassembly(true);
             }
@@ -289,14 +290,17 @@ bool UdpIface::handle_send(Responder &r, const WireHeader &h, uint8_t *buf, cons
             counters.reasm_peak  = std::max(counters.reasm_peak, reasm_bytes_);
         }
     }
+    uint8_t *data  = const_cast<uint8_t *>(payload);
+    uint8_t *alloc = buf - kRxLead; /* in place: the receive buffer */
     if (!in_place) {
-        std::memcpy(r.am_buf + sizeof(WireHeader) + h.msg_offset, payload, h.length);
+        std::memcpy(r.am_buf + DOORBELL_AM_HEADROOM + h.msg_offset, payload, h.length);
         r.am_length += h.length;
         r.am_last_ns = now_;
         if (r.am_length < h.msg_length) {
             return true;
         }
-        base = r.am_buf;
+        alloc = r.am_buf;
+        data  = alloc + DOORBELL_AM_HEADROOM;
         reasm_bytes_ -= r.am_alloc; /* complete: no longer half-finished */
         counters.reasm_bytes = reasm_bytes_;
         r.am_buf             = nullptr;
@@ -306,32 +310,50 @@ bool UdpIface::handle_send(Responder &r, const WireHeader &h, uint8_t *buf, cons
      * responder; expected is advanced by the caller right after */
     doorbell_status_t status = DOORBELL_OK;
     if (am_cb != nullptr) {
-        status = am_cb(am_arg, h.am_id, base + sizeof(WireHeader), h.msg_length);
+        status = am_cb(am_arg, h.am_id, data, h.msg_length);
     }
     if (status == DOORBELL_INPROGRESS) {
-        held_[base] = in_place; /* a receive buffer, or the reassembly's own */
+        held_[data] = {alloc, in_place}; /* a receive buffer, or the copy's own */
         if (in_place && slot == kNoSlot) {
             held_injected_ = true;
         } else if (in_place) {
             rx_slots_[slot] = take_buffer(); /* the slot's buffer is lent */
         }
+        rx_lent_ |= in_place;
     } else if (!in_place) {
-        delete[] base;
+        delete[] alloc;
     }
     return true;
 }
 
+/// The messages of a pack, one request each in PSN order, as if each had
+/// come alone. The responder is found again by its id before each: a
+/// handler may post, and a post may change the responder table.
+void UdpIface::handle_pack(uint32_t responder, const ParseResult &pr, uint8_t *buf, bool ce,
+                           size_t slot)
+{
+    PackReader     reader(pr);
+    WireHeader     h;
+    const uint8_t *payload;
+    while (reader.next(h, payload)) {
+        auto it = responders_.find(responder);
+        if (it == responders_.end()) {
+            return;
+        }
+        handle_request(it->second, h, buf, payload, ce, slot);
+    }
+}
+
 void UdpIface::release_am(void *data)
 {
-    uint8_t *base = static_cast<uint8_t *>(data) - sizeof(WireHeader);
-    auto     it   = held_.find(base);
+    auto it = held_.find(static_cast<uint8_t *>(data));
     if (it == held_.end()) {
         return;
     }
-    if (it->second) {
-        give_buffer(base);
+    if (it->second.rx_buffer) {
+        give_buffer(it->second.alloc);
     } else {
-        delete[] base;
+        delete[] it->second.alloc;
     }
     held_.erase(it);
 }

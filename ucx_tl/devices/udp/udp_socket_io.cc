@@ -146,7 +146,8 @@ unsigned UdpIface::receive(size_t &bytes)
                 enable_ce();
             }
             bytes += rx_msgs_[i].msg_len;
-            handle_datagram(rx_slots_[i], rx_msgs_[i].msg_len, rx_addr_[i], ce, size_t(i));
+            handle_datagram(rx_slots_[i] + kRxLead, rx_msgs_[i].msg_len, rx_addr_[i], ce,
+                            size_t(i));
         }
         rearm_rx(unsigned(n));
         for (Responder *r : ack_list_) {
@@ -212,7 +213,7 @@ int UdpIface::place_read_response()
             piece.got[h.msg_offset / piece.chunk]) {
             return 0;
         }
-        rx_place_iov_[0]  = {rx_slots_[0], pr.header_bytes};
+        rx_place_iov_[0]  = {rx_slots_[0] + kRxLead, pr.header_bytes};
         rx_place_iov_[1]  = {piece.dest + h.msg_offset, h.length};
         msghdr &e         = rx_msgs_[0].msg_hdr;
         e.msg_iov         = rx_place_iov_.data();
@@ -238,14 +239,14 @@ int UdpIface::receive_batch(unsigned want)
     if (!rx_ce_ && !rx_timestamps_ && rx_placed_ == nullptr) {
         socklen_t alen = sizeof(sockaddr_in);
         /* MSG_TRUNC: the length of the datagram, even one that did not fit */
-        len = recvfrom(fd_, rx_slots_[0], kBufSize, MSG_DONTWAIT | MSG_TRUNC,
+        len = recvfrom(fd_, rx_slots_[0] + kRxLead, kBufSize - kRxLead, MSG_DONTWAIT | MSG_TRUNC,
                        reinterpret_cast<sockaddr *>(&rx_addr_[0]), &alen);
         if (len < 0) {
             return -1;
         }
         m.msg_controllen    = 0;
-        m.msg_flags         = size_t(len) > kBufSize ? MSG_TRUNC : 0;
-        rx_msgs_[0].msg_len = unsigned(std::min<size_t>(size_t(len), kBufSize));
+        m.msg_flags         = size_t(len) > kBufSize - kRxLead ? MSG_TRUNC : 0;
+        rx_msgs_[0].msg_len = unsigned(std::min<size_t>(size_t(len), kBufSize - kRxLead));
         return 1;
     }
     len = recvmsg(fd_, &m, MSG_DONTWAIT);
@@ -258,11 +259,12 @@ int UdpIface::receive_batch(unsigned want)
 
 /// Resets the first count receive headers: recvmmsg wrote the address,
 /// control and flag fields of those it filled (the others are intact), and
-/// the AM handler may have lent a slot's buffer away.
+/// the AM handler may have lent a slot's buffer away. A datagram lands
+/// kRxLead bytes into its buffer (the headroom of a pack's first message).
 void UdpIface::rearm_rx(unsigned count)
 {
     for (unsigned i = 0; i < count; ++i) {
-        rx_iov_[i]       = {rx_slots_[i], kBufSize};
+        rx_iov_[i]       = {rx_slots_[i] + kRxLead, kBufSize - kRxLead};
         msghdr &m        = rx_msgs_[i].msg_hdr;
         m.msg_name       = &rx_addr_[i];
         m.msg_namelen    = sizeof(sockaddr_in);
@@ -281,6 +283,7 @@ void UdpIface::handle_datagram(uint8_t *buf, size_t len, const sockaddr_in &from
     /* entry 0 may have been received in place: its payload is in a read's
      * destination already (and its header must be the one peeked at) */
     const uint8_t *placed = slot == 0 ? std::exchange(rx_placed_, nullptr) : nullptr;
+    rx_lent_              = false;
     ++counters.rx_packets;
     counters.rx_bytes += len;
     if (faults_ && faults_->rx_drop()) {
@@ -291,7 +294,7 @@ void UdpIface::handle_datagram(uint8_t *buf, size_t len, const sockaddr_in &from
         drop(&doorbell_counters_t::rx_drop_malformed);
         return;
     }
-    if ((p.magic != kMagic && p.magic != kDataMagic) || p.version != kVersion) {
+    if (!known_prefix(p)) {
         drop(&doorbell_counters_t::rx_drop_foreign);
         return;
     }
@@ -325,7 +328,11 @@ void UdpIface::handle_datagram(uint8_t *buf, size_t len, const sockaddr_in &from
         if (pr.has_ride) {
             take_ride(pr.ride, from);
         }
-        handle_request(*r, pr.header, buf, pr.payload, ce, slot);
+        if (pr.pack_count != 0) {
+            handle_pack(r->id, pr, buf, ce, slot);
+        } else {
+            handle_request(*r, pr.header, buf, pr.payload, ce, slot);
+        }
     } else {
         handle_connect(pr.header, pr.payload, from);
     }
@@ -353,12 +360,36 @@ void UdpIface::stage(const WireHeader &hdr, const void *a, size_t alen, const vo
     s.bytes  = header_bytes + alen + blen;
 }
 
-/// Sends one small staged packet with sendto from a linear copy.
+/// A slot for a datagram the caller builds whole in the slot's own buffer
+/// (*buf, kPackMaxBytes), then describes in iov[0] and bytes.
+UdpIface::TxSlot &UdpIface::stage_linear(const sockaddr_in &to, uint8_t **buf)
+{
+    if (tx_count_ == kTxBatch) {
+        flush_tx();
+    }
+    unsigned i = tx_count_++;
+    if (!tx_pack_[i]) {
+        tx_pack_[i].reset(new uint8_t[kPackMaxBytes]);
+    }
+    TxSlot &s = tx_[i];
+    s.to      = to;
+    s.iovcnt  = 1;
+    s.bytes   = 0;
+    *buf      = tx_pack_[i].get();
+    return s;
+}
+
+/// Sends one small staged packet with sendto from a linear copy (or from
+/// its own buffer, when it is one piece already).
 void UdpIface::send_linear(const TxSlot &s)
 {
     uint8_t *p   = tx_linear_.data();
     size_t   len = 0;
-    for (unsigned i = 0; i < s.iovcnt; ++i) {
+    if (s.iovcnt == 1) {
+        p   = static_cast<uint8_t *>(s.iov[0].iov_base);
+        len = s.iov[0].iov_len;
+    }
+    for (unsigned i = 0; s.iovcnt > 1 && i < s.iovcnt; ++i) {
         std::memcpy(p + len, s.iov[i].iov_base, s.iov[i].iov_len);
         len += s.iov[i].iov_len;
     }
@@ -447,7 +478,7 @@ void UdpIface::flush_tx()
     if (tx_count_ == 0) {
         return;
     }
-    if (tx_count_ == 1 && !faults_ && tx_[0].bytes <= tx_linear_.size()) {
+    if (tx_count_ == 1 && !faults_ && (tx_[0].bytes <= tx_linear_.size() || tx_[0].iovcnt == 1)) {
         send_linear(tx_[0]); /* a ping, an ACK: the common latency case */
         tx_count_ = 0;
         return;

@@ -2,7 +2,9 @@
  * The UDP device's wire format: a 64-byte header in front of a datagram's
  * payload; read responses and the segments of a WRITE or SEND that takes
  * several packets carry a shorter one (DataHeader: 40 bytes, 56 for a WRITE,
- * 48 for a READ_RESP) that the parser expands into the same WireHeader.
+ * 48 for a READ_RESP), and active messages of one packet travel in packs
+ * (PackHeader: 20 bytes for one message, 3 more per message when several
+ * share a datagram); the parser expands each into the same WireHeader.
  * Little-endian (static_assert below), packed, versioned.
  *
  * Connections: a requester QP connects to a peer iface with CONNECT, which
@@ -32,8 +34,12 @@ namespace doorbell::udp {
 
 static constexpr uint32_t kMagic     = 0x4c424244; ///< "DBBL" on the wire
 static constexpr uint32_t kDataMagic = 0x64424244; ///< "DBBd": a DataHeader
-static constexpr uint8_t  kVersion   = 4;          ///< 3: connections and tokens;
-                                                   ///< 4: ACKs ride on requests
+static constexpr uint8_t  kVersion   = 5;          ///< 3: connections and tokens;
+                                                   ///< 4: ACKs ride on requests;
+                                                   ///< 5: packs, 32-byte RideAck
+static constexpr uint8_t kPackKind = 0xd5;         ///< first byte of a PackHeader
+                                                   ///< (a pack of version 5; the
+                                                   ///< other headers begin 'D')
 static constexpr uint32_t kMaxDatagram = 65000;    ///< bytes, header included
 
 enum class Opcode : uint8_t {
@@ -67,15 +73,17 @@ enum class Opcode : uint8_t {
 };
 
 enum HeaderFlags : uint8_t {
-    kFlagFirst = 1u << 0,  ///< first segment of a message (READ_RESP: first
-                           ///< answer to a request: an RTT sample)
-    kFlagLast   = 1u << 1, ///< last segment of a message
-    kFlagRetry  = 1u << 2, ///< READ_REQ sent again: re-read even if already seen
-    kFlagAckReq = 1u << 3, ///< someone waits on this packet: ACK at once
-    kFlagRide   = 1u << 4, ///< a request with the full header carries an ACK
-                           ///< of a connection the other way behind its
-                           ///< payload (RideAck)
-    kFlagMask = kFlagFirst | kFlagLast | kFlagRetry | kFlagAckReq | kFlagRide
+    kFlagFirst = 1u << 0,    ///< first segment of a message (READ_RESP: first
+                             ///< answer to a request: an RTT sample)
+    kFlagLast   = 1u << 1,   ///< last segment of a message
+    kFlagRetry  = 1u << 2,   ///< READ_REQ sent again: re-read even if already seen
+    kFlagAckReq = 1u << 3,   ///< someone waits on this packet: ACK at once
+    kFlagRide   = 1u << 4,   ///< a request with the full header carries an ACK
+                             ///< of a connection the other way behind its
+                             ///< payload (RideAck)
+    kFlagStamp    = 1u << 5, ///< a pack carries its ts_send (PackHeader)
+    kFlagMask     = kFlagFirst | kFlagLast | kFlagRetry | kFlagAckReq | kFlagRide,
+    kPackFlagMask = kFlagAckReq | kFlagRide | kFlagStamp
 };
 
 enum class NakCode : uint8_t {
@@ -131,14 +139,54 @@ struct [[gnu::packed]] WireHeader {
 struct [[gnu::packed]] RideAck {
     uint64_t token;    /* the acknowledged connection's token */
     uint32_t qp;       /* the requester's QP (an ACK's dst_qp) */
-    uint32_t src_qp;   /* the responder's QP for it (an ACK's src_qp) */
     uint32_t psn;      /* next PSN expected (cumulative) */
-    uint32_t hold;     /* ns the ACK was kept (an ACK's msg_offset) */
     uint64_t ts_echo;  /* ts_send of the packet acknowledged */
+    uint32_t hold;     /* ns the ACK was kept (an ACK's msg_offset) */
     uint32_t ce_bytes; /* CE-marked bytes (an ACK's aux) */
-    uint32_t reserved; /* 0 */
 };
-static_assert(sizeof(RideAck) == 40);
+static_assert(sizeof(RideAck) == 32);
+
+/*
+ * A pack: one or more active messages of one packet each, of one connection,
+ * at consecutive PSNs, in one datagram. A small message's datagram was
+ * three-quarters header (64 of the 86 bytes of an 8-byte MPI message), and
+ * on a link that forwards bytes, not packets, every header byte is time: a
+ * pack of one message has 20 bytes of header, of several 3 more per message
+ * (its AM id and length), and the sender packs what its doorbell batch holds
+ * for one peer. After the header, with kFlagStamp, the 8-byte ts_send (a
+ * sender stamps the packs whose answer it times); then the messages: one
+ * message is the rest of the datagram, several are each a PackMember and its
+ * payload; then, with kFlagRide, a RideAck. Every message is its own request
+ * to the responder (its own PSN, executed, acknowledged and NAKed as one),
+ * as if it had come alone with a full header; the pack's kFlagAckReq asks
+ * for the ACK after its last.
+ */
+struct [[gnu::packed]] PackHeader {
+    uint8_t  kind;   /* kPackKind */
+    uint8_t  flags;  /* kPackFlagMask */
+    uint8_t  count;  /* messages, 1 to kPackMaxMessages */
+    uint8_t  am_id;  /* one message: its AM id; several: 0 */
+    uint32_t dst_qp; /* the responder's QP of the connection */
+    uint64_t token;  /* the connection's token */
+    uint32_t psn;    /* the first message's; message i has psn + i */
+};
+static_assert(sizeof(PackHeader) == 20);
+
+/// What precedes each message of a pack of several.
+struct [[gnu::packed]] PackMember {
+    uint8_t  am_id;
+    uint16_t length; /* payload bytes */
+};
+static_assert(sizeof(PackMember) == 3);
+
+static constexpr uint32_t kPackMaxMessages = 64;   ///< a doorbell batch (kTxBatch)
+static constexpr uint32_t kPackMaxBytes    = 8192; ///< a pack's datagram at most: packs
+                                                   ///< are copied together; larger
+                                                   ///< messages go on their own
+/// The bytes before a pack's first payload can be short of an AM's 64 of
+/// headroom: every datagram is received this far into its receive buffer,
+/// so a one-message pack is delivered in place as a full header's is.
+static constexpr uint32_t kRxLead = DOORBELL_AM_HEADROOM - uint32_t(sizeof(PackHeader));
 
 /// Whether a request of this opcode may carry a RideAck: those sent from a
 /// requester's send path with the full header.
@@ -233,11 +281,12 @@ inline void set_atomic_value(WireHeader &h, uint64_t value)
     h.aux  = uint32_t(value >> 32);
 }
 
-/// What every packet carries at the same offsets in both header formats:
-/// what the receive path reads first, to find the connection and check
-/// the token before it looks at anything else.
+/// What the receive path reads first of every packet, to find the
+/// connection and check the token before it looks at anything else: at the
+/// same offsets in the full and the data header, at a pack's own in a pack
+/// (whose opcode is kSend).
 struct Prefix {
-    uint32_t magic;
+    uint32_t magic; ///< kMagic, kDataMagic, or kPackKind for a pack
     uint8_t  version;
     uint8_t  opcode;
     uint64_t token;
@@ -247,6 +296,8 @@ static constexpr size_t kPrefixBytes = 20;
 static_assert(offsetof(WireHeader, token) == 8 && offsetof(DataHeader, token) == 8 &&
               offsetof(WireHeader, dst_qp) == 16 && offsetof(DataHeader, qp) == 16 &&
               offsetof(WireHeader, opcode) == offsetof(DataHeader, opcode));
+static_assert(offsetof(PackHeader, token) == 8 && offsetof(PackHeader, dst_qp) == 4 &&
+              sizeof(PackHeader) == kPrefixBytes);
 
 /// Reads the prefix of a datagram of len bytes; false if it is too short
 /// to have one.
@@ -255,12 +306,27 @@ inline bool read_prefix(const uint8_t *bytes, size_t len, Prefix &p)
     if (len < kPrefixBytes) {
         return false;
     }
+    if (bytes[0] == kPackKind) {
+        p.magic   = kPackKind;
+        p.version = kVersion;
+        p.opcode  = uint8_t(Opcode::kSend);
+        std::memcpy(&p.token, bytes + offsetof(PackHeader, token), 8);
+        std::memcpy(&p.dst_qp, bytes + offsetof(PackHeader, dst_qp), 4);
+        return true;
+    }
     std::memcpy(&p.magic, bytes, 4);
     p.version = bytes[4];
     p.opcode  = bytes[5];
     std::memcpy(&p.token, bytes + 8, 8);
     std::memcpy(&p.dst_qp, bytes + 16, 4);
     return true;
+}
+
+/// Whether a prefix is of this version's formats (else: foreign).
+inline bool known_prefix(const Prefix &p)
+{
+    return (p.magic == kMagic || p.magic == kDataMagic || p.magic == kPackKind) &&
+           p.version == kVersion;
 }
 
 /// Whether a packet of this opcode travels to a requester's QP (an answer)
