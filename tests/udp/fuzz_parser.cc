@@ -49,15 +49,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                             r.ride.token == 0 || r.ride.qp == 0))) {
             abort();
         }
-        if (r.header_bytes != sizeof(WireHeader) &&
-            ((h.opcode != uint8_t(Opcode::kWrite) && h.opcode != uint8_t(Opcode::kSend) &&
-              h.opcode != uint8_t(Opcode::kReadResp)) ||
-             r.header_bytes != data_header_bytes(Opcode(h.opcode)))) {
+        bool seg = data[0] == kSegKind;
+        if (seg != (r.header_bytes != sizeof(WireHeader)) ||
+            (seg && ((h.opcode != uint8_t(Opcode::kWrite) && h.opcode != uint8_t(Opcode::kSend) &&
+                      h.opcode != uint8_t(Opcode::kReadResp)) ||
+                     r.header_bytes != seg_header_bytes(Opcode(h.opcode), h.flags & kFlagFirst,
+                                                        h.ts_send != 0)))) {
             abort();
         }
         bool data_op = h.opcode == uint8_t(Opcode::kWrite) || h.opcode == uint8_t(Opcode::kSend) ||
                        h.opcode == uint8_t(Opcode::kReadResp);
-        if (data_op && uint64_t(h.msg_offset) + h.length > h.msg_length) {
+        /* a segment after its FIRST names no offset (the responder has it);
+         * a READ_RESP segment no length (the requester has it) */
+        bool implied = seg && h.opcode != uint8_t(Opcode::kReadResp) && !(h.flags & kFlagFirst);
+        if (data_op && !implied && !(seg && h.opcode == uint8_t(Opcode::kReadResp)) &&
+            uint64_t(h.msg_offset) + h.length > h.msg_length) {
+            abort();
+        }
+        if (implied && (h.msg_offset != kOffsetImplied || h.msg_length != 0)) {
             abort();
         }
         /* a signal's operand and an atomic's operands are the only other

@@ -174,6 +174,14 @@ public:
         return d;
     }
 
+    /// Throws away every datagram waiting.
+    void drain()
+    {
+        uint8_t d[65536];
+        while (recv(fd_, d, sizeof(d), MSG_DONTWAIT) >= 0) {
+        }
+    }
+
     /// A header of op with magic and version.
     static udp::WireHeader header(udp::Opcode op) { return udp::make_header(op); }
 

@@ -51,28 +51,36 @@ WireHeader header(Opcode op, uint32_t length, uint32_t msg_length, uint32_t offs
     return h;
 }
 
-/// h as a data segment (DataHeader) with payload bytes after it.
-std::vector<uint8_t> data_datagram(const WireHeader &h, size_t payload)
+/// h as a segment (SegHeader) with payload bytes after it.
+std::vector<uint8_t> seg_datagram(const WireHeader &h, size_t payload)
 {
     uint8_t              hdr[64];
-    uint32_t             n = encode_data_header(h, hdr);
+    uint32_t             n = encode_seg_header(h, hdr);
     std::vector<uint8_t> v(hdr, hdr + n);
     v.resize(n + payload, 0x5c);
     return v;
 }
 
-WireHeader segment(Opcode op, uint32_t msg_length, uint32_t offset)
+/// A segment of op: a WRITE's or SEND's FIRST of a msg_length-byte message
+/// (with its length and target), or one after it (neither), stamped or
+/// not; a READ_RESP at offset, the FIRST answer (with the echo) or not.
+WireHeader segment(Opcode op, bool first, bool stamped, uint32_t msg_length = 3000,
+                   uint32_t offset = 0)
 {
-    WireHeader h  = header(op, 0, msg_length, offset);
+    WireHeader h  = header(op, 0, 0, 0);
     h.dst_qp      = 0x1234;
     h.psn         = 77;
-    h.flags       = kFlagLast;
-    h.ts_send     = 0x1122334455667788ull;
+    h.flags       = first ? kFlagFirst : kFlagLast;
+    h.ts_send     = stamped ? 0x1122334455667788ull : 0;
     h.am_id       = op == Opcode::kSend ? 5 : 0;
-    h.remote_addr = op == Opcode::kWrite ? 0x7f0000001000ull : 0;
-    h.rkey        = op == Opcode::kWrite ? 0xabcd : 0;
+    h.remote_addr = op == Opcode::kWrite && first ? 0x7f0000001000ull : 0;
+    h.rkey        = op == Opcode::kWrite && first ? 0xabcd : 0;
+    h.msg_length  = op != Opcode::kReadResp && first ? msg_length : 0;
+    h.msg_offset  = op == Opcode::kReadResp ? offset : first ? 0 : kOffsetImplied;
     if (op == Opcode::kReadResp) {
-        h.ts_echo = 0x0102030405060708ull;
+        h.ts_send = 0;
+        h.ts_echo = first ? 0x0102030405060708ull : 0;
+        h.flags   = first ? kFlagFirst : 0; /* a READ_RESP has no LAST */
     }
     return h;
 }
@@ -153,9 +161,12 @@ std::vector<std::vector<uint8_t>> valid_samples()
         ride_datagram(header(Opcode::kWrite, 8, 8, 0), 8),
         ride_datagram(header(Opcode::kSend, 8, 8, 0), 8),
         ride_datagram(header(Opcode::kReadReq, 0, 4096, 0), 0),
-        data_datagram(segment(Opcode::kWrite, 3000, 2000), 1000),
-        data_datagram(segment(Opcode::kSend, 3000, 1000), 1000),
-        data_datagram(segment(Opcode::kReadResp, 3000, 2000), 1000),
+        seg_datagram(segment(Opcode::kWrite, true, true), 1000),
+        seg_datagram(segment(Opcode::kWrite, false, false), 1000),
+        seg_datagram(segment(Opcode::kSend, true, false), 1000),
+        seg_datagram(segment(Opcode::kSend, false, true), 1000),
+        seg_datagram(segment(Opcode::kReadResp, true, false, 0, 2000), 1000),
+        seg_datagram(segment(Opcode::kReadResp, false, false, 0, 3000), 1000),
         datagram(header(Opcode::kWrite, 100, 300, 200), 100),
         datagram(header(Opcode::kWrite, 0, 0, 0), 0),
         datagram(header(Opcode::kSend, 8, 8, 0), 8),
@@ -238,10 +249,26 @@ void check_invariants(const ParseResult &r, const uint8_t *bytes, size_t len)
         ASSERT_NE(0u, r.ride.qp);
     }
     ASSERT_EQ(bytes + r.header_bytes, r.payload);
-    if (r.header_bytes != sizeof(WireHeader)) {
+    bool seg = bytes[0] == kSegKind;
+    if (seg) {
+        /* a segment: the header its flags say, the fields a segment has */
+        ASSERT_NE(r.header_bytes, sizeof(WireHeader));
         ASSERT_TRUE(h.opcode == uint8_t(Opcode::kWrite) || h.opcode == uint8_t(Opcode::kSend) ||
                     h.opcode == uint8_t(Opcode::kReadResp));
-        ASSERT_EQ(data_header_bytes(Opcode(h.opcode)), r.header_bytes);
+        ASSERT_EQ(seg_header_bytes(Opcode(h.opcode), h.flags & kFlagFirst, h.ts_send != 0),
+                  r.header_bytes);
+        if (h.opcode == uint8_t(Opcode::kReadResp)) {
+            ASSERT_GT(h.length, 0u);
+            ASSERT_LE(uint64_t(h.msg_offset) + h.length, UINT32_MAX);
+            ASSERT_EQ(0u, h.ts_send);
+        } else if (h.flags & kFlagFirst) {
+            ASSERT_EQ(0u, h.msg_offset);
+            ASSERT_LE(h.length, h.msg_length);
+            ASSERT_TRUE(!(h.flags & kFlagLast) || h.length == h.msg_length);
+        } else {
+            ASSERT_EQ(kOffsetImplied, h.msg_offset); /* the responder's to fill */
+            ASSERT_EQ(0u, h.msg_length);
+        }
     }
     ASSERT_GT(h.opcode, 0);
     ASSERT_LT(h.opcode, uint8_t(Opcode::kLast));
@@ -257,12 +284,14 @@ void check_invariants(const ParseResult &r, const uint8_t *bytes, size_t len)
     case Opcode::kWrite:
     case Opcode::kSend:
     case Opcode::kReadResp:
-        ASSERT_LE(uint64_t(h.msg_offset) + h.length, h.msg_length);
+        if (!seg) {
+            ASSERT_LE(uint64_t(h.msg_offset) + h.length, h.msg_length);
+        }
         break;
     case Opcode::kReadReq:
         ASSERT_EQ(0u, h.length);
         ASSERT_GT(h.aux, 0u);
-        ASSERT_LE(h.aux, kMaxDatagram - data_header_bytes(Opcode::kReadResp));
+        ASSERT_LE(h.aux, kMaxDatagram - seg_header_max(Opcode::kReadResp));
         break;
     case Opcode::kSignal:
         ASSERT_EQ(8u, h.length);
@@ -452,8 +481,8 @@ TEST(Parser, EveryPacketNamesAConnection)
     a.src_qp = 0; /* naming the responder's QP */
     EXPECT_TRUE(malformed(a, 0));
     EXPECT_TRUE(malformed(header(Opcode::kDisconnect, 4, 4, 0), 4));
-    /* the prefix is where the receive path looks first, in both formats */
-    auto   seg = data_datagram(segment(Opcode::kSend, 3000, 0), 100);
+    /* the prefix is where the receive path looks first, in every format */
+    auto   seg = seg_datagram(segment(Opcode::kSend, true, false), 100);
     Prefix p;
     ASSERT_TRUE(read_prefix(seg.data(), seg.size(), p));
     EXPECT_EQ(0x70c3e11u, p.token);
@@ -461,52 +490,85 @@ TEST(Parser, EveryPacketNamesAConnection)
     EXPECT_FALSE(read_prefix(seg.data(), kPrefixBytes - 1, p));
 }
 
-TEST(Parser, DataSegmentsExpandToTheFullHeader)
+TEST(Parser, SegmentsExpandToTheFullHeader)
 {
-    for (Opcode op : {Opcode::kWrite, Opcode::kSend, Opcode::kReadResp}) {
-        WireHeader  h = segment(op, 3000, 1000);
-        auto        d = data_datagram(h, 1000);
+    struct Case {
+        Opcode   op;
+        bool     first, stamped;
+        uint32_t bytes; /* the header on the wire */
+    };
+    for (Case c :
+         {Case{Opcode::kWrite, true, false, 36}, Case{Opcode::kWrite, true, true, 44},
+          Case{Opcode::kWrite, false, false, 20}, Case{Opcode::kWrite, false, true, 28},
+          Case{Opcode::kSend, true, false, 24}, Case{Opcode::kSend, false, false, 20},
+          Case{Opcode::kReadResp, true, false, 32}, Case{Opcode::kReadResp, false, false, 24}}) {
+        WireHeader  h = segment(c.op, c.first, c.stamped, 3000,
+                               c.op == Opcode::kReadResp ? 1000 : 0);
+        auto        d = seg_datagram(h, 1000);
         ParseResult r = parse(d.data(), d.size());
-        ASSERT_EQ(ParseStatus::kOk, r.status);
-        EXPECT_EQ(data_header_bytes(op), r.header_bytes);
-        EXPECT_EQ(op == Opcode::kWrite ? 56u : op == Opcode::kSend ? 40u : 48u, r.header_bytes);
+        ASSERT_EQ(ParseStatus::kOk, r.status) << int(c.op) << c.first << c.stamped;
+        EXPECT_EQ(c.bytes, r.header_bytes) << int(c.op) << c.first << c.stamped;
+        EXPECT_EQ(seg_header_bytes(c.op, c.first, c.stamped), r.header_bytes);
         h.length = 1000; /* the datagram's rest */
-        EXPECT_EQ(0, std::memcmp(&h, &r.header, sizeof(h)));
+        EXPECT_EQ(0, std::memcmp(&h, &r.header, sizeof(h))) << int(c.op) << c.first << c.stamped;
         check_invariants(r, d.data(), d.size());
     }
 }
 
-TEST(Parser, ClassifiesBadDataSegments)
+TEST(Parser, ClassifiesBadSegments)
 {
-    auto w = data_datagram(segment(Opcode::kWrite, 3000, 1000), 1000);
-    EXPECT_EQ(ParseStatus::kTruncated, parse(w.data(), 39).status);
-    EXPECT_EQ(ParseStatus::kTruncated, parse(w.data(), 48).status); /* no target */
-    auto version = w;
-    version[4]   = kVersion + 1;
-    EXPECT_EQ(ParseStatus::kForeign, parse(version.data(), version.size()).status);
-    auto reserved = w;
-    reserved[52]  = 1;
-    EXPECT_EQ(ParseStatus::kMalformed, parse(reserved.data(), reserved.size()).status);
+    auto status = [](const std::vector<uint8_t> &d) { return parse(d.data(), d.size()).status; };
+    auto w      = seg_datagram(segment(Opcode::kWrite, true, false), 1000);
+    EXPECT_EQ(ParseStatus::kTruncated, status({w.begin(), w.begin() + 19}));
+    EXPECT_EQ(ParseStatus::kTruncated, status({w.begin(), w.begin() + 30})) << "no target";
     auto am_id = w;
-    am_id[7]   = 1; /* a WRITE has none */
-    EXPECT_EQ(ParseStatus::kMalformed, parse(am_id.data(), am_id.size()).status);
-    auto past = w;
-    past.resize(past.size() + 1001); /* offset + length beyond msg_length */
-    EXPECT_EQ(ParseStatus::kMalformed, parse(past.data(), past.size()).status);
+    am_id[3]   = 1; /* a WRITE has none */
+    EXPECT_EQ(ParseStatus::kMalformed, status(am_id));
     auto flags = w;
-    flags[6]   = 0x80;
-    EXPECT_EQ(ParseStatus::kMalformed, parse(flags.data(), flags.size()).status);
-    /* a READ_RESP has no AM id either */
-    auto rr = data_datagram(segment(Opcode::kReadResp, 3000, 1000), 1000);
-    rr[7]   = 1;
-    EXPECT_EQ(ParseStatus::kMalformed, parse(rr.data(), rr.size()).status);
-    EXPECT_EQ(ParseStatus::kTruncated, parse(rr.data(), 44).status); /* no echo */
-    /* only WRITE, SEND and READ_RESP travel in data segments */
+    flags[1]   = 0x80;
+    EXPECT_EQ(ParseStatus::kMalformed, status(flags));
+    auto ride = w;
+    ride[1] |= kFlagRide; /* no segment carries an ACK */
+    EXPECT_EQ(ParseStatus::kMalformed, status(ride));
+    auto qp = w;
+    std::memset(qp.data() + offsetof(SegHeader, dst_qp), 0, 4);
+    EXPECT_EQ(ParseStatus::kMalformed, status(qp));
+    auto token = w;
+    std::memset(token.data() + offsetof(SegHeader, token), 0, 8);
+    EXPECT_EQ(ParseStatus::kMalformed, status(token));
+    /* a FIRST longer than its message, or one that is also LAST and shorter */
+    EXPECT_EQ(ParseStatus::kMalformed,
+              status(seg_datagram(segment(Opcode::kSend, true, false, 999), 1000)));
+    WireHeader whole = segment(Opcode::kSend, true, false, 1001);
+    whole.flags |= kFlagLast;
+    EXPECT_EQ(ParseStatus::kMalformed, status(seg_datagram(whole, 1000)));
+    whole.msg_length = 1000;
+    EXPECT_EQ(ParseStatus::kOk, status(seg_datagram(whole, 1000)));
+    WireHeader wrap  = segment(Opcode::kWrite, true, false);
+    wrap.remote_addr = ~uint64_t(0) - 4; /* the target would wrap */
+    EXPECT_EQ(ParseStatus::kMalformed, status(seg_datagram(wrap, 100)));
+    auto stamp = seg_datagram(segment(Opcode::kSend, false, true), 100);
+    std::memset(stamp.data() + sizeof(SegHeader), 0, 8); /* stamped "not stamped" */
+    EXPECT_EQ(ParseStatus::kMalformed, status(stamp));
+    /* a READ_RESP: data, no AM id, no ACK request, an echo when FIRST */
+    auto rr = seg_datagram(segment(Opcode::kReadResp, true, false, 0, 1000), 1000);
+    EXPECT_EQ(ParseStatus::kTruncated, status({rr.begin(), rr.begin() + 28})) << "no echo";
+    auto rr_id = rr;
+    rr_id[3]   = 1;
+    EXPECT_EQ(ParseStatus::kMalformed, status(rr_id));
+    auto rr_ack = rr;
+    rr_ack[1] |= kFlagAckReq;
+    EXPECT_EQ(ParseStatus::kMalformed, status(rr_ack));
+    EXPECT_EQ(ParseStatus::kMalformed,
+              status(seg_datagram(segment(Opcode::kReadResp, false, false, 0, 1000), 0)));
+    EXPECT_EQ(ParseStatus::kMalformed,
+              status(seg_datagram(segment(Opcode::kReadResp, false, false, 0, UINT32_MAX), 1)));
+    /* only WRITE, SEND and READ_RESP travel in segments */
     for (Opcode op : {Opcode::kAck, Opcode::kNak, Opcode::kReadReq, Opcode::kSignal,
                       Opcode::kAckReq, Opcode::kAtomicReq, Opcode::kAtomicResp}) {
-        auto other = data_datagram(segment(Opcode::kSend, 3000, 0), 100);
-        other[5]   = uint8_t(op);
-        EXPECT_EQ(ParseStatus::kMalformed, parse(other.data(), other.size()).status) << int(op);
+        auto other = seg_datagram(segment(Opcode::kSend, true, false), 100);
+        other[2]   = uint8_t(op);
+        EXPECT_EQ(ParseStatus::kMalformed, status(other)) << int(op);
     }
 }
 
@@ -561,9 +623,9 @@ TEST(Parser, ARideAckIsCheckedWhole)
         auto bad = ride_datagram(header(op, 0, op == Opcode::kAtomicResp ? 8 : 0, 0), 0);
         EXPECT_EQ(ParseStatus::kMalformed, parse(bad.data(), bad.size()).status) << int(op);
     }
-    WireHeader seg = segment(Opcode::kWrite, 3000, 2000);
+    WireHeader seg = segment(Opcode::kWrite, true, false);
     seg.flags |= kFlagRide;
-    auto bad = data_datagram(seg, 1000);
+    auto bad = seg_datagram(seg, 1000);
     EXPECT_EQ(ParseStatus::kMalformed, parse(bad.data(), bad.size()).status);
 }
 

@@ -451,8 +451,9 @@ TEST(UdpConnections, ReassemblyMemoryStaysUnderItsBound)
     p.keepalive_timeout_ns    = 100000000; /* 100 ms: half-finished messages go */
     LoopbackPair   pair(p, p);
     AmCount        got;
-    const uint32_t seg  = 1000 + 64 - 40; /* a SEND data segment's payload */
+    const uint32_t seg  = 1000 + 64 - 24; /* a SEND's FIRST segment's payload */
     const uint32_t need = 64 + 8000;      /* a reassembly allocation */
+    const uint32_t own  = 7000;           /* the genuine message: one AM's worth at this MTU */
     doorbell_iface_set_am_handler(pair.b, count_am, &got);
 
     /* a stranger's endless first segments hold nothing */
@@ -465,7 +466,7 @@ TEST(UdpConnections, ReassemblyMemoryStaysUnderItsBound)
         h.dst_qp     = live_qp;
         h.msg_length = 8000;
         std::vector<uint8_t> d(2048);
-        uint32_t             n = encode_data_header(h, d.data());
+        uint32_t             n = encode_seg_header(h, d.data());
         d.resize(n + seg);
         stranger.send_to(pair.b, d);
     }
@@ -486,7 +487,7 @@ TEST(UdpConnections, ReassemblyMemoryStaysUnderItsBound)
         h.psn        = members.back()->next_psn;
         h.msg_length = 8000;
         std::vector<uint8_t> d(2048);
-        uint32_t             n = encode_data_header(h, d.data());
+        uint32_t             n = encode_seg_header(h, d.data());
         d.resize(n + seg);
         members.back()->send_to(pair.b, d);
     }
@@ -498,7 +499,7 @@ TEST(UdpConnections, ReassemblyMemoryStaysUnderItsBound)
     EXPECT_LE(pair.counters(pair.b).reasm_peak, uint64_t(64 << 10));
 
     /* a genuine message of several packets waits for room, then arrives */
-    auto big = pattern(8000, 3);
+    auto big = pattern(own, 3);
     ASSERT_EQ(DOORBELL_OK, doorbell_qp_am_short(pair.qa, 5, 0, nullptr, 0));
     iovec      iov{big.data(), big.size()};
     Completion sent;
@@ -761,7 +762,7 @@ TEST(UdpConnections, MutatedPacketsThroughTheWholeReceivePath)
     auto            qa_conn = connection(pair.qa);
     auto            qb_conn = connection(pair.qb);
 
-    /* seeds: one of every opcode, in both header formats where it has two */
+    /* seeds: one of every opcode, in every header format it has */
     std::vector<std::vector<uint8_t>> seeds;
     for (Opcode op :
          {Opcode::kWrite, Opcode::kReadReq, Opcode::kSend, Opcode::kAckReq, Opcode::kSignal,
@@ -788,9 +789,10 @@ TEST(UdpConnections, MutatedPacketsThroughTheWholeReceivePath)
         }
         seeds.push_back(bytes_of(h, std::vector<uint8_t>(len, 0x42)));
     }
-    for (Opcode op : {Opcode::kWrite, Opcode::kSend, Opcode::kReadResp}) {
+    for (Opcode op :
+         {Opcode::kWrite, Opcode::kSend, Opcode::kReadResp, Opcode::kWrite, Opcode::kSend}) {
         WireHeader h  = make_header(op);
-        h.flags       = kFlagFirst;
+        h.flags       = seeds.size() % 2 ? kFlagFirst : kFlagLast; /* a FIRST, or a later one */
         h.token       = qa_conn.token;
         h.dst_qp      = qa_conn.remote_qpn;
         h.psn         = qa_conn.next_psn;
@@ -798,7 +800,7 @@ TEST(UdpConnections, MutatedPacketsThroughTheWholeReceivePath)
         h.rkey        = mem.rkey;
         h.msg_length  = 3000;
         std::vector<uint8_t> d(2048);
-        d.resize(encode_data_header(h, d.data()) + 900);
+        d.resize(encode_seg_header(h, d.data()) + 900);
         seeds.push_back(d);
     }
     for (uint32_t count : {1u, 3u}) { /* packs: one AM, and several with a rider */
@@ -851,7 +853,8 @@ TEST(UdpConnections, MutatedPacketsThroughTheWholeReceivePath)
         if (rng() % 2 && d.size() >= 20) { /* the live connection's token and QP */
             Conn c = to_b ? qa_conn : qb_conn;
             std::memcpy(d.data() + 8, &c.token, 8);
-            std::memcpy(d.data() + (d[0] == kPackKind ? 4 : 16), &c.remote_qpn, 4);
+            bool compact = d[0] == kPackKind || d[0] == kSegKind; /* its QP at 4 */
+            std::memcpy(d.data() + (compact ? 4 : 16), &c.remote_qpn, 4);
         }
         unsigned    src  = unsigned(rng() % 3);
         sockaddr_in from = src == 0 ? (to_b ? from_a : from_b) :

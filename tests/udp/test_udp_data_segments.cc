@@ -1,11 +1,13 @@
-/* Messages of several packets and read responses travel in data segments
- * (the shorter DataHeader), read off the wire by a plain UDP socket;
- * one-packet AMs travel in packs; and a receiver takes hostile
- * data segments apart safely. */
+/* Messages of several packets and read responses travel in segments (the
+ * shorter SegHeader: after a message's FIRST, no length, target or offset),
+ * read off the wire by a plain UDP socket; one-packet AMs travel in packs;
+ * and a receiver takes hostile segments apart safely. */
 #include "loopback_pair.h"
 #include "raw_peer.h"
 
 #include "devices/udp/parser.h"
+
+#include <functional>
 
 using namespace doorbell::test;
 using namespace doorbell::udp;
@@ -13,25 +15,30 @@ using namespace doorbell::udp;
 namespace {
 
 constexpr uint32_t kMtu       = 1000;           /* full-header payload */
-constexpr uint32_t kSendSeg   = kMtu + 64 - 40; /* a SEND data segment */
-constexpr uint32_t kWriteSeg  = kMtu + 64 - 56; /* a WRITE data segment */
-constexpr uint32_t kReadChunk = kMtu + 64 - 48; /* a READ_RESP's payload */
+constexpr uint32_t kSendFirst = kMtu + 64 - 32; /* a SEND's FIRST segment, stamped */
+constexpr uint32_t kSendSeg   = kMtu + 64 - 28; /* a SEND segment after it, stamped */
+constexpr uint32_t kReadChunk = kMtu + 64 - 32; /* a READ_RESP's payload (room for the echo) */
 
-/// Reads the datagrams of one message of `total` bytes sent in segments of
-/// `seg` payload bytes (progressing `sender` while it waits); each must
-/// parse and is checked by check(result, offset); their payloads, in order,
-/// go to *got.
+/// Reads the datagrams of one message of `total` bytes sent in segments
+/// (progressing `sender` while it waits), each a full datagram but the
+/// last; each must parse and is checked by check(result, offset); their
+/// payloads, in order, go to *got.
 template <typename Check>
-void read_segments(RawPeer &peer, doorbell_iface_t *sender, size_t total, uint32_t seg, Check check,
+void read_segments(RawPeer &peer, doorbell_iface_t *sender, size_t total, Check check,
                    std::vector<uint8_t> *got)
 {
     got->clear();
-    for (uint32_t off = 0; off < total; off += seg) {
+    for (uint32_t off = 0; off < total;) {
         auto        d = peer.next(sender);
         ParseResult r = parse(d.data(), d.size());
         ASSERT_EQ(ParseStatus::kOk, r.status) << "at " << off;
         check(r, off);
         got->insert(got->end(), r.payload, r.payload + r.header.length);
+        off += r.header.length;
+        if (off < total) {
+            EXPECT_EQ(kMtu + 64, d.size()) << "a segment fills its datagram, at " << off;
+        }
+        ASSERT_GT(r.header.length, 0u);
     }
 }
 
@@ -67,7 +74,8 @@ TEST(UdpDataSegments, ActiveMessagesFillWholeSegments)
     LoopbackPair            pair(small_mtu(), small_mtu());
     doorbell_iface_limits_t l;
     doorbell_iface_query_limits(pair.a, &l);
-    EXPECT_EQ(0u, l.max_am_bcopy % kSendSeg);
+    /* whole segments even where every one is stamped: never a packet more */
+    EXPECT_EQ(0u, (l.max_am_bcopy - kSendFirst) % kSendSeg);
     EXPECT_GT(l.max_am_bcopy + kSendSeg, 8192u); /* of the 8 KiB default */
     EXPECT_EQ(l.max_am_bcopy, l.max_am_zcopy);
     EXPECT_EQ(8192u, l.max_bcopy); /* puts are not rounded */
@@ -86,40 +94,44 @@ TEST(UdpDataSegments, MessagesOfSeveralPacketsTravelInDataSegments)
     doorbell_iface_limits_t l;
     doorbell_iface_query_limits(pair.a, &l);
 
-    /* an AM of whole segments */
+    /* an AM of whole segments: the FIRST names its length, the others
+     * nothing but their PSN (all stamped here: the connection has no RTT) */
     auto am = pattern(l.max_am_bcopy, 3);
     ASSERT_EQ(ssize_t(am.size()), doorbell_qp_am_bcopy(qp, 9, pack, &am));
     std::vector<uint8_t> got;
+    uint32_t             psn0 = 0;
     ASSERT_NO_FATAL_FAILURE(read_segments(
-        peer, pair.a, am.size(), kSendSeg,
+        peer, pair.a, am.size(),
         [&](const ParseResult &r, uint32_t off) {
-            EXPECT_EQ(40u, r.header_bytes);
+            bool first = off == 0;
+            psn0       = first ? r.header.psn : psn0;
+            EXPECT_EQ(first ? 32u : 28u, r.header_bytes);
             EXPECT_EQ(uint8_t(Opcode::kSend), r.header.opcode);
             EXPECT_EQ(RawPeer::kRawQp, r.header.dst_qp);
             EXPECT_EQ(9, r.header.am_id);
-            EXPECT_EQ(kSendSeg, r.header.length);
-            EXPECT_EQ(off, r.header.msg_offset);
-            EXPECT_EQ(am.size(), r.header.msg_length);
-            EXPECT_EQ(off == 0, (r.header.flags & kFlagFirst) != 0);
-            EXPECT_EQ(off + kSendSeg == am.size(), (r.header.flags & kFlagLast) != 0);
+            EXPECT_NE(0u, r.header.ts_send);
+            EXPECT_EQ(first ? 0u : kOffsetImplied, r.header.msg_offset);
+            EXPECT_EQ(first ? am.size() : 0u, r.header.msg_length);
+            EXPECT_EQ(first, (r.header.flags & kFlagFirst) != 0);
+            EXPECT_EQ(off + r.header.length == am.size(), (r.header.flags & kFlagLast) != 0);
         },
         &got));
     EXPECT_EQ(am, got);
 
-    /* a put: WRITE segments carry the target */
+    /* a put: the FIRST carries the target, the rest only data */
     auto       data = pattern(3000, 4);
     iovec      iov{data.data(), data.size()};
     Completion c;
     ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_put_zcopy(qp, &iov, 1, 0x10000, 0x55, &c));
     ASSERT_NO_FATAL_FAILURE(read_segments(
-        peer, pair.a, data.size(), kWriteSeg,
+        peer, pair.a, data.size(),
         [&](const ParseResult &r, uint32_t off) {
-            EXPECT_EQ(56u, r.header_bytes);
+            bool first = off == 0;
+            EXPECT_EQ(first ? 44u : 28u, r.header_bytes);
             EXPECT_EQ(uint8_t(Opcode::kWrite), r.header.opcode);
-            EXPECT_EQ(0x10000u, r.header.remote_addr);
-            EXPECT_EQ(0x55u, r.header.rkey);
-            EXPECT_EQ(off, r.header.msg_offset);
-            EXPECT_EQ(std::min<uint32_t>(kWriteSeg, 3000 - off), r.header.length);
+            EXPECT_EQ(first ? 0x10000u : 0u, r.header.remote_addr);
+            EXPECT_EQ(first ? 0x55u : 0u, r.header.rkey);
+            EXPECT_EQ(first ? 3000u : 0u, r.header.msg_length);
         },
         &got));
     EXPECT_EQ(data, got);
@@ -132,7 +144,7 @@ TEST(UdpDataSegments, MessagesOfSeveralPacketsTravelInDataSegments)
         auto        d = peer.next(pair.a);
         ParseResult r = parse(d.data(), d.size());
         ASSERT_EQ(ParseStatus::kOk, r.status);
-        EXPECT_EQ(size == kMtu ? 28u : 40u, r.header_bytes) << size;
+        EXPECT_EQ(size == kMtu ? 28u : 32u, r.header_bytes) << size;
         EXPECT_EQ(size == kMtu ? 1u : 0u, r.pack_count) << size;
         EXPECT_EQ(size, r.header.length);
         EXPECT_EQ(0, std::memcmp(one.data(), r.payload, size));
@@ -140,60 +152,123 @@ TEST(UdpDataSegments, MessagesOfSeveralPacketsTravelInDataSegments)
     doorbell_qp_destroy(qp); /* the put never completes: nobody ACKs */
 }
 
-TEST(UdpDataSegments, ReceiverTakesDataSegmentsApartSafely)
+/* The responder takes a WRITE's and a SEND's later segments at the offsets
+ * their FIRST began, and a segment that belongs to no message in progress,
+ * runs past its message's end or ends it short is a protocol error (NAK
+ * INVALID, the connection stops executing): memory is not touched. */
+TEST(UdpDataSegments, ReceiverTakesSegmentsApartSafely)
 {
     LoopbackPair pair;
     AmLog        log;
     doorbell_iface_set_am_handler(pair.b, log_am, &log);
     Region  target(pair.pd, 256, DOORBELL_ACCESS_REMOTE_WRITE, 0x33);
     RawPeer peer;
-    auto    send = [&](const WireHeader &h, const std::vector<uint8_t> &payload,
-                    uint32_t reserved = 0) {
-        uint8_t  buf[128];
-        uint32_t n = encode_data_header(h, buf);
-        if (reserved != 0) {
-            std::memcpy(buf + sizeof(DataHeader) + 12, &reserved, 4);
-        }
+    auto    send = [&](WireHeader h, const std::vector<uint8_t> &payload) {
+        h.token  = peer.conn_token;
+        h.dst_qp = peer.remote_qp;
+        h.psn    = peer.next_psn++;
+        uint8_t              buf[64];
+        uint32_t             n = encode_seg_header(h, buf);
         std::vector<uint8_t> d(buf, buf + n);
         d.insert(d.end(), payload.begin(), payload.end());
         peer.send_to(pair.b, d.data(), d.size());
     };
-    ASSERT_TRUE(peer.connect_to(pair.b));
-    WireHeader h{};
-    h.token  = peer.conn_token;
-    h.dst_qp = peer.remote_qp;
-    h.flags  = kFlagFirst | kFlagLast;
+    auto first = [](Opcode op, uint32_t msg_length) {
+        WireHeader h  = RawPeer::header(op);
+        h.flags       = kFlagFirst;
+        h.msg_length  = msg_length;
+        h.am_id       = op == Opcode::kSend ? 3 : 0;
+        h.remote_addr = 0;
+        return h;
+    };
+    auto later = [](Opcode op, bool last) {
+        WireHeader h = RawPeer::header(op);
+        h.flags      = last ? kFlagLast : 0;
+        h.am_id      = op == Opcode::kSend ? 3 : 0;
+        h.msg_offset = kOffsetImplied;
+        return h;
+    };
+    uint32_t qpn       = 100;
+    auto     reconnect = [&] {               /* after an error the connection executes nothing */
+                           peer.drain(); /* its ACKs and NAKs */
+                           peer.conn_token += 1;
+                           ASSERT_TRUE(peer.connect_to(pair.b, ++qpn));
+    };
+    ASSERT_TRUE(peer.connect_to(pair.b, qpn));
 
-    /* a whole AM in one data segment: delivered, though not in place */
-    auto am      = pattern(40, 6);
-    h.opcode     = uint8_t(Opcode::kSend);
-    h.am_id      = 3;
-    h.psn        = peer.next_psn;
-    h.msg_length = uint32_t(am.size());
-    send(h, am);
+    /* a whole AM in one segment, and one in three */
+    auto am = pattern(40, 6);
+    send(
+        [&] {
+            WireHeader h = first(Opcode::kSend, 40);
+            h.flags |= kFlagLast;
+            return h;
+        }(),
+        am);
     ASSERT_TRUE(pair.wait([&] { return log.msgs.size() == 1; }));
     EXPECT_EQ(am, log.msgs[0]);
+    auto three = pattern(90, 7);
+    send(first(Opcode::kSend, 90), {three.begin(), three.begin() + 30});
+    send(later(Opcode::kSend, false), {three.begin() + 30, three.begin() + 60});
+    send(later(Opcode::kSend, true), {three.begin() + 60, three.end()});
+    ASSERT_TRUE(pair.wait([&] { return log.msgs.size() == 2; }));
+    EXPECT_EQ(three, log.msgs[1]);
 
-    /* a WRITE whose reserved word is set is malformed: dropped */
-    auto data        = pattern(64, 7);
-    h.opcode         = uint8_t(Opcode::kWrite);
-    h.am_id          = 0;
-    h.psn            = peer.next_psn + 1;
-    h.msg_length     = 64;
-    h.remote_addr    = target.addr();
-    h.rkey           = target.rkey;
-    uint64_t dropped = pair.counters(pair.b).rx_dropped;
-    send(h, data, 1);
-    ASSERT_TRUE(pair.wait([&] { return pair.counters(pair.b).rx_dropped > dropped; }));
-    EXPECT_EQ(std::vector<uint8_t>(256, 0x33), target.bytes);
+    /* a WRITE in three segments: the later two land after the FIRST */
+    auto       data = pattern(96, 8);
+    WireHeader w    = first(Opcode::kWrite, 96);
+    w.remote_addr   = target.addr() + 16;
+    w.rkey          = target.rkey;
+    send(w, {data.begin(), data.begin() + 32});
+    send(later(Opcode::kWrite, false), {data.begin() + 32, data.begin() + 64});
+    send(later(Opcode::kWrite, true), {data.begin() + 64, data.end()});
+    ASSERT_TRUE(pair.wait([&] { return target.bytes[16 + 95] != 0x33; }));
+    EXPECT_EQ(0, std::memcmp(target.bytes.data() + 16, data.data(), 96));
+    EXPECT_EQ(0x33, target.bytes[15]);
+    EXPECT_EQ(0x33, target.bytes[16 + 96]);
 
-    /* the same WRITE, well formed, lands */
-    send(h, data);
-    ASSERT_TRUE(pair.wait([&] { return target.bytes[0] != 0x33; }));
-    EXPECT_EQ(0, std::memcmp(target.bytes.data(), data.data(), 64));
+    /* hostile segments, each on a fresh connection (an error ends one) */
+    auto          before = pair.counters(pair.b).naks;
+    const uint8_t fill   = target.bytes[0];
+    struct Bad {
+        const char           *what;
+        std::function<void()> go;
+    };
+    std::vector<Bad> bad = {
+        {"a later WRITE segment with no WRITE in progress",
+         [&] { send(later(Opcode::kWrite, true), std::vector<uint8_t>(8, 0xee)); }},
+        {"a later SEND segment with no SEND in progress",
+         [&] { send(later(Opcode::kSend, true), std::vector<uint8_t>(8, 0xee)); }},
+        {"a later WRITE segment past its message's end",
+         [&] {
+             WireHeader f  = first(Opcode::kWrite, 16);
+             f.remote_addr = target.addr();
+             f.rkey        = target.rkey;
+             send(f, std::vector<uint8_t>(8, fill));
+             send(later(Opcode::kWrite, false), std::vector<uint8_t>(64, 0xee));
+         }},
+        {"a LAST SEND segment that ends its message short",
+         [&] {
+             send(first(Opcode::kSend, 100), std::vector<uint8_t>(8, 0xee));
+             send(later(Opcode::kSend, true), std::vector<uint8_t>(8, 0xee));
+         }},
+    };
+    for (auto &b : bad) {
+        reconnect();
+        b.go();
+        ASSERT_TRUE(pair.wait([&] { return pair.counters(pair.b).naks > before; })) << b.what;
+        before = pair.counters(pair.b).naks;
+    }
+    for (int i = 0; i < 50; ++i) {
+        pair.progress();
+    }
+    EXPECT_EQ(2u, log.msgs.size()) << "no hostile AM was delivered";
+    for (size_t i = 0; i < target.bytes.size(); ++i) {
+        ASSERT_NE(0xee, target.bytes[i]) << "at " << i;
+    }
 }
 
-TEST(UdpDataSegments, ReadResponsesTravelInDataSegments)
+TEST(UdpDataSegments, ReadResponsesTravelInSegments)
 {
     LoopbackPair pair(small_mtu(), small_mtu());
     Region       source(pair.pd, 3000, DOORBELL_ACCESS_REMOTE_READ);
@@ -214,20 +289,20 @@ TEST(UdpDataSegments, ReadResponsesTravelInDataSegments)
     peer.send_to(pair.b, peer.request(req, {}));
 
     std::vector<uint8_t> got;
-    ASSERT_NO_FATAL_FAILURE(read_segments(
-        peer, pair.b, data.size(), kReadChunk,
-        [&](const ParseResult &r, uint32_t off) {
-            EXPECT_EQ(48u, r.header_bytes);
-            EXPECT_EQ(uint8_t(Opcode::kReadResp), r.header.opcode);
-            EXPECT_EQ(77u, r.header.dst_qp);
-            EXPECT_EQ(peer.conn_token, r.header.token);
-            EXPECT_EQ(psn, r.header.psn);
-            EXPECT_EQ(off, r.header.msg_offset);
-            EXPECT_EQ(3000u, r.header.msg_length);
-            EXPECT_EQ(std::min<uint32_t>(kReadChunk, 3000 - off), r.header.length);
-            EXPECT_EQ(0x123456789ull, r.header.ts_echo);
-            EXPECT_EQ(off == 0, (r.header.flags & kFlagFirst) != 0);
-        },
-        &got));
+    for (uint32_t off = 0; off < data.size(); off += kReadChunk) {
+        auto        d = peer.next(pair.b);
+        ParseResult r = parse(d.data(), d.size());
+        ASSERT_EQ(ParseStatus::kOk, r.status) << "at " << off;
+        EXPECT_EQ(off == 0 ? 32u : 24u, r.header_bytes) << "the echo on the FIRST only";
+        EXPECT_EQ(uint8_t(Opcode::kReadResp), r.header.opcode);
+        EXPECT_EQ(77u, r.header.dst_qp);
+        EXPECT_EQ(peer.conn_token, r.header.token);
+        EXPECT_EQ(psn, r.header.psn);
+        EXPECT_EQ(off, r.header.msg_offset);
+        EXPECT_EQ(std::min<uint32_t>(kReadChunk, 3000 - off), r.header.length);
+        EXPECT_EQ(off == 0 ? 0x123456789ull : 0u, r.header.ts_echo);
+        EXPECT_EQ(off == 0, (r.header.flags & kFlagFirst) != 0);
+        got.insert(got.end(), r.payload, r.payload + r.header.length);
+    }
     EXPECT_EQ(data, got);
 }

@@ -177,7 +177,7 @@ TEST(UdpPacks, ForgedReplayedAndEarlyPacksReachNoHandler)
         uint32_t             n = encode_pack_header(head, 0, 2, 0, tok, responder, psn, 0);
         std::vector<uint8_t> d(head, head + n);
         for (uint8_t id : {uint8_t(5), uint8_t(6)}) {
-            PackMember m{id, 8};
+            PackMember  m{id, 8};
             const auto *b = reinterpret_cast<const uint8_t *>(&m);
             d.insert(d.end(), b, b + sizeof(m));
             d.resize(d.size() + 8, 0xcc);

@@ -46,7 +46,7 @@ ParseStatus check_header(const WireHeader &h, size_t payload_len)
         /* msg_offset: a request asked again starts at its first missing
          * chunk */
         if (h.length != 0 || h.aux == 0 ||
-            h.aux > kMaxDatagram - data_header_bytes(Opcode::kReadResp) ||
+            h.aux > kMaxDatagram - seg_header_max(Opcode::kReadResp) ||
             h.msg_offset > h.msg_length || h.msg_offset % h.aux != 0 ||
             h.remote_addr + h.msg_length < h.remote_addr) {
             return ParseStatus::kMalformed;
@@ -116,70 +116,91 @@ ParseStatus check_header(const WireHeader &h, size_t payload_len)
 
 namespace {
 
-/// A DataHeader: expanded into r.header, then the full header's checks (the
-/// length is the datagram's rest, so it always agrees). Reads at most
-/// head_len bytes of bytes.
-ParseResult parse_data(const uint8_t *bytes, size_t head_len, size_t len)
+/// A segment (SegHeader): expanded into r.header. A WRITE's or SEND's
+/// segment after its FIRST gets msg_offset kOffsetImplied and no length or
+/// target (the responder has them); a READ_RESP gets no msg_length (the
+/// requester knows its piece). Reads at most head_len bytes of bytes.
+ParseResult parse_seg(const uint8_t *bytes, size_t head_len, size_t len)
 {
     ParseResult r{};
-    DataHeader  d;
-    if (head_len < sizeof(d) || len < sizeof(d)) {
+    SegHeader   g;
+    if (head_len < sizeof(g) || len < sizeof(g)) {
         r.status = ParseStatus::kTruncated;
         return r;
     }
-    std::memcpy(&d, bytes, sizeof(d));
-    if (d.version != kVersion) {
-        r.status = ParseStatus::kForeign;
-        return r;
-    }
-    Opcode op = Opcode(d.opcode);
+    std::memcpy(&g, bytes, sizeof(g));
+    Opcode op    = Opcode(g.opcode);
+    bool   first = g.flags & kFlagFirst, stamp = g.flags & kFlagStamp;
     if (op != Opcode::kWrite && op != Opcode::kSend && op != Opcode::kReadResp) {
         r.status = ParseStatus::kMalformed;
         return r;
     }
-    uint32_t hdr_bytes = data_header_bytes(op);
+    uint8_t allowed = op == Opcode::kReadResp ?
+                          uint8_t(kFlagFirst) :
+                          uint8_t(kFlagFirst | kFlagLast | kFlagAckReq | kFlagStamp);
+    if ((g.flags & ~allowed) != 0 || g.token == 0 || g.dst_qp == 0 ||
+        (op != Opcode::kSend && g.am_id != 0)) {
+        r.status = ParseStatus::kMalformed;
+        return r;
+    }
+    uint32_t hdr_bytes = seg_header_bytes(op, first, stamp);
     if (head_len < hdr_bytes || len < hdr_bytes) {
         r.status = ParseStatus::kTruncated;
         return r;
     }
-    if ((op != Opcode::kSend && d.am_id != 0) || (d.flags & kFlagRide)) {
-        /* (a segment of several never carries an ACK) */
-        r.status = ParseStatus::kMalformed;
-        return r;
-    }
     WireHeader &h = r.header;
-    h.magic       = kMagic;
-    h.version     = d.version;
-    h.opcode      = d.opcode;
-    h.flags       = d.flags;
-    h.am_id       = d.am_id;
-    h.token       = d.token;
-    h.dst_qp      = d.qp;
-    h.psn         = d.psn;
+    h             = make_header(op);
+    h.flags       = uint8_t(g.flags & ~kFlagStamp);
+    h.am_id       = g.am_id;
+    h.token       = g.token;
+    h.dst_qp      = g.dst_qp;
+    h.psn         = g.psn;
     h.length      = uint32_t(len - hdr_bytes);
-    h.msg_length  = d.msg_length;
-    h.msg_offset  = d.msg_offset;
-    h.ts_send     = d.ts_send;
-    if (op == Opcode::kReadResp) {
-        DataEcho e;
-        std::memcpy(&e, bytes + sizeof(d), sizeof(e));
-        h.ts_echo = e.ts_echo;
-    }
-    if (op == Opcode::kWrite) {
-        DataTarget t;
-        std::memcpy(&t, bytes + sizeof(d), sizeof(t));
-        if (t.reserved != 0) {
+    size_t at     = sizeof(g);
+    if (stamp) {
+        std::memcpy(&h.ts_send, bytes + at, sizeof(h.ts_send));
+        at += sizeof(h.ts_send);
+        if (h.ts_send == 0) { /* 0 is "not stamped" */
             r.status = ParseStatus::kMalformed;
             return r;
         }
-        h.remote_addr = t.remote_addr;
-        h.rkey        = t.rkey;
     }
-    r.status = check_header(h, len - hdr_bytes);
-    if (r.status == ParseStatus::kOk) {
-        r.payload      = bytes + hdr_bytes;
-        r.header_bytes = hdr_bytes;
+    if (op == Opcode::kReadResp) {
+        std::memcpy(&h.msg_offset, bytes + at, sizeof(h.msg_offset));
+        at += sizeof(h.msg_offset);
+        if (first) {
+            std::memcpy(&h.ts_echo, bytes + at, sizeof(h.ts_echo));
+        }
+        if (h.length == 0 || uint64_t(h.msg_offset) + h.length > UINT32_MAX) {
+            r.status = ParseStatus::kMalformed;
+            return r;
+        }
+    } else if (first) {
+        SegFirst f;
+        std::memcpy(&f, bytes + at, sizeof(f));
+        at += sizeof(f);
+        h.msg_length = f.msg_length;
+        if (op == Opcode::kWrite) {
+            SegTarget t;
+            std::memcpy(&t, bytes + at, sizeof(t));
+            h.remote_addr = t.remote_addr;
+            h.rkey        = t.rkey;
+            if (h.remote_addr + h.msg_length < h.remote_addr) {
+                r.status = ParseStatus::kMalformed;
+                return r;
+            }
+        }
+        /* the FIRST begins the message; a FIRST that is also LAST is all of it */
+        if (h.length > h.msg_length || ((g.flags & kFlagLast) && h.length != h.msg_length)) {
+            r.status = ParseStatus::kMalformed;
+            return r;
+        }
+    } else {
+        h.msg_offset = kOffsetImplied;
     }
+    r.status       = ParseStatus::kOk;
+    r.payload      = bytes + hdr_bytes;
+    r.header_bytes = hdr_bytes;
     return r;
 }
 
@@ -323,15 +344,11 @@ bool PackReader::next(WireHeader &h, const uint8_t *&payload)
 ParseResult parse_header(const uint8_t *head, size_t head_len, size_t len)
 {
     ParseResult r{};
-    uint32_t    magic;
     if (head != nullptr && head_len >= 1 && len >= 1 && head[0] == kPackKind) {
         return parse_pack(head, head_len, len);
     }
-    if (head != nullptr && head_len >= sizeof(magic) && len >= sizeof(magic)) {
-        std::memcpy(&magic, head, sizeof(magic));
-        if (magic == kDataMagic) {
-            return parse_data(head, head_len, len);
-        }
+    if (head != nullptr && head_len >= 1 && len >= 1 && head[0] == kSegKind) {
+        return parse_seg(head, head_len, len);
     }
     if (head == nullptr || head_len < sizeof(WireHeader) || len < sizeof(WireHeader)) {
         r.status = ParseStatus::kTruncated;
@@ -382,32 +399,42 @@ uint32_t encode_pack_header(uint8_t *out, uint8_t flags, uint32_t count, uint8_t
     return uint32_t(sizeof(p) + sizeof(ts_send));
 }
 
-uint32_t encode_data_header(const WireHeader &h, uint8_t *out)
+uint32_t encode_seg_header(const WireHeader &h, uint8_t *out)
 {
-    DataHeader d{};
-    d.magic      = kDataMagic;
-    d.version    = kVersion;
-    d.opcode     = h.opcode;
-    d.flags      = h.flags;
-    d.am_id      = h.am_id;
-    d.token      = h.token;
-    d.qp         = h.dst_qp;
-    d.psn        = h.psn;
-    d.msg_length = h.msg_length;
-    d.msg_offset = h.msg_offset;
-    d.ts_send    = h.ts_send;
-    std::memcpy(out, &d, sizeof(d));
-    if (h.opcode == uint8_t(Opcode::kWrite)) {
-        DataTarget t{};
-        t.remote_addr = h.remote_addr;
-        t.rkey        = h.rkey;
-        std::memcpy(out + sizeof(d), &t, sizeof(t));
-    } else if (h.opcode == uint8_t(Opcode::kReadResp)) {
-        DataEcho e{};
-        e.ts_echo = h.ts_echo;
-        std::memcpy(out + sizeof(d), &e, sizeof(e));
+    Opcode    op    = Opcode(h.opcode);
+    bool      first = h.flags & kFlagFirst, stamp = op != Opcode::kReadResp && h.ts_send != 0;
+    SegHeader g{};
+    g.kind   = kSegKind;
+    g.flags  = uint8_t(h.flags | (stamp ? kFlagStamp : 0));
+    g.opcode = h.opcode;
+    g.am_id  = op == Opcode::kSend ? h.am_id : 0;
+    g.dst_qp = h.dst_qp;
+    g.token  = h.token;
+    g.psn    = h.psn;
+    std::memcpy(out, &g, sizeof(g));
+    size_t at = sizeof(g);
+    if (stamp) {
+        std::memcpy(out + at, &h.ts_send, sizeof(h.ts_send));
+        at += sizeof(h.ts_send);
     }
-    return data_header_bytes(Opcode(h.opcode));
+    if (op == Opcode::kReadResp) {
+        std::memcpy(out + at, &h.msg_offset, sizeof(h.msg_offset));
+        at += sizeof(h.msg_offset);
+        if (first) {
+            std::memcpy(out + at, &h.ts_echo, sizeof(h.ts_echo));
+            at += sizeof(h.ts_echo);
+        }
+    } else if (first) {
+        SegFirst f{h.msg_length};
+        std::memcpy(out + at, &f, sizeof(f));
+        at += sizeof(f);
+        if (op == Opcode::kWrite) {
+            SegTarget t{h.remote_addr, h.rkey};
+            std::memcpy(out + at, &t, sizeof(t));
+            at += sizeof(t);
+        }
+    }
+    return uint32_t(at);
 }
 
 const char *parse_status_string(ParseStatus status)

@@ -23,10 +23,12 @@ enum class ParseStatus : uint8_t {
 struct ParseResult {
     ParseStatus status;
     WireHeader  header;          ///< valid only when status == kOk (a
-                                 ///< DataHeader comes expanded; a pack as
-                                 ///< its first message)
+                                 ///< segment comes expanded, a segment after
+                                 ///< its message's FIRST with msg_offset
+                                 ///< kOffsetImplied; a pack as its first
+                                 ///< message)
     const uint8_t *payload;      ///< header.length bytes
-    uint32_t       header_bytes; ///< on the wire: 64, a DataHeader's, or a
+    uint32_t       header_bytes; ///< on the wire: 64, a segment's, or a
                                  ///< pack's up to its first payload
     bool     has_ride;           ///< an ACK rides behind the payload (kFlagRide)
     RideAck  ride;               ///< that ACK, checked for internal consistency
@@ -65,10 +67,11 @@ ParseResult parse_header(const uint8_t *head, size_t head_len, size_t len);
 uint32_t encode_pack_header(uint8_t *out, uint8_t flags, uint32_t count, uint8_t am_id,
                             uint64_t token, uint32_t dst_qp, uint32_t psn, uint64_t ts_send);
 
-/// Writes h (a WRITE or SEND segment, or a READ_RESP) as a DataHeader and
-/// what follows it to out; returns the bytes written,
-/// data_header_bytes(h.opcode).
-uint32_t encode_data_header(const WireHeader &h, uint8_t *out);
+/// Writes h (a WRITE or SEND segment, or a READ_RESP) as a SegHeader and
+/// what follows it to out (stamped when h.ts_send is not 0; a FIRST's
+/// length and target; a READ_RESP's offset and, on the FIRST, echo);
+/// returns the bytes written, seg_header_bytes().
+uint32_t encode_seg_header(const WireHeader &h, uint8_t *out);
 
 /// Validates a header read apart from its payload (a peek), for a datagram
 /// that carries payload_len bytes after it (a RideAck included).

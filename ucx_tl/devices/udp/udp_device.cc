@@ -424,14 +424,17 @@ void UdpIface::query_limits(doorbell_iface_limits_t &l) const
     l.max_zcopy     = kMaxZcopy;
     l.max_iov       = 8;
     l.max_am_header = DOORBELL_WQE_INLINE_MAX;
-    /* An active message of several packets fills whole data segments: UCP
-     * cuts a long message into fragments of this size, and 8 KiB over
-     * 1440-byte segments left a sixth packet two-thirds empty (on a 1500-byte
-     * MTU, 90.2 % of the link as payload instead of 95.1 %). */
+    /* An active message of several packets fills whole segments: UCP cuts
+     * a long message into fragments of this size, and 8 KiB over 1440-byte
+     * segments left a sixth packet two-thirds empty (on a 1500-byte MTU,
+     * 90.2 % of the link as payload instead of 95.1 %). Counted as if every
+     * segment were stamped, so a stamp never spills a message into one
+     * packet more. */
     uint32_t am_max = params.seg_size;
-    uint32_t seg    = segment_payload(Opcode::kSend);
-    if (am_max > mtu_ && am_max >= seg) {
-        am_max = am_max / seg * seg;
+    uint32_t first  = segment_payload(Opcode::kSend, true, true);
+    uint32_t seg    = segment_payload(Opcode::kSend, false, true);
+    if (am_max > mtu_ && am_max >= first) {
+        am_max = first + (am_max - first) / seg * seg; /* as if every one were stamped */
     }
     l.max_am_bcopy = am_max;
     l.max_am_zcopy = am_max;

@@ -83,7 +83,10 @@ static constexpr double kHostCeGain    = 1.0 / 16;
 static constexpr double kHostCeBeta    = 0.25;
 static constexpr double kHostProbeStep = 1.0 / 512;
 /// Shortest tail-loss probe timeout, ns (a probe is one header-only packet).
-static constexpr uint64_t kTlpMinNs       = 1000000;
+static constexpr uint64_t kTlpMinNs = 1000000;
+/// A paced QP stamps one segment or pack in this many (its pacer takes the
+/// samples of a loop time together); an unpaced one, one per round trip.
+static constexpr uint32_t kStampEvery     = 4;
 static constexpr unsigned kEpollIdlePolls = 64; ///< progress calls without
                                                 ///< arm before the socket
                                                 ///< leaves the wake-up set
@@ -121,8 +124,9 @@ struct TxPacket {
     uint64_t wqe;                               ///< ring index of its WQE
     uint32_t offset;                            ///< message offset (READ_REQ: offset of the piece)
     uint32_t length;                            ///< payload bytes (READ_REQ: bytes requested)
-    uint32_t header_bytes = sizeof(WireHeader); ///< on the wire (a DataHeader's
+    uint32_t header_bytes = sizeof(WireHeader); ///< on the wire (a SegHeader's
                                                 ///< in a message of several)
+    bool stamped = false;                       ///< a segment that carries ts_send
 };
 
 /// Completion tracking of one WQE the device has started.
@@ -209,7 +213,9 @@ struct UdpQp : public QpCore {
     uint64_t tail_probes  = 0;
     uint64_t tlp_at_ns    = 0;     ///< tail-loss probe due; 0: none
     bool     last_ack_req = false; ///< the last packet asked for an ACK
-    uint64_t stamp_ns     = 0;     ///< when a pack last carried its ts_send
+    uint64_t stamp_ns     = 0;     ///< when a packet last carried its ts_send
+    uint32_t unstamped    = 0;     ///< packets since (of those that may go without)
+    uint64_t last_echo    = 0;     ///< the ts_echo of the last RTT sample taken
     bool     paced        = false; ///< the pacer has limited it
     double   min_rate     = 0;     ///< lowest pacer rate seen, B/s
 };
@@ -247,18 +253,25 @@ struct Responder {
     bool        ack_due      = false;
     bool        ack_deferred = false; ///< an ACK waits for ack_deadline
     uint64_t    ack_deadline = 0;
-    uint32_t    unacked_pkts = 0;                ///< accepted since the last ACK
-    uint64_t    last_seen    = 0;                ///< ns, for eviction when full
-    uint64_t    ts_echo      = 0;                ///< ts_send of the last packet
-    uint64_t    ts_echo_rx   = 0;                ///< ns when that packet was processed
-    uint32_t    ce_bytes     = 0;                ///< CE-marked bytes since the last ACK
-    bool        last_ce      = false;            ///< CE state of the last packet accepted
-    uint8_t    *am_buf       = nullptr;          ///< AM being reassembled (its own
-                                                 ///< allocation, header room first)
-    uint32_t                     am_alloc   = 0; ///< bytes of that allocation
-    uint32_t                     am_length  = 0; ///< bytes of the message so far
-    uint64_t                     am_last_ns = 0; ///< its last segment's arrival
-    std::unique_ptr<AtomicCache> atomics;        ///< made by the first atomic
+    uint32_t    unacked_pkts = 0;       ///< accepted since the last ACK
+    uint64_t    last_seen    = 0;       ///< ns, for eviction when full
+    uint64_t    ts_echo      = 0;       ///< ts_send of the last packet
+    uint64_t    ts_echo_rx   = 0;       ///< ns when that packet was processed
+    uint32_t    ce_bytes     = 0;       ///< CE-marked bytes since the last ACK
+    bool        last_ce      = false;   ///< CE state of the last packet accepted
+    uint8_t    *am_buf       = nullptr; ///< AM being reassembled (its own
+                                        ///< allocation, header room first)
+    uint32_t am_alloc   = 0;            ///< bytes of that allocation
+    uint32_t am_length  = 0;            ///< bytes of the message so far
+    uint64_t am_last_ns = 0;            ///< its last segment's arrival
+    /* the WRITE whose segments are arriving: a segment after the FIRST
+     * names neither its target nor its offset */
+    bool                         wr_open   = false;
+    uint64_t                     wr_addr   = 0;
+    uint32_t                     wr_rkey   = 0;
+    uint32_t                     wr_length = 0; ///< the message's bytes
+    uint32_t                     wr_done   = 0; ///< of them, written
+    std::unique_ptr<AtomicCache> atomics;       ///< made by the first atomic
 };
 
 /// Whether an owed ACK rides on a request to its peer now: one that is due
@@ -316,11 +329,14 @@ public:
     void     inject(const uint8_t *bytes, size_t len, const sockaddr_in &from);
     uint16_t port() const { return ntohs(local_.sin_port); }
     uint32_t payload_mtu() const { return mtu_; }
-    /// Payload of a data segment of op (READ_RESP: the chunk a READ_REQ asks
-    /// for): the datagram of a full-header packet less op's data header.
-    uint32_t segment_payload(Opcode op) const
+    /// Payload of a segment of op (the datagram of a full-header packet less
+    /// the segment's header); a READ_RESP's, the chunk a READ_REQ asks for,
+    /// has room for the FIRST's echo in every chunk.
+    uint32_t segment_payload(Opcode op, bool first = false, bool stamped = false) const
     {
-        return mtu_ + uint32_t(sizeof(WireHeader)) - data_header_bytes(op);
+        return mtu_ + uint32_t(sizeof(WireHeader)) -
+               (op == Opcode::kReadResp ? seg_header_max(op) :
+                                          seg_header_bytes(op, first, stamped));
     }
     /// The datagram socket (tests set its TOS byte to send CE-marked packets).
     int socket_fd() const { return fd_; }
@@ -370,6 +386,8 @@ private:
     bool        wants_ack(const UdpQp &qp, const TxPacket &pkt, const doorbell_wqe_t &w,
                           bool resend) const;
     void        note_sent(UdpQp &qp, const TxPacket &pkt, bool resend, uint32_t bytes);
+    bool        stamp_due(const UdpQp &qp) const;
+    void        note_stamp(UdpQp &qp, bool stamped) const;
     bool        packable(const TxPacket &pkt) const;
     uint32_t    pack_limit() const;
     void        send_pack(UdpQp &qp);
@@ -411,6 +429,7 @@ private:
                         bool ce, size_t slot);
     bool handle_send(Responder &r, const WireHeader &h, uint8_t *buf, const uint8_t *payload,
                      size_t slot);
+    bool resolve_segment(Responder &r, WireHeader &h);
     void handle_pack(uint32_t responder, const ParseResult &pr, uint8_t *buf, bool ce, size_t slot);
 
     /* atomics (udp_atomic.cc) */

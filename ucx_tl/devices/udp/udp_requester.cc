@@ -132,12 +132,15 @@ bool UdpIface::cut_packet(UdpQp &qp)
         case DOORBELL_OP_PUT:
         case DOORBELL_OP_SEND: {
             pkt.opcode = w.opcode == DOORBELL_OP_SEND ? Opcode::kSend : Opcode::kWrite;
-            /* a message of several packets travels in data segments: their
-             * shorter header leaves the payload more of the datagram */
-            uint32_t seg = mtu_;
+            /* a message of several packets travels in segments: their
+             * shorter header leaves the payload more of the datagram (the
+             * stamp is decided here, with the payload it leaves room for) */
+            uint32_t seg   = mtu_;
+            bool     stamp = false;
             if (total > mtu_) {
-                pkt.header_bytes = data_header_bytes(pkt.opcode);
-                seg              = segment_payload(pkt.opcode);
+                stamp            = stamp_due(qp);
+                pkt.header_bytes = seg_header_bytes(pkt.opcode, qp.cursor_offset == 0, stamp);
+                seg              = segment_payload(pkt.opcode, qp.cursor_offset == 0, stamp);
             }
             pkt.length = std::min(seg, total - qp.cursor_offset);
             if (!qp.unacked.empty() &&
@@ -145,6 +148,10 @@ bool UdpIface::cut_packet(UdpQp &qp)
                 return false;
             }
             qp.inflight_bytes += pkt.length + sizeof(WireHeader);
+            if (total > mtu_) {
+                pkt.stamped = stamp;
+                note_stamp(qp, stamp);
+            }
             break;
         }
         case DOORBELL_OP_GET: {
@@ -243,8 +250,9 @@ void UdpIface::send_packet(UdpQp &qp, const TxPacket &pkt)
     h.dst_qp                     = qp.remote_qpn;
     h.src_qp                     = qp.qpn;
     h.psn                        = pkt.psn;
-    h.ts_send                    = now_;
-    const void *payload          = nullptr;
+    /* a segment carries its stamp only if it was cut with one */
+    h.ts_send           = pkt.header_bytes == sizeof(WireHeader) || pkt.stamped ? now_ : 0;
+    const void *payload = nullptr;
     switch (pkt.opcode) {
     case Opcode::kWrite:
     case Opcode::kSend:
@@ -339,6 +347,27 @@ void UdpIface::note_sent(UdpQp &qp, const TxPacket &pkt, bool resend, uint32_t b
     }
 }
 
+/// Whether the next segment or pack a QP sends carries its ts_send: one in
+/// kStampEvery of a paced QP's (its pacer's samples), one per round trip of
+/// another's (its timers'), every one until a first round trip is known.
+bool UdpIface::stamp_due(const UdpQp &qp) const
+{
+    if (qp.srtt_ns == 0) {
+        return true;
+    }
+    return qp.paced ? qp.unstamped + 1 >= kStampEvery : now_ - qp.stamp_ns >= qp.srtt_ns;
+}
+
+void UdpIface::note_stamp(UdpQp &qp, bool stamped) const
+{
+    if (stamped) {
+        qp.stamp_ns  = now_;
+        qp.unstamped = 0;
+    } else {
+        ++qp.unstamped;
+    }
+}
+
 /// The most bytes of a pack's datagram: a full-header packet's datagram, at
 /// most kPackMaxBytes.
 uint32_t UdpIface::pack_limit() const
@@ -421,9 +450,6 @@ void UdpIface::send_pack(UdpQp &qp)
         std::memcpy(buf + end, &ride, sizeof(ride));
         end += uint32_t(sizeof(ride));
         buf[start + offsetof(PackHeader, flags)] |= kFlagRide;
-    }
-    if (stamp) {
-        qp.stamp_ns = now_;
     }
     s.iov[0] = {buf + start, end - start};
     s.bytes  = end - start;
@@ -682,7 +708,7 @@ uint32_t UdpIface::path_bytes(const TxPacket &pkt, uint32_t offset) const
     uint32_t len   = pkt.length - std::min(offset, pkt.length);
     uint32_t chunk = segment_payload(Opcode::kReadResp);
     return uint32_t(sizeof(WireHeader)) + len +
-           (len + chunk - 1) / chunk * data_header_bytes(Opcode::kReadResp);
+           (len + chunk - 1) / chunk * seg_header_bytes(Opcode::kReadResp, false, false);
 }
 
 /// Read bytes a QP may have outstanding: the window; on a paced QP at most
@@ -801,13 +827,17 @@ void UdpIface::handle_ack(UdpQp &qp, const WireHeader &h)
         qp.tx_psn     = qp.una;
         qp.recover_ts = UINT64_MAX; /* once per timeout */
     }
-    /* The retransmit timer must cover the peer's ACK delay (srtt from the
-     * whole round trip); the pacer needs the network's delay, so the time
-     * the peer held its answer comes out of the sample it is given. */
+    /* An ACK echoes the last stamped packet, and reports how long since that
+     * one was processed (its hold): the round trip is the elapsed time less
+     * the hold, for the timers (whose floors and the TLP's ACK-delay term
+     * cover a held answer) and, from the kernel's arrival, for the pacer.
+     * An echo already sampled is no new sample. */
     uint64_t rtt = 0;
-    if (h.ts_echo != 0 && h.ts_echo <= now_) {
+    if (h.ts_echo != 0 && h.ts_echo <= now_ && h.ts_echo != qp.last_echo) {
+        qp.last_echo     = h.ts_echo;
         uint64_t elapsed = now_ - h.ts_echo;
-        qp.srtt_ns       = qp.srtt_ns ? (7 * qp.srtt_ns + elapsed) / 8 : elapsed;
+        uint64_t round   = h.msg_offset < elapsed ? elapsed - h.msg_offset : elapsed;
+        qp.srtt_ns       = qp.srtt_ns ? (7 * qp.srtt_ns + round) / 8 : round;
         ++counters.rtt_samples;
         rtt = path_rtt(h.ts_echo, h.msg_offset);
     }
@@ -877,7 +907,8 @@ void UdpIface::handle_read_resp(UdpQp &qp, const WireHeader &h, const uint8_t *p
     }
     ReadPiece &piece = *it;
     uint32_t   idx   = h.msg_offset / piece.chunk;
-    if (piece.atomic || h.msg_length != piece.length || h.msg_offset % piece.chunk != 0 ||
+    /* a READ_RESP names its offset only: the piece it answers has the length */
+    if (piece.atomic || h.msg_offset >= piece.length || h.msg_offset % piece.chunk != 0 ||
         h.length != std::min(piece.chunk, piece.length - h.msg_offset)) {
         drop(&doorbell_counters_t::rx_drop_state);
         return;

@@ -75,7 +75,8 @@ void UdpIface::send_read_response(const Responder &r, const WireHeader &req)
         h.ts_send    = now_;
         h.flags      = off == req.msg_offset ? kFlagFirst : 0;
         h.ts_echo    = req.ts_send;
-        stage(h, src + off, h.length, nullptr, 0, r.peer, data_header_bytes(Opcode::kReadResp));
+        stage(h, src + off, h.length, nullptr, 0, r.peer,
+              seg_header_bytes(Opcode::kReadResp, h.flags & kFlagFirst, false));
     }
 }
 
@@ -100,9 +101,13 @@ void UdpIface::handle_request(Responder &r, const WireHeader &h, uint8_t *buf,
      * sample: a receiving host that does not keep up is a queue on the path
      * (timed from the kernel's arrival, the incast's receivers hid theirs:
      * 5-7 % retransmits against 0.6-0.7 %). */
-    r.ts_echo    = h.ts_send; /* 0: a pack not stamped, no sample */
-    r.ts_echo_rx = now_;
-    r.last_seen  = now_;
+    if (h.ts_send != 0) {
+        /* (a segment or pack not stamped: the ACK echoes the last that
+         * was, and its hold counts from that one's processing) */
+        r.ts_echo    = h.ts_send;
+        r.ts_echo_rx = now_;
+    }
+    r.last_seen = now_;
     if (ce) {
         r.ce_bytes += h.length + uint32_t(sizeof(WireHeader));
     }
@@ -166,15 +171,33 @@ void UdpIface::handle_request(Responder &r, const WireHeader &h, uint8_t *buf,
 
     switch (Opcode(h.opcode)) {
     case Opcode::kWrite: {
-        doorbell_status_t status = pd.access(h.rkey, h.remote_addr, h.msg_length,
+        WireHeader w = h;
+        if (!resolve_segment(r, w)) {
+            reject(NakCode::kInvalid);
+            return;
+        }
+        doorbell_status_t status = pd.access(w.rkey, w.remote_addr, w.msg_length,
                                              DOORBELL_ACCESS_REMOTE_WRITE, [&](uint8_t *base) {
-                                                 std::memcpy(base + h.msg_offset, payload,
-                                                             h.length);
+                                                 std::memcpy(base + w.msg_offset, payload,
+                                                             w.length);
                                              });
         if (status != DOORBELL_OK) {
+            r.wr_open = false;
             reject(NakCode::kAccess);
             return;
         }
+        /* a WRITE is open until its bytes are all written (a PUT_SIGNAL's
+         * data ends without LAST: its signal follows); its later segments
+         * name nothing of it */
+        if (w.flags & kFlagFirst) {
+            r.wr_addr   = w.remote_addr;
+            r.wr_rkey   = w.rkey;
+            r.wr_length = w.msg_length;
+            r.wr_done   = w.length;
+        } else {
+            r.wr_done += w.length;
+        }
+        r.wr_open = r.wr_done < r.wr_length;
         break;
     }
     case Opcode::kSignal: {
@@ -215,11 +238,17 @@ void UdpIface::handle_request(Responder &r, const WireHeader &h, uint8_t *buf,
         }
         send_read_response(r, h);
         break;
-    case Opcode::kSend:
-        if (!handle_send(r, h, buf, payload, slot)) {
+    case Opcode::kSend: {
+        WireHeader m = h;
+        if (!resolve_segment(r, m)) {
+            reject(NakCode::kInvalid);
+            return;
+        }
+        if (!handle_send(r, m, buf, payload, slot)) {
             return;
         }
         break;
+    }
     default:
         drop(&doorbell_counters_t::rx_drop_malformed); /* not a request */
         return;
@@ -239,6 +268,44 @@ void UdpIface::handle_request(Responder &r, const WireHeader &h, uint8_t *buf,
     }
 }
 
+/// A WRITE's or SEND's segment after its FIRST, at the PSN expected: its
+/// offset, its message's length and a WRITE's target from the message in
+/// progress (the FIRST's). False when no message of that kind is in
+/// progress, or the segment runs past its message's end or is marked LAST
+/// and falls short of it: a protocol error. Other packets are left as they are.
+bool UdpIface::resolve_segment(Responder &r, WireHeader &h)
+{
+    if (h.msg_offset != kOffsetImplied) {
+        /* a message's FIRST, with its length (and target); a later
+         * segment that names an offset is no sender's of this version, and
+         * a WRITE's FIRST while another is open cuts it off */
+        return (h.flags & kFlagFirst) && !(Opcode(h.opcode) == Opcode::kWrite && r.wr_open);
+    }
+    uint32_t done, length;
+    if (Opcode(h.opcode) == Opcode::kWrite) {
+        if (!r.wr_open) {
+            return false;
+        }
+        h.remote_addr = r.wr_addr;
+        h.rkey        = r.wr_rkey;
+        done          = r.wr_done;
+        length        = r.wr_length;
+    } else {
+        if (r.am_buf == nullptr) {
+            return false;
+        }
+        done   = r.am_length;
+        length = r.am_alloc - uint32_t(DOORBELL_AM_HEADROOM);
+    }
+    uint64_t end = uint64_t(done) + h.length;
+    if (end > length || ((h.flags & kFlagLast) && end != length)) {
+        return false;
+    }
+    h.msg_offset = done;
+    h.msg_length = length;
+    return true;
+}
+
 /// Takes one SEND segment in order. Returns false if it was not accepted
 /// (receiver busy: NAK sent, the peer keeps the AM; or a protocol error).
 /// A message of one packet is delivered in place when the 64 bytes before
@@ -256,7 +323,8 @@ bool UdpIface::handle_send(Responder &r, const WireHeader &h, uint8_t *buf, cons
     bool in_place = first && h.length == h.msg_length && !rx_lent_ && payload >= buf &&
                     size_t(payload - buf) + kRxLead >= DOORBELL_AM_HEADROOM;
     if (h.msg_length > params.seg_size || (first && r.am_buf != nullptr) ||
-        (!first && (r.am_buf == nullptr || h.msg_offset != r.am_length))) {
+        (!first && (r.am_buf == nullptr || h.msg_offset != r.am_length ||
+                    h.msg_length + uint32_t(DOORBELL_AM_HEADROOM) != r.am_alloc))) {
         /* longer than any AM of this iface (SEG_SIZE), or out of sequence */
         send_control(r, Opcode::kNak, NakCode::kInvalid, h.psn);
         r.failed    = true;

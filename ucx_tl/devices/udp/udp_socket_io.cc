@@ -208,7 +208,7 @@ int UdpIface::place_read_response()
         if (piece.psn != h.psn) {
             continue;
         }
-        if (h.msg_length != piece.length || h.msg_offset % piece.chunk != 0 ||
+        if (h.msg_offset >= piece.length || h.msg_offset % piece.chunk != 0 ||
             h.length != std::min(piece.chunk, piece.length - h.msg_offset) ||
             piece.got[h.msg_offset / piece.chunk]) {
             return 0;
@@ -339,7 +339,7 @@ void UdpIface::handle_datagram(uint8_t *buf, size_t len, const sockaddr_in &from
 }
 
 /// Queues a packet for the next sendmmsg; a header_bytes other than the
-/// full header's sends hdr as a DataHeader.
+/// full header's sends hdr as a SegHeader.
 void UdpIface::stage(const WireHeader &hdr, const void *a, size_t alen, const void *b, size_t blen,
                      const sockaddr_in &to, uint32_t header_bytes)
 {
@@ -350,7 +350,7 @@ void UdpIface::stage(const WireHeader &hdr, const void *a, size_t alen, const vo
     if (header_bytes == sizeof(WireHeader)) {
         s.hdr = hdr;
     } else {
-        header_bytes = encode_data_header(hdr, reinterpret_cast<uint8_t *>(&s.hdr));
+        header_bytes = encode_seg_header(hdr, reinterpret_cast<uint8_t *>(&s.hdr));
     }
     s.to     = to;
     s.iov[0] = {&s.hdr, header_bytes};

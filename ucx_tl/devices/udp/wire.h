@@ -1,10 +1,11 @@
 /*
  * The UDP device's wire format: a 64-byte header in front of a datagram's
  * payload; read responses and the segments of a WRITE or SEND that takes
- * several packets carry a shorter one (DataHeader: 40 bytes, 56 for a WRITE,
- * 48 for a READ_RESP), and active messages of one packet travel in packs
- * (PackHeader: 20 bytes for one message, 3 more per message when several
- * share a datagram); the parser expands each into the same WireHeader.
+ * several packets carry a shorter one (SegHeader: 20 bytes, and what a
+ * FIRST, a stamp or a READ_RESP adds), and active messages of one packet
+ * travel in packs (PackHeader: 20 bytes for one message, 3 more per message
+ * when several share a datagram); the parser expands each into the same
+ * WireHeader.
  * Little-endian (static_assert below), packed, versioned.
  *
  * Connections: a requester QP connects to a peer iface with CONNECT, which
@@ -32,15 +33,14 @@
 
 namespace doorbell::udp {
 
-static constexpr uint32_t kMagic     = 0x4c424244; ///< "DBBL" on the wire
-static constexpr uint32_t kDataMagic = 0x64424244; ///< "DBBd": a DataHeader
-static constexpr uint8_t  kVersion   = 5;          ///< 3: connections and tokens;
-                                                   ///< 4: ACKs ride on requests;
-                                                   ///< 5: packs, 32-byte RideAck
-static constexpr uint8_t kPackKind = 0xd5;         ///< first byte of a PackHeader
-                                                   ///< (a pack of version 5; the
-                                                   ///< other headers begin 'D')
-static constexpr uint32_t kMaxDatagram = 65000;    ///< bytes, header included
+static constexpr uint32_t kMagic   = 0x4c424244; ///< "DBBL" on the wire
+static constexpr uint8_t  kVersion = 5;          ///< 3: connections and tokens;
+                                                 ///< 4: ACKs ride on requests;
+                                                 ///< 5: packs, segments, 32-byte RideAck
+static constexpr uint8_t kPackKind = 0xd5;       ///< first byte of a PackHeader
+                                                 ///< (a pack of version 5; the
+                                                 ///< other headers begin 'D')
+static constexpr uint32_t kMaxDatagram = 65000;  ///< bytes, header included
 
 enum class Opcode : uint8_t {
     kWrite    = 1, ///< RDMA WRITE segment: payload -> remote_addr + msg_offset
@@ -187,6 +187,7 @@ static constexpr uint32_t kPackMaxBytes    = 8192; ///< a pack's datagram at mos
 /// headroom: every datagram is received this far into its receive buffer,
 /// so a one-message pack is delivered in place as a full header's is.
 static constexpr uint32_t kRxLead = DOORBELL_AM_HEADROOM - uint32_t(sizeof(PackHeader));
+static_assert(sizeof(PackHeader) == 20, "a pack's header: the smallest a message has");
 
 /// Whether a request of this opcode may carry a RideAck: those sent from a
 /// requester's send path with the full header.
@@ -207,49 +208,76 @@ struct [[gnu::packed]] ConnectPayload {
 
 /*
  * The header of each segment of a WRITE or SEND that takes more than one
- * packet, and of every READ_RESP. A bulk transfer is all segments, and on a
- * 1500-byte MTU the 64-byte header cost 4.3 % of the link: these carry 24
- * bytes more payload (8 for a WRITE, 16 for a READ_RESP). Only what a
- * segment needs travels; the payload length is the rest of the datagram, the
- * fields a segment does not have are 0. A one-packet WRITE or SEND keeps the
- * full header: an active message is delivered in place, behind its 64 bytes.
+ * packet, and of every READ_RESP (SegHeader, 20 bytes). A bulk transfer is
+ * all segments, and on a 1500-byte MTU every header byte is payload the
+ * link does not carry: a segment carries only what its receiver cannot know.
+ * Requests are executed strictly in PSN order, so a WRITE's or SEND's
+ * segments after its FIRST carry neither the message's length nor its
+ * target nor their offset: the responder keeps them from the FIRST (as an
+ * InfiniBand RC responder keeps a WRITE's RETH). After the header:
+ *  - with kFlagStamp, the 8-byte ts_send (a sender stamps the segments
+ *    whose answer it times);
+ *  - a WRITE's or SEND's FIRST: SegFirst (the message's length), a WRITE's
+ *    FIRST also its target (SegTarget);
+ *  - a READ_RESP: its offset in the piece asked for (the requester knows
+ *    the piece), and on the FIRST answer the request's ts_send (SegEcho);
+ * and the payload is the rest of the datagram.
  */
-struct [[gnu::packed]] DataHeader {
-    uint32_t magic;   /* kDataMagic */
-    uint8_t  version; /* kVersion */
-    uint8_t  opcode;  /* kWrite, kSend or kReadResp */
-    uint8_t  flags;   /* HeaderFlags */
-    uint8_t  am_id;   /* SEND: AM id; otherwise 0 */
-    uint64_t token;   /* the connection's token */
-    uint32_t qp;      /* dst_qp: WRITE, SEND the responder's; READ_RESP the requester's */
-    uint32_t psn;
-    uint32_t msg_length;
-    uint32_t msg_offset;
-    uint64_t ts_send;
+static constexpr uint8_t kSegKind = 0xd6; ///< first byte of a SegHeader (version 5)
+
+struct [[gnu::packed]] SegHeader {
+    uint8_t  kind;   /* kSegKind */
+    uint8_t  flags;  /* kFlagFirst, kFlagLast, kFlagAckReq, kFlagStamp */
+    uint8_t  opcode; /* kWrite, kSend or kReadResp */
+    uint8_t  am_id;  /* SEND: AM id; otherwise 0 */
+    uint32_t dst_qp; /* WRITE, SEND the responder's QP; READ_RESP the requester's */
+    uint64_t token;  /* the connection's token */
+    uint32_t psn;    /* READ_RESP: the request's */
 };
 
-/// What follows a WRITE's DataHeader: where the message goes.
-struct [[gnu::packed]] DataTarget {
+/// What follows a WRITE's or SEND's FIRST segment: the message's length.
+struct [[gnu::packed]] SegFirst {
+    uint32_t msg_length;
+};
+
+/// What follows a WRITE's SegFirst: where the message goes.
+struct [[gnu::packed]] SegTarget {
     uint64_t remote_addr;
     uint32_t rkey;
-    uint32_t reserved; /* 0 */
 };
 
-/// What follows a READ_RESP's DataHeader: the request's ts_send (an RTT
-/// sample when the FIRST flag is set).
-struct [[gnu::packed]] DataEcho {
-    uint64_t ts_echo;
+/// What follows a READ_RESP's header: its offset in the piece, and on the
+/// FIRST answer the request's ts_send (an RTT sample).
+struct [[gnu::packed]] SegEcho {
+    uint32_t msg_offset;
+    uint64_t ts_echo; /* FIRST only */
 };
 
-static_assert(sizeof(DataHeader) == 40 && sizeof(DataTarget) == 16 && sizeof(DataEcho) == 8);
+static_assert(sizeof(SegHeader) == 20 && sizeof(SegFirst) == 4 && sizeof(SegTarget) == 12);
 static_assert(sizeof(ConnectPayload) == 16);
 
-/// Bytes of the DataHeader (and what follows it) of an opcode's segments.
-constexpr uint32_t data_header_bytes(Opcode op)
+/// msg_offset of a segment after its message's FIRST as parsed: the
+/// responder takes it (and the length and target) from the FIRST.
+static constexpr uint32_t kOffsetImplied = 0xffffffffu;
+
+/// Bytes of the SegHeader (and what follows it) of a segment of op.
+constexpr uint32_t seg_header_bytes(Opcode op, bool first, bool stamped)
 {
-    return op == Opcode::kWrite    ? uint32_t(sizeof(DataHeader) + sizeof(DataTarget)) :
-           op == Opcode::kReadResp ? uint32_t(sizeof(DataHeader) + sizeof(DataEcho)) :
-                                     uint32_t(sizeof(DataHeader));
+    uint32_t n = uint32_t(sizeof(SegHeader)) + (stamped ? uint32_t(sizeof(uint64_t)) : 0);
+    if (op == Opcode::kReadResp) {
+        return n + uint32_t(sizeof(uint32_t)) + (first ? uint32_t(sizeof(uint64_t)) : 0);
+    }
+    if (!first) {
+        return n;
+    }
+    return n + uint32_t(sizeof(SegFirst)) +
+           (op == Opcode::kWrite ? uint32_t(sizeof(SegTarget)) : 0);
+}
+
+/// The largest segment header of op: a stamped FIRST.
+constexpr uint32_t seg_header_max(Opcode op)
+{
+    return seg_header_bytes(op, true, op != Opcode::kReadResp);
 }
 
 static_assert(sizeof(WireHeader) == 64, "one cache line");
@@ -282,22 +310,22 @@ inline void set_atomic_value(WireHeader &h, uint64_t value)
 }
 
 /// What the receive path reads first of every packet, to find the
-/// connection and check the token before it looks at anything else: at the
-/// same offsets in the full and the data header, at a pack's own in a pack
-/// (whose opcode is kSend).
+/// connection and check the token before it looks at anything else: the
+/// full header's, a segment's or a pack's (whose opcode is kSend), each at
+/// its format's offsets.
 struct Prefix {
-    uint32_t magic; ///< kMagic, kDataMagic, or kPackKind for a pack
+    uint32_t magic; ///< kMagic, or the kind byte: kPackKind, kSegKind
     uint8_t  version;
     uint8_t  opcode;
     uint64_t token;
     uint32_t dst_qp;
 };
 static constexpr size_t kPrefixBytes = 20;
-static_assert(offsetof(WireHeader, token) == 8 && offsetof(DataHeader, token) == 8 &&
-              offsetof(WireHeader, dst_qp) == 16 && offsetof(DataHeader, qp) == 16 &&
-              offsetof(WireHeader, opcode) == offsetof(DataHeader, opcode));
+static_assert(offsetof(WireHeader, token) == 8 && offsetof(WireHeader, dst_qp) == 16);
 static_assert(offsetof(PackHeader, token) == 8 && offsetof(PackHeader, dst_qp) == 4 &&
               sizeof(PackHeader) == kPrefixBytes);
+static_assert(offsetof(SegHeader, token) == 8 && offsetof(SegHeader, dst_qp) == 4 &&
+              offsetof(SegHeader, opcode) == 2 && sizeof(SegHeader) == kPrefixBytes);
 
 /// Reads the prefix of a datagram of len bytes; false if it is too short
 /// to have one.
@@ -306,10 +334,10 @@ inline bool read_prefix(const uint8_t *bytes, size_t len, Prefix &p)
     if (len < kPrefixBytes) {
         return false;
     }
-    if (bytes[0] == kPackKind) {
-        p.magic   = kPackKind;
+    if (bytes[0] == kPackKind || bytes[0] == kSegKind) {
+        p.magic   = bytes[0];
         p.version = kVersion;
-        p.opcode  = uint8_t(Opcode::kSend);
+        p.opcode  = bytes[0] == kPackKind ? uint8_t(Opcode::kSend) : bytes[2];
         std::memcpy(&p.token, bytes + offsetof(PackHeader, token), 8);
         std::memcpy(&p.dst_qp, bytes + offsetof(PackHeader, dst_qp), 4);
         return true;
@@ -325,7 +353,7 @@ inline bool read_prefix(const uint8_t *bytes, size_t len, Prefix &p)
 /// Whether a prefix is of this version's formats (else: foreign).
 inline bool known_prefix(const Prefix &p)
 {
-    return (p.magic == kMagic || p.magic == kDataMagic || p.magic == kPackKind) &&
+    return (p.magic == kMagic || p.magic == kPackKind || p.magic == kSegKind) &&
            p.version == kVersion;
 }
 
