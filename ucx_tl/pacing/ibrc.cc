@@ -271,17 +271,24 @@ void Ibrc::update(uint64_t now_ns)
             // first rate (a ramp would raise the queue it reads, and the
             // incumbents' answer to it), then doubles toward it and takes
             // it; the multiplicative law then scales every flow, the
-            // newcomer too, to the share of one more.
-            double share = std::max(rate_for_queue(ref_sum_ns_ / ref_n_), start_rate_ / 2);
-            if (ref_n_ >= kIbrcShareSamples && 2 * rate_ >= share) {
-                end_start(now_ns, share);
-                prev_err_ = err;
-                return;
+            // newcomer too, to the share of one more. A standing queue (half
+            // the start's scale) is one of flows below the pivot, so it
+            // reads without the own target's fall: a mean that would map
+            // above the pivot is a burst that drained (a synchronized start's
+            // second segments), and the doubling toward the share the
+            // additive step tells, ended by the start's limit, answers it.
+            if (ref_n_ >= kIbrcShareSamples) {
+                double share = std::max(rate_for_queue(ref_sum_ns_ / ref_n_, false),
+                                        start_rate_ / 2);
+                if (2 * rate_ >= share) {
+                    end_start(now_ns, share);
+                    prev_err_ = err;
+                    return;
+                }
+                rate_before_double_ = rate_;
+                doubled_ns_         = now_ns;
+                rate_               = std::min(rate_ * kIbrcStartGrowth, share);
             }
-            rate_before_double_ = rate_;
-            doubled_ns_         = now_ns;
-            if (ref_n_ >= kIbrcShareSamples)
-                rate_ = std::min(rate_ * kIbrcStartGrowth, share);
             prev_err_  = err;
             have_prev_ = true;
             clamp();
@@ -432,13 +439,14 @@ double Ibrc::start_limit_ns() const
 // rate times its delay excess over its own target is the additive step's
 // share of a segment, r (q - own(r)) = kIbrcAdditive x segment. The left side
 // grows with r (the own target falls as r grows), so bisection on log r finds
-// it; without an additive step, the rate whose own target is q.
-double Ibrc::rate_for_queue(double q_ns) const
+// it; without an additive step, the rate whose own target is q. `fall`:
+// with the own target's fall above the pivot (else the target there).
+double Ibrc::rate_for_queue(double q_ns, bool fall) const
 {
     double share = params_.additive * params_.mtu_bytes;
     auto   g     = [&](double log_r) {
         double r = std::exp(log_r);
-        return r * (q_ns - own_target_at(r)) * 1e-9 - share;
+        return r * (q_ns - own_target_at(r, fall)) * 1e-9 - share;
     };
     double lo = std::log(params_.min_rate_Bps), hi = std::log(params_.max_rate_Bps);
     if (g(hi) <= 0)
@@ -454,14 +462,28 @@ double Ibrc::rate_for_queue(double q_ns) const
 
 // The own target at a rate: it falls as a flow's share of the line rate
 // grows, so at an equilibrium, where every flow sees the same delay, only
-// equal rates null every flow's error at once. Logarithmic in the rate so
-// that small shares (many flows) converge as fast as large ones; bounded
-// between the target (at the ceiling) and (1 + fairness) targets (at the
-// floor). With fairness 0 (a fabric's default), the target itself.
-double Ibrc::own_target_at(double rate) const
+// equal rates null every flow's error at once. Logarithmic in the rate:
+// fairness / ln(ceiling / floor) targets per e-fold, the target itself at
+// pivot x ceiling. A host path (pivot 1) rises above its target as the rate
+// falls below the ceiling, the first round's spread (its target floor is the
+// kernel's noise: it never aims below it). A fabric (pivot below 1) falls
+// below the target as the rate rises above the pivot, where only a few flows
+// are, and is the target below it: many flows keep the additive step's
+// queue. Never below kIbrcOwnTargetMin of the target.
+double Ibrc::own_target_at(double rate, bool fall) const
 {
-    return params_.target_ns * (1 + params_.fairness * std::log(params_.max_rate_Bps / rate) /
-                                        std::log(params_.max_rate_Bps / params_.min_rate_Bps));
+    double spread = own_spread(rate);
+    if (params_.pivot < 1)
+        spread = fall ? std::min(spread, 0.0) : 0;
+    return params_.target_ns * std::max(1 + spread, kIbrcOwnTargetMin);
+}
+
+// The own target's distance from the target at a rate, in targets, before
+// the sides and the minimum own_target_at() applies.
+double Ibrc::own_spread(double rate) const
+{
+    return params_.fairness * std::log(params_.pivot * params_.max_rate_Bps / rate) /
+           std::log(params_.max_rate_Bps / params_.min_rate_Bps);
 }
 
 double Ibrc::own_target_ns() const
@@ -474,7 +496,12 @@ double Ibrc::own_target_ns() const
 // inverse of rate_for_queue()).
 double Ibrc::equilibrium_delay_ns() const
 {
-    return own_target_ns() + params_.additive * params_.mtu_bytes / rate_ * 1e9;
+    return equilibrium_delay_at(rate_);
+}
+
+double Ibrc::equilibrium_delay_at(double rate) const
+{
+    return own_target_at(rate) + params_.additive * params_.mtu_bytes / rate * 1e9;
 }
 
 void Ibrc::clamp()
