@@ -178,6 +178,7 @@ void Ibrc::on_send(uint64_t now_ns, uint64_t bytes)
         resumed_          = true;
         have_prev_        = false;
         churn_.reset();
+        reset_reading();
         fresh_   = true;
         empties_ = 0;
         clamp();
@@ -209,6 +210,7 @@ void Ibrc::cut(uint64_t now_ns, double factor)
     rate_ *= factor;
     have_prev_ = false; // the error jump after a cut is not a trend
     churn_.reset();     // nor the slope's: it is no disturbance
+    reset_reading();    // nor does the queue around it tell a share
     clamp();
 }
 
@@ -243,8 +245,10 @@ void Ibrc::update(uint64_t now_ns)
     if (!have_delay)
         return;
 
-    // A young flow's queue is its start's (the burst brake's part below).
-    if (!starting_ && now_ns - started_ns_ >= uint64_t(kIbrcBurstLoops * T * 1e9))
+    // A young flow's queue is its start's (the burst brake's part below); a
+    // ramp toward a share read is this flow's alone, no disturbance.
+    if (!starting_ && now_ns - started_ns_ >= uint64_t(kIbrcBurstLoops * T * 1e9) &&
+        ramp_left_ == 0)
         churn_scale_ = ibrc_churn_scale(churn_.add(now_ns, delay, samples, dt / T, log_rate,
                                                    last_step_,
                                                    kIbrcNoiseTargets * params_.target_ns, T * 1e9));
@@ -368,6 +372,66 @@ void Ibrc::update(uint64_t now_ns)
     prev_err_  = err;
     have_prev_ = true;
     clamp();
+    read_share(delay, probe, dt / T);
+}
+
+// Reading the share. The additive step and the own target pull rate ratios
+// to one by a x the equilibrium's slope / T per loop time: 8e-4 at four
+// flows, an e-fold per 7 ms, too slow for a newcomer the start left at a
+// quarter of its share, or for the spread a synchronized start leaves.
+// The queue tells the share directly (rate_for_queue()), so a flow reads it,
+// from the mean of kIbrcReadLoops loop times' mean delays after a wait of as
+// many (its own last move, its start), and ramps toward it when it stands
+// clearly above its own rate: by kIbrcReadBand and kIbrcReadErrors standard
+// errors of the reading (a host path's kernel noise, or a fabric's queue in
+// the churn of a start, moves nothing), by at most kIbrcReadMax, over
+// kIbrcReadLoops loop times (a step of the aggregate would raise the queue
+// by its own size times the loop's response, as a newcomer's start does).
+// Only upward: a flow above its share has others below it that take theirs,
+// and the common law then scales every flow down; a flow that read right
+// after another's move would read a raised queue, a share too low, and a cut
+// on it is a second answer to what the law answers already (both directions
+// measured: the 8-host incast's utilization fell to 94-98 %).
+void Ibrc::read_share(double delay_ns, bool probe, double dt_loops)
+{
+    if (ramp_left_ > 0) {
+        rate_ += ramp_Bps_ * std::min(1.0, dt_loops);
+        ramp_left_--;
+        clamp();
+    }
+    if (probe) { // an empty queue tells no share
+        reset_reading();
+        return;
+    }
+    if (++read_loops_ <= kIbrcReadLoops)
+        return;
+    read_sum_ns_ += delay_ns;
+    read_sum2_ += delay_ns * delay_ns;
+    if (++read_n_ < kIbrcReadLoops)
+        return;
+    double n    = read_n_;
+    double mean = read_sum_ns_ / n;
+    double se   = std::sqrt(std::max(0.0, read_sum2_ / n - mean * mean) / (n - 1));
+    reset_reading();
+    double share = rate_for_queue(mean);
+    if (share >= params_.max_rate_Bps)
+        return; // below the ceiling's own equilibrium: no standing queue
+    double gap  = std::log(share / rate_);
+    double band = kIbrcReadBand + kIbrcReadErrors * se / equilibrium_slope_ns(share);
+    if (gap <= band)
+        return;
+    ramp_Bps_  = rate_ * (std::min(std::exp(gap), kIbrcReadMax) - 1) / kIbrcReadLoops;
+    ramp_left_ = kIbrcReadLoops;
+    churn_.reset();
+}
+
+void Ibrc::reset_reading()
+{
+    read_loops_  = 0;
+    read_sum_ns_ = 0;
+    read_sum2_   = 0;
+    read_n_      = 0;
+    ramp_left_   = 0;
 }
 
 // The rate's history, for the rate a sampled packet was sent at.
@@ -502,6 +566,19 @@ double Ibrc::equilibrium_delay_ns() const
 double Ibrc::equilibrium_delay_at(double rate) const
 {
     return own_target_at(rate) + params_.additive * params_.mtu_bytes / rate * 1e9;
+}
+
+// How much the equilibrium delay falls per e-fold of rate at `rate` (ns):
+// the own target's slope where it moves (not at its minimum, not below a
+// fabric's pivot) and the additive step's share of the packet spacing.
+double Ibrc::equilibrium_slope_ns(double rate) const
+{
+    double spread = own_spread(rate);
+    bool   moves  = (params_.pivot < 1 ? spread < 0 : spread > 0) && 1 + spread > kIbrcOwnTargetMin;
+    double own    = moves ? params_.target_ns * params_.fairness /
+                             std::log(params_.max_rate_Bps / params_.min_rate_Bps) :
+                            0;
+    return own + params_.additive * params_.mtu_bytes / rate * 1e9;
 }
 
 void Ibrc::clamp()

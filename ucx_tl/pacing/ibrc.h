@@ -29,7 +29,11 @@
 // of this map, ns per e-fold of rate: the additive step's N * kIbrcAdditive
 // segment times (20 ns at four flows at 400 Gb/s, against several ns that
 // two paths sharing a spine see apart) and the own target's 60 ns above the
-// pivot, where only few flows are.
+// pivot, where only few flows are. That pull on rate ratios is a times the
+// slope over T per loop time, over a thousand loop times per e-fold at four
+// flows, so a flow that reads a share clearly above its own rate from the
+// queue also moves toward it (read_share(): upward only, ramped, and only on
+// what the samples resolve).
 //
 // Units: ns, bytes, bytes/s; gain in 1/s.
 #pragma once
@@ -70,6 +74,17 @@ static constexpr double   kIbrcFairnessPivot  = 1.0 / 8; ///< on a fabric only a
 static constexpr double   kIbrcOwnTargetMin   = 0.5;  ///< never below half the target (a segment)
 static constexpr double   kIbrcHostFairness   = 2;    ///< f on a path with a target floor (a host),
                                                       ///< rising below the ceiling (pivot 1)
+// Reading the share (read_share()): a flow that settled reads the share the
+// queue tells from kIbrcReadLoops loop times' mean delay and, if it is far
+// enough above its own rate, ramps toward it over kIbrcReadLoops loop times.
+static constexpr uint32_t kIbrcReadLoops      = 32;   ///< loop times a reading spans (and a ramp,
+                                                      ///< and the wait before the first)
+static constexpr double   kIbrcReadBand       = 0.15; ///< a share at least e^0.15 (16 %) above
+static constexpr double   kIbrcReadErrors     = 6;    ///< plus 6 standard errors of the reading
+                                                      ///< (of its loop means, which the queue's
+                                                      ///< wander correlates: 2-3x below the
+                                                      ///< spread of successive readings)
+static constexpr double   kIbrcReadMax        = 1.5;  ///< a reading raises the rate by at most 50 %
 // Around the linear law.
 static constexpr double   kIbrcProbeError     = 2;    ///< an empty queue counts as 2 loop times
                                                       ///< below the target
@@ -208,7 +223,10 @@ private:
     double own_spread(double rate) const;
     double equilibrium_delay_ns() const;
     double equilibrium_delay_at(double rate) const;
+    double equilibrium_slope_ns(double rate) const;
     double rate_for_queue(double delay_ns, bool fall = true) const;
+    void   read_share(double delay_ns, bool probe, double dt_loops);
+    void   reset_reading();
     void   cut(uint64_t now_ns, double factor);
     void   note_rate(uint64_t now_ns);
     double rate_at(uint64_t t_ns) const;
@@ -258,6 +276,15 @@ private:
     double                    hist_rate_[kRateHistory] = {}; ///< the rate was this
     uint32_t                  hist_n_                  = 0;
     double                    churn_scale_             = 1;
+    // Reading the share (read_share()): loop times since the last reading or
+    // move, the mean delays of those past the wait (sum, sum of squares,
+    // count), and a move's ramp (bytes/s per loop time, loop times left).
+    uint32_t read_loops_  = 0;
+    double   read_sum_ns_ = 0;
+    double   read_sum2_   = 0;
+    uint32_t read_n_      = 0;
+    double   ramp_Bps_    = 0;
+    uint32_t ramp_left_   = 0;
 };
 
 } // namespace doorbell::pacing
