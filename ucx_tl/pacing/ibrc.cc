@@ -372,7 +372,7 @@ void Ibrc::update(uint64_t now_ns)
     prev_err_  = err;
     have_prev_ = true;
     clamp();
-    read_share(delay, probe, dt / T);
+    read_share(delay, probe, dt / T, a / design_.a);
 }
 
 // Reading the share. The additive step and the own target pull rate ratios
@@ -386,13 +386,16 @@ void Ibrc::update(uint64_t now_ns)
 // errors of the reading (a host path's kernel noise, or a fabric's queue in
 // the churn of a start, moves nothing), by at most kIbrcReadMax, over
 // kIbrcReadLoops loop times (a step of the aggregate would raise the queue
-// by its own size times the loop's response, as a newcomer's start does).
+// by its own size times the loop's response, as a newcomer's start does),
+// longer in proportion below the design point's gain: a ramp raises the
+// queue by its slope over a, and a user gain of a tenth of it swung the
+// static 10-host incast's queue to 5 us on a 32-loop-time ramp.
 // Only upward: a flow above its share has others below it that take theirs,
 // and the common law then scales every flow down; a flow that read right
 // after another's move would read a raised queue, a share too low, and a cut
 // on it is a second answer to what the law answers already (both directions
 // measured: the 8-host incast's utilization fell to 94-98 %).
-void Ibrc::read_share(double delay_ns, bool probe, double dt_loops)
+void Ibrc::read_share(double delay_ns, bool probe, double dt_loops, double gain_scale)
 {
     if (ramp_left_ > 0) {
         rate_ += ramp_Bps_ * std::min(1.0, dt_loops);
@@ -403,7 +406,7 @@ void Ibrc::read_share(double delay_ns, bool probe, double dt_loops)
         reset_reading();
         return;
     }
-    if (++read_loops_ <= kIbrcReadLoops)
+    if (++read_loops_ <= read_wait_)
         return;
     read_sum_ns_ += delay_ns;
     read_sum2_ += delay_ns * delay_ns;
@@ -420,13 +423,15 @@ void Ibrc::read_share(double delay_ns, bool probe, double dt_loops)
     double band = kIbrcReadBand + kIbrcReadErrors * se / equilibrium_slope_ns(share);
     if (gap <= band)
         return;
-    ramp_Bps_  = rate_ * (std::min(std::exp(gap), kIbrcReadMax) - 1) / kIbrcReadLoops;
-    ramp_left_ = kIbrcReadLoops;
+    ramp_left_ = uint32_t(std::ceil(kIbrcReadLoops / std::min(gain_scale, 1.0)));
+    ramp_Bps_  = rate_ * (std::min(std::exp(gap), kIbrcReadMax) - 1) / ramp_left_;
+    read_wait_ = std::max(kIbrcReadLoops, ramp_left_); // the next reading waits out the ramp
     churn_.reset();
 }
 
 void Ibrc::reset_reading()
 {
+    read_wait_   = kIbrcReadLoops;
     read_loops_  = 0;
     read_sum_ns_ = 0;
     read_sum2_   = 0;

@@ -225,7 +225,7 @@ private:
     double equilibrium_delay_at(double rate) const;
     double equilibrium_slope_ns(double rate) const;
     double rate_for_queue(double delay_ns, bool fall = true) const;
-    void   read_share(double delay_ns, bool probe, double dt_loops);
+    void   read_share(double delay_ns, bool probe, double dt_loops, double gain_scale);
     void   reset_reading();
     void   cut(uint64_t now_ns, double factor);
     void   note_rate(uint64_t now_ns);
@@ -279,6 +279,7 @@ private:
     // Reading the share (read_share()): loop times since the last reading or
     // move, the mean delays of those past the wait (sum, sum of squares,
     // count), and a move's ramp (bytes/s per loop time, loop times left).
+    uint32_t read_wait_   = kIbrcReadLoops; ///< loop times before a reading starts
     uint32_t read_loops_  = 0;
     double   read_sum_ns_ = 0;
     double   read_sum2_   = 0;
