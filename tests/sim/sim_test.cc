@@ -92,12 +92,34 @@ TEST(SimIncast, DerivedGainHoldsTheLinkWithSteadyRtt)
     EXPECT_GE(r.utilization, 0.94);
     EXPECT_LE(r.rtt_std_us, 0.8);
     EXPECT_EQ(r.dips, 0u);
-    // Four flows hold the link but not equal shares: their additive steps
-    // pull them together only in proportion to their number, and the paths
-    // differ by a few ns of queue at shared spine ports (docs/pacing.md,
-    // where IBRC loses).
-    EXPECT_GT(r.jain, 0.9);
+    // Four flows on paths that differ by a few ns of queue at shared spine
+    // ports: the own target's fall above the pivot holds their equilibria
+    // within about 10 % of each other (the additive step alone: 0.94-0.96).
+    EXPECT_GE(r.jain, 0.95);
     EXPECT_NEAR(r.gain, r.derived_gain, r.derived_gain * 0.05);
+}
+
+// The 8-host incast as doorbell-sim runs it (10 ms, four senders, the last
+// joining at 5 ms), over the seeds docs/pacing.md quotes: after convergence
+// (the last fifth) Jain's index is at least 0.95 with and without the
+// newcomer, and the newcomer, whose start ends far below its share (its
+// doubling builds the queue it stops on), reads its way to most of it.
+TEST(SimIncast, FourSendersAndALateJoinerConvergeToFairShares)
+{
+    for (uint64_t seed = 1; seed <= 4; seed++) {
+        SimConfig c   = incast8();
+        c.duration_ns = 10000000;
+        c.seed        = seed;
+        c.join        = true;
+        SimResult r   = run(c);
+        ASSERT_EQ(r.tail_Bps.size(), 4u);
+        EXPECT_GE(r.jain, 0.95) << "seed " << seed;
+        EXPECT_GT(r.tail_Bps.back() / r.fair_share_Bps, 0.6) << "seed " << seed;
+        EXPECT_GE(r.utilization, 0.99) << "seed " << seed;
+        c.join = false;
+        r      = run(c);
+        EXPECT_GE(r.jain, 0.95) << "seed " << seed << ", no newcomer";
+    }
 }
 
 TEST(SimIncast, IbrcRetransmitsLessAndQueuesLessThanDcqcnAndTimely)

@@ -178,6 +178,7 @@ void Ibrc::on_send(uint64_t now_ns, uint64_t bytes)
         resumed_          = true;
         have_prev_        = false;
         churn_.reset();
+        reset_reading();
         fresh_   = true;
         empties_ = 0;
         clamp();
@@ -209,6 +210,7 @@ void Ibrc::cut(uint64_t now_ns, double factor)
     rate_ *= factor;
     have_prev_ = false; // the error jump after a cut is not a trend
     churn_.reset();     // nor the slope's: it is no disturbance
+    reset_reading();    // nor does the queue around it tell a share
     clamp();
 }
 
@@ -243,8 +245,10 @@ void Ibrc::update(uint64_t now_ns)
     if (!have_delay)
         return;
 
-    // A young flow's queue is its start's (the burst brake's part below).
-    if (!starting_ && now_ns - started_ns_ >= uint64_t(kIbrcBurstLoops * T * 1e9))
+    // A young flow's queue is its start's (the burst brake's part below); a
+    // ramp toward a share read is this flow's alone, no disturbance.
+    if (!starting_ && now_ns - started_ns_ >= uint64_t(kIbrcBurstLoops * T * 1e9) &&
+        ramp_left_ == 0)
         churn_scale_ = ibrc_churn_scale(churn_.add(now_ns, delay, samples, dt / T, log_rate,
                                                    last_step_,
                                                    kIbrcNoiseTargets * params_.target_ns, T * 1e9));
@@ -271,17 +275,24 @@ void Ibrc::update(uint64_t now_ns)
             // first rate (a ramp would raise the queue it reads, and the
             // incumbents' answer to it), then doubles toward it and takes
             // it; the multiplicative law then scales every flow, the
-            // newcomer too, to the share of one more.
-            double share = std::max(rate_for_queue(ref_sum_ns_ / ref_n_), start_rate_ / 2);
-            if (ref_n_ >= kIbrcShareSamples && 2 * rate_ >= share) {
-                end_start(now_ns, share);
-                prev_err_ = err;
-                return;
+            // newcomer too, to the share of one more. A standing queue (half
+            // the start's scale) is one of flows below the pivot, so it
+            // reads without the own target's fall: a mean that would map
+            // above the pivot is a burst that drained (a synchronized start's
+            // second segments), and the doubling toward the share the
+            // additive step tells, ended by the start's limit, answers it.
+            if (ref_n_ >= kIbrcShareSamples) {
+                double share = std::max(rate_for_queue(ref_sum_ns_ / ref_n_, false),
+                                        start_rate_ / 2);
+                if (2 * rate_ >= share) {
+                    end_start(now_ns, share);
+                    prev_err_ = err;
+                    return;
+                }
+                rate_before_double_ = rate_;
+                doubled_ns_         = now_ns;
+                rate_               = std::min(rate_ * kIbrcStartGrowth, share);
             }
-            rate_before_double_ = rate_;
-            doubled_ns_         = now_ns;
-            if (ref_n_ >= kIbrcShareSamples)
-                rate_ = std::min(rate_ * kIbrcStartGrowth, share);
             prev_err_  = err;
             have_prev_ = true;
             clamp();
@@ -361,6 +372,71 @@ void Ibrc::update(uint64_t now_ns)
     prev_err_  = err;
     have_prev_ = true;
     clamp();
+    read_share(delay, probe, dt / T, a / design_.a);
+}
+
+// Reading the share. The additive step and the own target pull rate ratios
+// to one by a x the equilibrium's slope / T per loop time: 8e-4 at four
+// flows, an e-fold per 7 ms, too slow for a newcomer the start left at a
+// quarter of its share, or for the spread a synchronized start leaves.
+// The queue tells the share directly (rate_for_queue()), so a flow reads it,
+// from the mean of kIbrcReadLoops loop times' mean delays after a wait of as
+// many (its own last move, its start), and ramps toward it when it stands
+// clearly above its own rate: by kIbrcReadBand and kIbrcReadErrors standard
+// errors of the reading (a host path's kernel noise, or a fabric's queue in
+// the churn of a start, moves nothing), by at most kIbrcReadMax, over
+// kIbrcReadLoops loop times (a step of the aggregate would raise the queue
+// by its own size times the loop's response, as a newcomer's start does),
+// longer in proportion below the design point's gain: a ramp raises the
+// queue by its slope over a, and a user gain of a tenth of it swung the
+// static 10-host incast's queue to 5 us on a 32-loop-time ramp.
+// Only upward: a flow above its share has others below it that take theirs,
+// and the common law then scales every flow down; a flow that read right
+// after another's move would read a raised queue, a share too low, and a cut
+// on it is a second answer to what the law answers already (both directions
+// measured: the 8-host incast's utilization fell to 94-98 %).
+void Ibrc::read_share(double delay_ns, bool probe, double dt_loops, double gain_scale)
+{
+    if (ramp_left_ > 0) {
+        rate_ += ramp_Bps_ * std::min(1.0, dt_loops);
+        ramp_left_--;
+        clamp();
+    }
+    if (probe) { // an empty queue tells no share
+        reset_reading();
+        return;
+    }
+    if (++read_loops_ <= read_wait_)
+        return;
+    read_sum_ns_ += delay_ns;
+    read_sum2_ += delay_ns * delay_ns;
+    if (++read_n_ < kIbrcReadLoops)
+        return;
+    double n    = read_n_;
+    double mean = read_sum_ns_ / n;
+    double se   = std::sqrt(std::max(0.0, read_sum2_ / n - mean * mean) / (n - 1));
+    reset_reading();
+    double share = rate_for_queue(mean);
+    if (share >= params_.max_rate_Bps)
+        return; // below the ceiling's own equilibrium: no standing queue
+    double gap  = std::log(share / rate_);
+    double band = kIbrcReadBand + kIbrcReadErrors * se / equilibrium_slope_ns(share);
+    if (gap <= band)
+        return;
+    ramp_left_ = uint32_t(std::ceil(kIbrcReadLoops / std::min(gain_scale, 1.0)));
+    ramp_Bps_  = rate_ * (std::min(std::exp(gap), kIbrcReadMax) - 1) / ramp_left_;
+    read_wait_ = std::max(kIbrcReadLoops, ramp_left_); // the next reading waits out the ramp
+    churn_.reset();
+}
+
+void Ibrc::reset_reading()
+{
+    read_wait_   = kIbrcReadLoops;
+    read_loops_  = 0;
+    read_sum_ns_ = 0;
+    read_sum2_   = 0;
+    read_n_      = 0;
+    ramp_left_   = 0;
 }
 
 // The rate's history, for the rate a sampled packet was sent at.
@@ -432,13 +508,14 @@ double Ibrc::start_limit_ns() const
 // rate times its delay excess over its own target is the additive step's
 // share of a segment, r (q - own(r)) = kIbrcAdditive x segment. The left side
 // grows with r (the own target falls as r grows), so bisection on log r finds
-// it; without an additive step, the rate whose own target is q.
-double Ibrc::rate_for_queue(double q_ns) const
+// it; without an additive step, the rate whose own target is q. `fall`:
+// with the own target's fall above the pivot (else the target there).
+double Ibrc::rate_for_queue(double q_ns, bool fall) const
 {
     double share = params_.additive * params_.mtu_bytes;
     auto   g     = [&](double log_r) {
         double r = std::exp(log_r);
-        return r * (q_ns - own_target_at(r)) * 1e-9 - share;
+        return r * (q_ns - own_target_at(r, fall)) * 1e-9 - share;
     };
     double lo = std::log(params_.min_rate_Bps), hi = std::log(params_.max_rate_Bps);
     if (g(hi) <= 0)
@@ -454,14 +531,28 @@ double Ibrc::rate_for_queue(double q_ns) const
 
 // The own target at a rate: it falls as a flow's share of the line rate
 // grows, so at an equilibrium, where every flow sees the same delay, only
-// equal rates null every flow's error at once. Logarithmic in the rate so
-// that small shares (many flows) converge as fast as large ones; bounded
-// between the target (at the ceiling) and (1 + fairness) targets (at the
-// floor). With fairness 0 (a fabric's default), the target itself.
-double Ibrc::own_target_at(double rate) const
+// equal rates null every flow's error at once. Logarithmic in the rate:
+// fairness / ln(ceiling / floor) targets per e-fold, the target itself at
+// pivot x ceiling. A host path (pivot 1) rises above its target as the rate
+// falls below the ceiling, the first round's spread (its target floor is the
+// kernel's noise: it never aims below it). A fabric (pivot below 1) falls
+// below the target as the rate rises above the pivot, where only a few flows
+// are, and is the target below it: many flows keep the additive step's
+// queue. Never below kIbrcOwnTargetMin of the target.
+double Ibrc::own_target_at(double rate, bool fall) const
 {
-    return params_.target_ns * (1 + params_.fairness * std::log(params_.max_rate_Bps / rate) /
-                                        std::log(params_.max_rate_Bps / params_.min_rate_Bps));
+    double spread = own_spread(rate);
+    if (params_.pivot < 1)
+        spread = fall ? std::min(spread, 0.0) : 0;
+    return params_.target_ns * std::max(1 + spread, kIbrcOwnTargetMin);
+}
+
+// The own target's distance from the target at a rate, in targets, before
+// the sides and the minimum own_target_at() applies.
+double Ibrc::own_spread(double rate) const
+{
+    return params_.fairness * std::log(params_.pivot * params_.max_rate_Bps / rate) /
+           std::log(params_.max_rate_Bps / params_.min_rate_Bps);
 }
 
 double Ibrc::own_target_ns() const
@@ -474,7 +565,25 @@ double Ibrc::own_target_ns() const
 // inverse of rate_for_queue()).
 double Ibrc::equilibrium_delay_ns() const
 {
-    return own_target_ns() + params_.additive * params_.mtu_bytes / rate_ * 1e9;
+    return equilibrium_delay_at(rate_);
+}
+
+double Ibrc::equilibrium_delay_at(double rate) const
+{
+    return own_target_at(rate) + params_.additive * params_.mtu_bytes / rate * 1e9;
+}
+
+// How much the equilibrium delay falls per e-fold of rate at `rate` (ns):
+// the own target's slope where it moves (not at its minimum, not below a
+// fabric's pivot) and the additive step's share of the packet spacing.
+double Ibrc::equilibrium_slope_ns(double rate) const
+{
+    double spread = own_spread(rate);
+    bool   moves  = (params_.pivot < 1 ? spread < 0 : spread > 0) && 1 + spread > kIbrcOwnTargetMin;
+    double own    = moves ? params_.target_ns * params_.fairness /
+                             std::log(params_.max_rate_Bps / params_.min_rate_Bps) :
+                            0;
+    return own + params_.additive * params_.mtu_bytes / rate * 1e9;
 }
 
 void Ibrc::clamp()

@@ -14,12 +14,26 @@
 // of flows N; a and p come from the loop design (crossover kIbrcCrossover rad
 // per loop time, phase margin kIbrcPhaseMarginDeg); the gain (1/s) is a / T,
 // so it follows the measured base RTT and, through the target, the line rate.
-// The additive step A = kIbrcAdditive * a * segment / T is the same for every
-// flow: it is what makes shares equal (additive increase, multiplicative
-// decrease), and at equilibrium each flow's delay above the target is
-// kIbrcAdditive of its own packet spacing, so N flows at their share hold
-// N * kIbrcAdditive segment times of queue above the target: the queue tells
-// a newcomer its share.
+// What pulls rates to one share is what the flows do not share: their own
+// rates. Two terms do it, each balanced at equilibrium by the queue: the
+// additive step A = kIbrcAdditive * a * segment / T, the same for every flow
+// (additive increase, multiplicative decrease), and on a fabric an own
+// target d*_i that falls below the target as the flow's rate rises above
+// kIbrcFairnessPivot of the ceiling (logarithmically: kIbrcFairness targets
+// from the ceiling to the floor). At equilibrium a flow's delay d satisfies
+//     r (d - d*_i(r)) = kIbrcAdditive * segment,
+// the same d for every flow only at equal rates, so N flows at their share
+// hold about N * kIbrcAdditive segment times above the target and the queue
+// tells a newcomer its share (rate_for_queue()). A difference of delay
+// between two paths moves their equilibria by that difference over the slope
+// of this map, ns per e-fold of rate: the additive step's N * kIbrcAdditive
+// segment times (20 ns at four flows at 400 Gb/s, against several ns that
+// two paths sharing a spine see apart) and the own target's 60 ns above the
+// pivot, where only few flows are. That pull on rate ratios is a times the
+// slope over T per loop time, over a thousand loop times per e-fold at four
+// flows, so a flow that reads a share clearly above its own rate from the
+// queue also moves toward it (read_share(): upward only, ramped, and only on
+// what the samples resolve).
 //
 // Units: ns, bytes, bytes/s; gain in 1/s.
 #pragma once
@@ -47,10 +61,30 @@ static constexpr double   kIbrcMaxScale       = 3;    ///< the crossover scales 
                                                       ///< point to near the gain margin (3.1)
 // Fairness: the additive step is kIbrcAdditive x a segments per loop time per
 // loop time; at equilibrium a flow's delay above its own target is
-// kIbrcAdditive of its own packet spacing.
+// kIbrcAdditive of its own packet spacing. Above the pivot, only reached by a
+// few flows, the own target falls (at 112 flows the law and the queue are
+// those of the additive step alone; docs/pacing.md *Fairness*).
 static constexpr double   kIbrcAdditive       = 1.0 / 16;
-static constexpr double   kIbrcFairness       = 0;    ///< own-target spread f on a fabric (none)
-static constexpr double   kIbrcHostFairness   = 2;    ///< f on a path with a target floor (a host)
+static constexpr double   kIbrcFairness       = 2.8;  ///< own-target spread f on a fabric, in targets
+                                                      ///< from the ceiling to the floor: 0.37
+                                                      ///< targets (60 ns) per e-fold of rate
+static constexpr double   kIbrcFairnessPivot  = 1.0 / 8; ///< on a fabric only above 1/8 of the
+                                                         ///< ceiling, and only downward: four
+                                                         ///< flows' slope 80 ns (20 without)
+static constexpr double   kIbrcOwnTargetMin   = 0.5;  ///< never below half the target (a segment)
+static constexpr double   kIbrcHostFairness   = 2;    ///< f on a path with a target floor (a host),
+                                                      ///< rising below the ceiling (pivot 1)
+// Reading the share (read_share()): a flow that settled reads the share the
+// queue tells from kIbrcReadLoops loop times' mean delay and, if it is far
+// enough above its own rate, ramps toward it over kIbrcReadLoops loop times.
+static constexpr uint32_t kIbrcReadLoops      = 32;   ///< loop times a reading spans (and a ramp,
+                                                      ///< and the wait before the first)
+static constexpr double   kIbrcReadBand       = 0.15; ///< a share at least e^0.15 (16 %) above
+static constexpr double   kIbrcReadErrors     = 6;    ///< plus 6 standard errors of the reading
+                                                      ///< (of its loop means, which the queue's
+                                                      ///< wander correlates: 2-3x below the
+                                                      ///< spread of successive readings)
+static constexpr double   kIbrcReadMax        = 1.5;  ///< a reading raises the rate by at most 50 %
 // Around the linear law.
 static constexpr double   kIbrcProbeError     = 2;    ///< an empty queue counts as 2 loop times
                                                       ///< below the target
@@ -134,9 +168,12 @@ struct IbrcParams {
     double   ce_gain     = 1;   ///< alpha <- (1 - g) alpha + g * (CE fraction of a loop time)
     double   ce_beta     = 0.5; ///< a marked loop time cuts r *= 1 - ce_beta * alpha
     double   probe_step  = 0;   ///< empty-queue probe: at least this of the ceiling per loop time
-    double   fairness    = kIbrcFairness; ///< own-target spread f, in targets
-    double   additive    = kIbrcAdditive; ///< additive step, segments per loop time per
-                                          ///< loop time, times a; 0 = none
+    double   fairness    = kIbrcFairness;      ///< own-target spread f, in targets
+    double   pivot       = kIbrcFairnessPivot; ///< below 1: the own target falls below the
+                                               ///< target above this share of the ceiling;
+                                               ///< 1: it rises below the ceiling
+    double additive = kIbrcAdditive;           ///< additive step, segments per loop time per
+                                               ///< loop time, times a; 0 = none
 };
 
 class Ibrc {
@@ -182,9 +219,14 @@ private:
     double own_target_ns() const;
     double start_limit_ns() const;
     double start_scale_ns() const;
-    double own_target_at(double rate) const;
+    double own_target_at(double rate, bool fall = true) const;
+    double own_spread(double rate) const;
     double equilibrium_delay_ns() const;
-    double rate_for_queue(double delay_ns) const;
+    double equilibrium_delay_at(double rate) const;
+    double equilibrium_slope_ns(double rate) const;
+    double rate_for_queue(double delay_ns, bool fall = true) const;
+    void   read_share(double delay_ns, bool probe, double dt_loops, double gain_scale);
+    void   reset_reading();
     void   cut(uint64_t now_ns, double factor);
     void   note_rate(uint64_t now_ns);
     double rate_at(uint64_t t_ns) const;
@@ -234,6 +276,16 @@ private:
     double                    hist_rate_[kRateHistory] = {}; ///< the rate was this
     uint32_t                  hist_n_                  = 0;
     double                    churn_scale_             = 1;
+    // Reading the share (read_share()): loop times since the last reading or
+    // move, the mean delays of those past the wait (sum, sum of squares,
+    // count), and a move's ramp (bytes/s per loop time, loop times left).
+    uint32_t read_wait_   = kIbrcReadLoops; ///< loop times before a reading starts
+    uint32_t read_loops_  = 0;
+    double   read_sum_ns_ = 0;
+    double   read_sum2_   = 0;
+    uint32_t read_n_      = 0;
+    double   ramp_Bps_    = 0;
+    uint32_t ramp_left_   = 0;
 };
 
 } // namespace doorbell::pacing

@@ -20,7 +20,10 @@ Controller make_controller(const Config &c)
     case Policy::kIbrc:
         return Ibrc({c.line_rate_Bps, c.min_rate_Bps, c.max_rate_Bps, c.init_rate_Bps,
                      c.target_delay_ns, c.gain, c.mtu_bytes, c.base_rtt_ns, c.ce_gain, c.ce_beta,
-                     c.probe_step, c.fairness});
+                     c.probe_step, c.fairness,
+                     // The own target pivots at the ceiling on a path with a
+                     // target floor (it never falls below the floor).
+                     c.target_floor_ns ? 1 : kIbrcFairnessPivot});
     case Policy::kHpcc:
         return Hpcc({c.min_rate_Bps, c.max_rate_Bps, c.base_rtt_ns});
     case Policy::kSwift:
