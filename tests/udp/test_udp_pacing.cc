@@ -3,6 +3,7 @@
  * recording wrapper); the pacing parameters checked at open. The seam itself
  * is tested in tests/pacing. */
 #include "loopback_pair.h"
+#include "raw_peer.h"
 
 #include "devices/udp/fault_injector.h"
 #include "pacing/pacing_gate.h"
@@ -309,36 +310,91 @@ TEST(UdpPacing, OutstandingReadsAreBoundedByTheRate)
     EXPECT_LE(g_log.max_outstanding, 2 * piece + (32 << 10));
 }
 
-/* Kernel arrival times cost a fifth of an 8-byte round trip: an iface takes
- * them only once a QP's pacer limits it, and the peer never (its hold counts
- * from processing: the time a packet waits in its socket stays in the
- * sample). */
-TEST(UdpPacing, KernelTimestampsOnlyOncePaced)
+/* A paced iface takes kernel arrival times from its first datagram, both
+ * ends: its pacer's samples hold neither its own scheduling nor its peer's
+ * (below). An unpaced one (lo's auto: none) never pays for them: they cost
+ * a fifth of an 8-byte round trip there. */
+TEST(UdpPacing, KernelTimestampsOnAPacedIface)
 {
-    /* no retransmit timer may fire: a timeout is a loss, which paces too
-     * (lo_params' 200 us did fire once under ASan in a CI run) */
     doorbell_iface_params_t p = gated(steady_params(), true);
     LoopbackPair            pair(p, p);
     Region                  target(pair.pd, 8, DOORBELL_ACCESS_REMOTE_WRITE);
     uint64_t                v = 1;
     ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(), target.rkey));
     ASSERT_EQ(DOORBELL_OK, pair.flush(pair.qa));
-    EXPECT_EQ(0u, pair.counters(pair.a).rx_timestamped);
-    EXPECT_EQ(0u, pair.counters(pair.b).rx_timestamped);
+    EXPECT_GT(pair.counters(pair.a).rx_timestamped, 0u); /* its ACKs */
+    EXPECT_GT(pair.counters(pair.b).rx_timestamped, 0u); /* the responder */
 
-    g_log.open = false; /* the pacer holds the next put: the QP is paced */
-    v          = 2;
+    LoopbackPair unpaced(steady_params(), steady_params());
+    Region       there(unpaced.pd, 8, DOORBELL_ACCESS_REMOTE_WRITE);
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(unpaced.qa, &v, 8, there.addr(), there.rkey));
+    ASSERT_EQ(DOORBELL_OK, unpaced.flush(unpaced.qa));
+    EXPECT_EQ(0u, unpaced.counters(unpaced.a).rx_timestamped);
+    EXPECT_EQ(0u, unpaced.counters(unpaced.b).rx_timestamped);
+}
+
+/* A responder that was off its core when a request arrived (here: not
+ * progressed for 30 ms) holds that time out of the requester's sample, as a
+ * deferred ACK's delay: no rate helps it. The round trip the pacer and the
+ * timers get is the path's, not the 30 ms. */
+TEST(UdpPacing, AResponderOffItsCoreIsNoQueue)
+{
+    doorbell_iface_params_t p = gated(steady_params(), true);
+    LoopbackPair            pair(p, p);
+    Region                  target(pair.pd, 8, DOORBELL_ACCESS_REMOTE_WRITE);
+    uint64_t                v = 1;
     ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(), target.rkey));
+    ASSERT_EQ(DOORBELL_OK, pair.flush(pair.qa)); /* connected, both ends looked */
+    g_log.max_rtt         = 0;
+    g_log.rtt_samples     = 0;
+    const uint64_t gap_ns = 30000000;
+    /* a signaled put: its packet asks for the ACK, which b sends when it
+     * takes it, echoing it */
+    auto       data = pattern(8, 2);
+    Completion done;
+    ASSERT_EQ(DOORBELL_INPROGRESS, put_zcopy(pair.qa, data, target, done));
+    uint64_t t0 = doorbell::now_ns();
+    while (doorbell::now_ns() - t0 < gap_ns) { /* b is off its core */
+        doorbell_iface_progress(pair.a);
+    }
+    ASSERT_TRUE(pair.wait([&] { return done.count == 1; }));
+    EXPECT_GE(doorbell::now_ns() - t0, gap_ns);
+    EXPECT_EQ(data, target.bytes);
+    EXPECT_GT(g_log.rtt_samples, 0u);
+    EXPECT_LT(g_log.max_rtt, gap_ns / 3) << "the responder's 30 ms off its core is no queue";
+    EXPECT_LT(static_cast<UdpQp &>(*static_cast<doorbell::QpCore *>(pair.qa)).srtt_ns, gap_ns / 3);
+}
+
+/* A paced QP asks for an ACK at least every half round trip: its pacer
+ * updates on what ACKs tell it, and an ACK nobody asks for may be held for
+ * the whole ACK delay. An unpaced QP's puts ask for none. */
+TEST(UdpPacing, APacedQpAsksForItsFeedback)
+{
+    doorbell_iface_params_t p = gated(steady_params(), true);
+    LoopbackPair            pair(p, p);
+    RawPeer                 peer;
+    doorbell_qp_t          *qp = peer.connect_from(pair.a);
+    ASSERT_NE(nullptr, qp);
+    auto put_flags = [&] {
+        uint64_t v = 7;
+        EXPECT_EQ(DOORBELL_OK, doorbell_qp_put_short(qp, &v, 8, 0x1000, 0x55));
+        auto        d = peer.next(pair.a);
+        ParseResult r = parse(d.data(), d.size());
+        EXPECT_EQ(ParseStatus::kOk, r.status);
+        return r.header.flags;
+    };
+    EXPECT_EQ(0, put_flags() & kFlagAckReq) << "unpaced: nobody waits on it";
+    g_log.open = false; /* the pacer holds the next put: the QP is paced */
+    uint64_t v = 8;
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(qp, &v, 8, 0x1000, 0x55));
     doorbell_iface_progress(pair.a);
     EXPECT_GT(pair.counters(pair.a).paced_waits, 0u);
-    g_log.open = true;
-    ASSERT_EQ(DOORBELL_OK, pair.flush(pair.qa));
-    v = 3;
-    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(), target.rkey));
-    ASSERT_EQ(DOORBELL_OK, pair.flush(pair.qa));
-    EXPECT_EQ(v, *reinterpret_cast<uint64_t *>(target.bytes.data()));
-    EXPECT_GT(pair.counters(pair.a).rx_timestamped, 0u); /* its ACKs */
-    EXPECT_EQ(0u, pair.counters(pair.b).rx_timestamped); /* the responder */
+    g_log.open    = true;
+    auto        d = peer.next(pair.a);
+    ParseResult r = parse(d.data(), d.size());
+    ASSERT_EQ(ParseStatus::kOk, r.status);
+    EXPECT_NE(0, r.header.flags & kFlagAckReq) << "paced, and no round trip known: ask";
+    doorbell_qp_destroy(qp); /* nobody ACKs */
 }
 
 /* CE marks are read (IP_RECVTOS) once bulk data arrives, not for a

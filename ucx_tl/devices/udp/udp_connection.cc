@@ -448,6 +448,7 @@ void UdpIface::inject(const uint8_t *bytes, size_t len, const sockaddr_in &from)
     uint8_t *buf = take_buffer();
     std::memcpy(buf + kRxLead, bytes, len); /* as a receive lands */
     held_injected_ = false;
+    rx_ts_         = now_;
     handle_datagram(buf + kRxLead, len, from, false, kNoSlot);
     if (!held_injected_) {
         give_buffer(buf);

@@ -243,6 +243,13 @@ doorbell_status_t UdpIface::init(const sockaddr_in &addr, uint32_t if_mtu, bool 
                          "%s: CC = %s is not a pacing policy (auto, ibrc, dcqcn, timely, none)",
                          name.c_str(), cc_.c_str());
     }
+    if (pacing_) {
+        /* a paced iface times from the kernel's arrivals from its first
+         * datagram: a pacer whose first samples held both ends' scheduling
+         * (a job's start, more ranks than cores) took milliseconds of it for
+         * a queue and began at its floor */
+        enable_rx_timestamps();
+    }
     return DOORBELL_OK;
 }
 

@@ -216,6 +216,7 @@ struct UdpQp : public QpCore {
     uint64_t stamp_ns     = 0;     ///< when a packet last carried its ts_send
     uint32_t unstamped    = 0;     ///< packets since (of those that may go without)
     uint64_t last_echo    = 0;     ///< the ts_echo of the last RTT sample taken
+    uint64_t ack_req_ns   = 0;     ///< when a packet last asked for an ACK
     bool     paced        = false; ///< the pacer has limited it
     double   min_rate     = 0;     ///< lowest pacer rate seen, B/s
 };
@@ -387,6 +388,7 @@ private:
                           bool resend) const;
     void        note_sent(UdpQp &qp, const TxPacket &pkt, bool resend, uint32_t bytes);
     bool        stamp_due(const UdpQp &qp) const;
+    bool        feedback_due(const UdpQp &qp) const;
     void        note_stamp(UdpQp &qp, bool stamped) const;
     bool        packable(const TxPacket &pkt) const;
     uint32_t    pack_limit() const;
@@ -460,24 +462,26 @@ private:
     void     enable_ce();
     uint64_t kernel_rx_time(const cmsghdr *c, int64_t rt_to_mono) const;
 
-    int                                   fd_              = -1;
-    int                                   epoll_fd_        = -1;
-    int                                   timer_fd_        = -1;
-    bool                                  fd_in_epoll_     = false; ///< the socket is in epoll_fd_
-    unsigned                              polls_since_arm_ = 0;
-    sockaddr_in                           local_{};
-    uint32_t                              mtu_    = 0; ///< payload bytes per packet
-    uint64_t                              window_ = 0; ///< unacknowledged bytes per QP
-    uint64_t                              now_    = 0; ///< clock of the current progress call
-    uint64_t                              rx_ts_  = 0; ///< kernel arrival of the datagram in hand
-    bool                                  rx_timestamps_ = false; ///< SO_TIMESTAMPNS is on
-    bool                                  rx_ce_ = false; ///< IP_RECVTOS is on (CE marks are read)
-    uint64_t                              token_ = 0;     ///< this iface's (its address)
-    uint32_t                              next_qpn_    = 0;
-    uint32_t                              next_rid_    = 0; ///< next responder QP number
-    uint64_t                              reasm_bytes_ = 0; ///< held in half-finished AMs
-    uint64_t                              reap_at_     = 0; ///< next stale-reassembly scan
-    unsigned                              depth_ = 0; ///< nesting of progress (deferred frees)
+    int         fd_              = -1;
+    int         epoll_fd_        = -1;
+    int         timer_fd_        = -1;
+    bool        fd_in_epoll_     = false; ///< the socket is in epoll_fd_
+    unsigned    polls_since_arm_ = 0;
+    sockaddr_in local_{};
+    uint32_t    mtu_           = 0;     ///< payload bytes per packet
+    uint64_t    window_        = 0;     ///< unacknowledged bytes per QP
+    uint64_t    now_           = 0;     ///< clock of the current progress call
+    uint64_t    rx_ts_         = 0;     ///< kernel arrival of the datagram in hand
+    uint64_t    rx_look_end_   = 0;     ///< when the last receive from the socket ended
+    uint64_t    rx_prev_look_  = 0;     ///< that, for the receive in progress
+    bool        rx_timestamps_ = false; ///< SO_TIMESTAMPNS is on
+    bool        rx_ce_         = false; ///< IP_RECVTOS is on (CE marks are read)
+    uint64_t    token_         = 0;     ///< this iface's (its address)
+    uint32_t    next_qpn_      = 0;
+    uint32_t    next_rid_      = 0; ///< next responder QP number
+    uint64_t    reasm_bytes_   = 0; ///< held in half-finished AMs
+    uint64_t    reap_at_       = 0; ///< next stale-reassembly scan
+    unsigned    depth_         = 0; ///< nesting of progress (deferred frees)
     std::unordered_map<uint32_t, UdpQp *> qp_by_num_;
     std::vector<std::unique_ptr<UdpQp>>   owned_;
     std::vector<std::unique_ptr<UdpQp>>   graveyard_;

@@ -303,8 +303,9 @@ void UdpIface::send_packet(UdpQp &qp, const TxPacket &pkt)
     default:
         return;
     }
-    if (wants_ack(qp, pkt, w, resend)) {
+    if (wants_ack(qp, pkt, w, resend) || (h.ts_send != 0 && feedback_due(qp))) {
         h.flags |= kFlagAckReq;
+        qp.ack_req_ns = now_;
     }
     stage(h, payload, h.length, nullptr, 0, qp.peer, pkt.header_bytes);
     if (pkt.header_bytes == sizeof(WireHeader)) {
@@ -326,6 +327,17 @@ bool UdpIface::wants_ack(const UdpQp &qp, const TxPacket &pkt, const doorbell_wq
             pkt.opcode != Opcode::kAtomicReq) || /* its answer acknowledges it */
            (pkt.opcode == Opcode::kSend && qp.am_inflight * 2 >= params.am_credits) ||
            (pkt.opcode == Opcode::kReadReq && pkt.length == 0);
+}
+
+/// Whether a paced QP's next stamped packet asks for an ACK: none did for
+/// half a round trip. Its pacer updates once per loop time, on what ACKs
+/// tell it, and an ACK nobody asks for may be held for kAckEvery packets or
+/// the ACK delay (6.25 ms with a 50 ms rto_min): a paced 32 KiB message,
+/// whose packets nobody waits on, started at the first rate and was still
+/// there when its ACK came, milliseconds later.
+bool UdpIface::feedback_due(const UdpQp &qp) const
+{
+    return qp.gate && qp.paced && (qp.srtt_ns == 0 || now_ - qp.ack_req_ns >= qp.srtt_ns / 2);
 }
 
 /// What sending a packet changes, once it is staged: the retransmit count
@@ -433,10 +445,16 @@ void UdpIface::send_pack(UdpQp &qp)
             break;
         }
     }
-    /* stamped when its answer is timed: a paced QP's pacer lives on
-     * samples; otherwise one sample per round trip, and the packs that ask
-     * for an ACK (answered at once, a clean sample) */
-    bool stamp = qp.paced || ack || qp.srtt_ns == 0 || now_ - qp.stamp_ns >= qp.srtt_ns;
+    /* stamped when its answer is timed (stamp_due), and when it asks for
+     * an ACK: answered at once, a clean sample */
+    if (!ack && feedback_due(qp)) {
+        ack = true;
+    }
+    if (ack) {
+        qp.ack_req_ns = now_;
+    }
+    bool stamp = ack || stamp_due(qp);
+    note_stamp(qp, stamp);
     /* the header ends where the first member header would begin, or for a
      * lone message (which has none) where its payload begins */
     uint32_t first = count == 1 ? kRoom + uint32_t(sizeof(PackMember)) : kRoom;

@@ -95,17 +95,23 @@ void UdpIface::handle_request(Responder &r, const WireHeader &h, uint8_t *buf,
         drop(&doorbell_counters_t::rx_drop_psn);
         return;
     }
-    /* The hold an ACK reports counts from here, when the packet is processed:
-     * it is the delay kept on purpose (a deferred ACK). The time the packet
-     * waited in this socket for this process is left in the requester's
-     * sample: a receiving host that does not keep up is a queue on the path
-     * (timed from the kernel's arrival, the incast's receivers hid theirs:
-     * 5-7 % retransmits against 0.6-0.7 %). */
+    /* The hold an ACK reports counts from when this process could first
+     * have taken the packet: its kernel arrival, or the end of this
+     * process's previous receive if it arrived before that. So the time
+     * the packet waited while the process was off its core (descheduled,
+     * computing outside MPI) is held out of the requester's sample, as a
+     * deferred ACK's delay is: no rate helps it. The time it waited behind
+     * other datagrams a look did not take stays in: a receiving host that
+     * does not keep up is a queue on the path (timed from the kernel's
+     * arrival alone, the incast's receivers hid theirs: 5-7 % retransmits
+     * against 0.6-0.7 %). Without kernel arrival times it counts from the
+     * processing. */
     if (h.ts_send != 0) {
         /* (a segment or pack not stamped: the ACK echoes the last that
-         * was, and its hold counts from that one's processing) */
-        r.ts_echo    = h.ts_send;
-        r.ts_echo_rx = now_;
+         * was, and its hold counts from that one) */
+        uint64_t could = std::max(rx_ts_, rx_prev_look_);
+        r.ts_echo      = h.ts_send;
+        r.ts_echo_rx   = rx_timestamps_ && could < now_ ? could : now_;
     }
     r.last_seen = now_;
     if (ce) {

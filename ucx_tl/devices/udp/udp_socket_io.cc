@@ -88,6 +88,7 @@ unsigned UdpIface::progress()
 /// datagrams and adds their bytes to bytes.
 unsigned UdpIface::receive(size_t &bytes)
 {
+    rx_prev_look_        = rx_look_end_;
     unsigned total       = 0;
     int64_t  rt_to_mono  = 0; /* CLOCK_REALTIME - CLOCK_MONOTONIC, ns */
     bool     have_offset = false;
@@ -161,6 +162,8 @@ unsigned UdpIface::receive(size_t &bytes)
             break; /* drained (or asked for one: the next poll drains) */
         }
     }
+    /* a datagram still in the socket now waited behind those taken */
+    rx_look_end_ = total != 0 ? now_ns() : now_;
     return total;
 }
 
