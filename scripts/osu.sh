@@ -34,7 +34,13 @@
 #                   ob1_tcp, ucx_tcp, pt2pt_tcp, ucx_osc)
 #   --benches LIST  benchmarks, comma-separated (names above)
 #   --max BYTES     largest message (default 1048576)
-#   --iters N       iterations per size (default 100 here, 10 on the fabric)
+#   --iters N       iterations per size above 16 KiB (default 100 here, 10 on
+#                   the fabric: a 1 MiB window crosses the 200 Mb/s spine in
+#                   0.7 s)
+#   --small-iters N iterations per size up to 16 KiB (default 1000 here, 200
+#                   on the fabric: ten iterations of an 8-byte message are a
+#                   hundred microseconds, and a single descheduled slice or a
+#                   connection's start decided the size's figure)
 #   --out DIR       results folder
 #
 # OMB_DIR is an OSU Micro-Benchmarks build or install tree (7.0 or later),
@@ -55,11 +61,11 @@ declare -A bench_prog=(
 )
 bench_order=(latency bandwidth bibw mbw_mr allreduce put_latency get_bw acc_latency)
 
-fabric=0 max=1048576 iters="" out="" layout="" rounds=5 stack_list="" bench_list=""
+fabric=0 max=1048576 iters="" small_iters="" out="" layout="" rounds=5 stack_list="" bench_list=""
 while (($#)); do
   case $1 in
     --fabric) fabric=1; shift ;;
-    --layout|--rounds|--stacks|--benches|--max|--iters|--out)
+    --layout|--rounds|--stacks|--benches|--max|--iters|--small-iters|--out)
       need_value "$@"
       case $1 in
         --layout) layout=$2 ;;
@@ -68,6 +74,7 @@ while (($#)); do
         --benches) bench_list=$2 ;;
         --max) max=$2 ;;
         --iters) iters=$2 ;;
+        --small-iters) small_iters=$2 ;;
         --out) out=$2 ;;
       esac
       shift 2 ;;
@@ -77,6 +84,8 @@ while (($#)); do
 done
 harness_check
 [[ -z $iters ]] || in_range "$iters" 1 100000000 || die "--iters takes a whole number from 1 to 100000000, not '$iters'"
+[[ -z $small_iters ]] || in_range "$small_iters" 1 100000000 \
+  || die "--small-iters takes a whole number from 1 to 100000000, not '$small_iters'"
 benches=("${bench_order[@]}")
 if [[ -n $bench_list ]]; then
   IFS=, read -r -a benches <<<"$bench_list"
@@ -129,6 +138,9 @@ if [[ -n ${omb[acc_latency]:-} ]]; then
 fi
 iters=${iters:-$([[ $fabric == 1 ]] && echo 10 || echo 100)}
 warmup=$(((iters + 9) / 10))
+small_iters=${small_iters:-$([[ $fabric == 1 ]] && echo 200 || echo 1000)}
+small_warmup=$(((small_iters + 9) / 10))
+small_max=$((max < 16384 ? max : 16384))  # sizes up to this take small_iters
 
 out=${out:-results/osu-$(date -u +%Y%m%d-%H%M%S)}
 mkdir -p "$out"
@@ -140,6 +152,8 @@ out=$(cd "$out" && pwd)
   echo "omb=$OMB_DIR"
   echo "iters=$iters"
   echo "warmup=$warmup"
+  echo "small_iters=$small_iters (up to $small_max bytes)"
+  echo "small_warmup=$small_warmup"
   echo "window=$window"
   echo "max=$max"
   echo "benches=$(IFS=,; echo "${benches[*]}")"
@@ -164,11 +178,22 @@ osu_run() {   # stack round bench
   local s=$1 r=$2 b=$3 np=${bench_prog[$3]#* } where=() why=""
   local raw=$out/$s.r$r.$b.txt csv=$out/$s.r$r.csv
   ((np == 2)) && where=("${pair[@]}")
-  # shellcheck disable=SC2046,SC2086
-  if ! timeout -k 10 600 "${launch[@]}" -np "$np" "${common[@]}" $(stack_args "$s") "${where[@]}" "${omb[$b]}" \
-      -m "8:$max" -i "$iters" -x "$warmup" ${bench_opts[$b]:-} > "$raw" 2> "$out/$s.r$r.$b.log"; then
-    why="failed (see $out/$s.r$r.$b.log)"
-  elif grep -qi fail "$raw"; then
+  # two runs: the small sizes with small_iters, the rest with iters (OSU
+  # takes one count for every size)
+  : > "$raw"
+  local -a parts=("8:$small_max $small_iters $small_warmup")
+  ((max > small_max)) && parts+=("$((small_max * 2)):$max $iters $warmup")
+  local part sizes n w
+  for part in "${parts[@]}"; do
+    read -r sizes n w <<<"$part"
+    # shellcheck disable=SC2046,SC2086
+    if ! timeout -k 10 600 "${launch[@]}" -np "$np" "${common[@]}" $(stack_args "$s") "${where[@]}" "${omb[$b]}" \
+        -m "$sizes" -i "$n" -x "$w" ${bench_opts[$b]:-} >> "$raw" 2>> "$out/$s.r$r.$b.log"; then
+      why="failed (see $out/$s.r$r.$b.log)"
+      break
+    fi
+  done
+  if [[ -z $why ]] && grep -qi fail "$raw"; then
     why="validation FAILED (see $raw)"
   fi
   awk -v b="$b" '/^[0-9]/ && !/[Ff]ail/ { printf "%s,%s,%s\n", b, $1, $2 }' "$raw" >> "$csv"

@@ -271,6 +271,7 @@ class ScriptOptions(unittest.TestCase):
     def test_osu_sh(self):
         self.fails("osu.sh", ["--benches", "latency,osu_bw"], "unknown benchmark 'osu_bw'")
         self.fails("osu.sh", ["--iters", "-1"], "--iters takes a whole number from 1")
+        self.fails("osu.sh", ["--small-iters", "0"], "--small-iters takes a whole number from 1")
         self.fails("osu.sh", ["--rounds", "0"], "--rounds takes a whole number")
         self.fails("osu.sh", ["--stacks", "mvapich"], "unknown stack 'mvapich'")
         self.fails("osu.sh", [], "OMB_DIR is not set")
