@@ -365,35 +365,38 @@ TEST(UdpPacing, AResponderOffItsCoreIsNoQueue)
     EXPECT_LT(static_cast<UdpQp &>(*static_cast<doorbell::QpCore *>(pair.qa)).srtt_ns, gap_ns / 3);
 }
 
-/* A paced QP asks for an ACK at least every half round trip: its pacer
- * updates on what ACKs tell it, and an ACK nobody asks for may be held for
- * the whole ACK delay. An unpaced QP's puts ask for none. */
-TEST(UdpPacing, APacedQpAsksForItsFeedback)
+/* A paced QP whose pacer holds packets behind the one it sends asks for an
+ * ACK at least every half round trip: its pacer updates on what ACKs tell
+ * it, and an ACK nobody asks for may be held for the whole ACK delay. A
+ * packet with nothing behind it (a ping-pong's) and an unpaced QP's ask for
+ * none. */
+TEST(UdpPacing, APacedQpWithABacklogAsksForItsFeedback)
 {
     doorbell_iface_params_t p = gated(steady_params(), true);
     LoopbackPair            pair(p, p);
     RawPeer                 peer;
     doorbell_qp_t          *qp = peer.connect_from(pair.a);
     ASSERT_NE(nullptr, qp);
-    auto put_flags = [&] {
-        uint64_t v = 7;
-        EXPECT_EQ(DOORBELL_OK, doorbell_qp_put_short(qp, &v, 8, 0x1000, 0x55));
+    uint64_t v         = 7;
+    auto     next_flag = [&] {
         auto        d = peer.next(pair.a);
         ParseResult r = parse(d.data(), d.size());
         EXPECT_EQ(ParseStatus::kOk, r.status);
-        return r.header.flags;
+        return r.header.flags & kFlagAckReq;
     };
-    EXPECT_EQ(0, put_flags() & kFlagAckReq) << "unpaced: nobody waits on it";
-    g_log.open = false; /* the pacer holds the next put: the QP is paced */
-    uint64_t v = 8;
     ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(qp, &v, 8, 0x1000, 0x55));
+    EXPECT_EQ(0, next_flag()) << "unpaced: nobody waits on it";
+
+    g_log.open = false; /* the pacer holds the next puts: the QP is paced */
+    for (int i = 0; i < 3; ++i) {
+        ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(qp, &v, 8, 0x1000, 0x55));
+    }
     doorbell_iface_progress(pair.a);
     EXPECT_GT(pair.counters(pair.a).paced_waits, 0u);
-    g_log.open    = true;
-    auto        d = peer.next(pair.a);
-    ParseResult r = parse(d.data(), d.size());
-    ASSERT_EQ(ParseStatus::kOk, r.status);
-    EXPECT_NE(0, r.header.flags & kFlagAckReq) << "paced, and no round trip known: ask";
+    g_log.open = true;
+    EXPECT_NE(0, next_flag()) << "paced with two behind it: ask";
+    EXPECT_NE(0, next_flag()) << "one behind it, and no round trip known yet: ask again";
+    EXPECT_EQ(0, next_flag()) << "the last: nothing behind it";
     doorbell_qp_destroy(qp); /* nobody ACKs */
 }
 

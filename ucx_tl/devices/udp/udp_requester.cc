@@ -329,15 +329,20 @@ bool UdpIface::wants_ack(const UdpQp &qp, const TxPacket &pkt, const doorbell_wq
            (pkt.opcode == Opcode::kReadReq && pkt.length == 0);
 }
 
-/// Whether a paced QP's next stamped packet asks for an ACK: none did for
-/// half a round trip. Its pacer updates once per loop time, on what ACKs
-/// tell it, and an ACK nobody asks for may be held for kAckEvery packets or
-/// the ACK delay (6.25 ms with a 50 ms rto_min): a paced 32 KiB message,
-/// whose packets nobody waits on, started at the first rate and was still
-/// there when its ACK came, milliseconds later.
+/// Whether a paced QP's next stamped packet asks for an ACK: its pacer
+/// holds packets behind it, and none asked for half a round trip. The
+/// pacer updates once per loop time, on what ACKs tell it, and an ACK nobody
+/// asks for may be held for kAckEvery packets or the ACK delay (6.25 ms with
+/// a 50 ms rto_min): a paced 32 KiB message, whose packets nobody waits on,
+/// started at the first rate and was still there when its ACK came,
+/// milliseconds later. A QP with nothing behind the packet needs no news
+/// (asked for on every message of a ping-pong, the ACKs left as datagrams
+/// of their own and doubled its latency across the emulated fabric).
 bool UdpIface::feedback_due(const UdpQp &qp) const
 {
-    return qp.gate && qp.paced && (qp.srtt_ns == 0 || now_ - qp.ack_req_ns >= qp.srtt_ns / 2);
+    bool behind = psn_diff(qp.next_psn, qp.tx_psn) > 1 || qp.cursor < qp.ring.rung();
+    return qp.gate && qp.paced && behind &&
+           (qp.srtt_ns == 0 || now_ - qp.ack_req_ns >= qp.srtt_ns / 2);
 }
 
 /// What sending a packet changes, once it is staged: the retransmit count
