@@ -149,8 +149,8 @@ double ibrc_derived_gain(uint64_t loop_ns);
 // The auto target (ns): kIbrcTargetSegments serialization times of a segment.
 uint64_t ibrc_auto_target_ns(uint32_t mtu_bytes, double line_rate_Bps);
 // The first rate (bytes/s): one segment per kIbrcStartLoops loop times
-// (base RTT + target) when the base RTT is known, else kIbrcInitFraction of
-// the ceiling. N flows that start together then fill a bottleneck's line
+// (base RTT + target, the target counted up to the base RTT) when the base
+// RTT is known, else kIbrcInitFraction of the ceiling. N flows that start together then fill a bottleneck's line
 // rate only once N exceeds 2 BDP / segment (138 flows at 400 Gb/s, 5 us, 4
 // KiB): a 128-way incast neither drops nor marks at its start.
 double ibrc_initial_rate(uint32_t mtu_bytes, double max_rate_Bps, uint64_t base_rtt_ns,
