@@ -250,6 +250,42 @@ TEST_F(UctDoorbell, AdvertisesRmaAndAm)
     EXPECT_GT(attr_.bandwidth.shared + attr_.bandwidth.dedicated, 0);
 }
 
+// A UCP worker opens an iface and endpoints to every peer it can reach, used
+// or not: until an iface has moved something its async thread ticks every
+// 100 ms, then every ASYNC_INTERVAL (10 ms).
+TEST_F(UctDoorbell, AnIfaceTicksQuietlyUntilItHasMovedSomething)
+{
+    using period_fn = uint64_t (*)(uct_iface_h);
+    auto period     = reinterpret_cast<period_fn>(
+        dlsym(module_, "uct_doorbell_iface_background_period_ns"));
+    ASSERT_NE(period, nullptr) << dlerror();
+    EXPECT_EQ(period(sender_), 100000000u);
+    EXPECT_EQ(period(receiver_), 100000000u);
+    for (int i = 0; i < 1000; ++i)
+        uct_worker_progress(worker_); // progress with nothing to do
+    EXPECT_EQ(period(sender_), 100000000u);
+    EXPECT_EQ(period(receiver_), 100000000u);
+
+    AmCapture cap;
+    ASSERT_EQ(uct_iface_set_am_handler(receiver_, kAmId, am_cb, &cap, 0), UCS_OK);
+    const char payload[] = "wake";
+    ASSERT_EQ(post([&] { return uct_ep_am_short(ep_, kAmId, 1, payload, sizeof(payload)); }),
+              UCS_OK);
+    ASSERT_TRUE(progress_until([&] { return cap.count == 1; }));
+    ASSERT_EQ(flush(), UCS_OK);
+    EXPECT_EQ(period(sender_), 10000000u);
+    EXPECT_EQ(period(receiver_), 10000000u);
+
+    // A longer ASYNC_INTERVAL is its own quiet period; 0 has no timer.
+    uct_iface_h slow = nullptr, off = nullptr;
+    open_iface(&slow, nullptr, {{"ASYNC_INTERVAL", "200ms"}});
+    open_iface(&off, nullptr, {{"ASYNC_INTERVAL", "0"}});
+    EXPECT_EQ(period(slow), 200000000u);
+    EXPECT_EQ(period(off), 0u);
+    uct_iface_close(slow);
+    uct_iface_close(off);
+}
+
 TEST_F(UctDoorbell, AmShortAndBcopyArriveIntact)
 {
     AmCapture cap;

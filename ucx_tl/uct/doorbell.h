@@ -25,6 +25,12 @@
 /* ASYNC_INTERVAL: 0 (off) or within these */
 #define UCT_DOORBELL_MIN_ASYNC_INTERVAL_US 100
 #define UCT_DOORBELL_MAX_ASYNC_INTERVAL_S  10
+/* Background period of an iface that has moved nothing yet, seconds: a UCP
+ * worker opens an iface and endpoints to every peer it can reach, used or
+ * not, and a 10 ms tick of each such iface's async thread took the cores of
+ * oversubscribed ranks (one host, 4 ranks on 2 cores: 30 % on the latency of
+ * shared memory, through the coll component's idle worker) */
+#define UCT_DOORBELL_QUIET_ASYNC_INTERVAL_S 0.1
 
 
 /* Pacing policies (UCX_DOORBELL_CC): the pacing library's list, then auto */
@@ -127,10 +133,16 @@ typedef struct uct_doorbell_iface {
     ucs_async_context_t *async;          /* Worker's; serializes background
                                             progress with every entry point */
     int                  timer_id;       /* Background progress, -1 if none */
-    unsigned             progress_count; /* Foreground progress calls */
-    unsigned             progress_seen;  /* ... at the last timer tick */
-    int                  in_background;  /* Core callbacks must be deferred */
-    ucs_queue_head_t     deferred;       /* uct_doorbell_deferred_t */
+    double               timer_period;   /* Its period, s: QUIET_... until
+                                            the iface has moved something,
+                                            then ASYNC_INTERVAL */
+    double               async_interval; /* ASYNC_INTERVAL, s (0: none) */
+    volatile int         moved_in_background; /* background progress found
+                                                 work: speed the timer up */
+    unsigned             progress_count;      /* Foreground progress calls */
+    unsigned             progress_seen;       /* ... at the last timer tick */
+    int                  in_background; /* Core callbacks must be deferred */
+    ucs_queue_head_t     deferred;      /* uct_doorbell_deferred_t */
     char                 dev_name[UCT_DEVICE_NAME_MAX];
     struct {
         doorbell_iface_limits_t limits;      /* Sizes the core accepts */
@@ -226,6 +238,10 @@ static UCS_F_ALWAYS_INLINE ucs_status_t uct_doorbell_flush_post(
 }
 
 void uct_doorbell_flush_init(uct_doorbell_flush_t *flush);
+
+/* The period of an iface's background progress now, ns (0: none); for
+ * tests. */
+uint64_t uct_doorbell_iface_background_period_ns(uct_iface_h tl_iface);
 
 ucs_status_t uct_doorbell_query_tl_devices(uct_md_h                   md,
                                            uct_tl_device_resource_t **devices_p,

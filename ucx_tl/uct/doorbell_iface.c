@@ -186,7 +186,9 @@ static ucs_config_field_t uct_doorbell_iface_config_table[] = {
      "Period of background progress from the worker's async thread: it\n"
      "acknowledges, retransmits and moves queued packets while the application\n"
      "does not call progress (a software NIC has no engine of its own), and\n"
-     "defers every callback to the next uct_worker_progress. 0 disables it.\n"
+     "defers every callback to the next uct_worker_progress. Until the iface\n"
+     "has moved anything it runs every 100 ms (a UCP worker opens ifaces and\n"
+     "endpoints it may never use). 0 disables it.\n"
      "Range: 0 or [" DOORBELL_STRINGIFY(UCT_DOORBELL_MIN_ASYNC_INTERVAL_US) "us, "
      DOORBELL_STRINGIFY(UCT_DOORBELL_MAX_ASYNC_INTERVAL_S) "s].",
      ucs_offsetof(uct_doorbell_iface_config_t, async_interval),
@@ -311,6 +313,8 @@ static int uct_doorbell_iface_is_reachable(const uct_iface_h        tl_iface,
     return doorbell_iface_is_reachable(iface->core, dev_addr, iface_addr);
 }
 
+static void uct_doorbell_iface_timer_speed_up(uct_doorbell_iface_t *iface);
+
 static unsigned uct_doorbell_iface_progress(uct_iface_h tl_iface)
 {
     uct_doorbell_iface_t *iface = ucs_derived_of(tl_iface,
@@ -325,6 +329,10 @@ static unsigned uct_doorbell_iface_progress(uct_iface_h tl_iface)
     count += doorbell_iface_progress(iface->core);
     ucs_arbiter_dispatch(&iface->arbiter, 1, uct_doorbell_ep_process_pending,
                          NULL);
+    if (ucs_unlikely(iface->timer_period != iface->async_interval) &&
+        ((count > 0) || iface->moved_in_background)) {
+        uct_doorbell_iface_timer_speed_up(iface);
+    }
     UCT_DOORBELL_LEAVE(iface);
     return count;
 }
@@ -344,8 +352,49 @@ static void uct_doorbell_iface_timer(int id, ucs_event_set_types_t events,
     }
 
     iface->in_background = 1;
-    doorbell_iface_progress_background(iface->core);
+    if (doorbell_iface_progress_background(iface->core) > 0) {
+        iface->moved_in_background = 1; /* the foreground speeds up */
+    }
     iface->in_background = 0;
+}
+
+static ucs_status_t uct_doorbell_iface_timer_add(uct_doorbell_iface_t *iface,
+                                                 double period, int *id_p)
+{
+    return ucs_async_add_timer(iface->async->mode, ucs_time_from_sec(period),
+                               uct_doorbell_iface_timer, iface, iface->async,
+                               id_p);
+}
+
+/* The iface has moved something: from now on its background progress runs
+ * every ASYNC_INTERVAL. Foreground, with the async context blocked, so the
+ * old timer's callback is not running; if the new one cannot be added the
+ * quiet one stays. */
+static void uct_doorbell_iface_timer_speed_up(uct_doorbell_iface_t *iface)
+{
+    int          id;
+    ucs_status_t status;
+
+    status = uct_doorbell_iface_timer_add(iface, iface->async_interval, &id);
+    if (status != UCS_OK) {
+        ucs_debug("doorbell %s: background progress stays at %g s: %s",
+                  iface->dev_name, iface->timer_period,
+                  ucs_status_string(status));
+        iface->async_interval = iface->timer_period;
+        return;
+    }
+    ucs_async_remove_handler(iface->timer_id, 0);
+    iface->timer_id     = id;
+    iface->timer_period = iface->async_interval;
+}
+
+uint64_t uct_doorbell_iface_background_period_ns(uct_iface_h tl_iface)
+{
+    uct_doorbell_iface_t *iface = ucs_derived_of(tl_iface,
+                                                 uct_doorbell_iface_t);
+
+    return (iface->timer_id < 0) ? 0 :
+                                   (uint64_t)(iface->timer_period * 1e9 + 0.5);
 }
 
 static doorbell_status_t uct_doorbell_iface_core_flush(void *core, void *cookie)
@@ -859,15 +908,19 @@ static UCS_CLASS_INIT_FUNC(uct_doorbell_iface_t, uct_md_h tl_md,
     ucs_list_head_init(&self->ep_list);
     ucs_queue_head_init(&self->deferred);
 
-    self->in_background  = 0;
-    self->timer_id       = -1;
-    self->progress_count = 0;
-    self->progress_seen  = 0;
+    self->in_background       = 0;
+    self->timer_id            = -1;
+    self->progress_count      = 0;
+    self->progress_seen       = 0;
+    self->moved_in_background = 0;
+    self->async_interval      = config->async_interval;
+    self->timer_period        = (config->async_interval > 0) ?
+                                    ucs_max(config->async_interval,
+                                            UCT_DOORBELL_QUIET_ASYNC_INTERVAL_S) :
+                                    0;
     if (config->async_interval > 0) {
-        status = ucs_async_add_timer(self->async->mode,
-                                     ucs_time_from_sec(config->async_interval),
-                                     uct_doorbell_iface_timer, self,
-                                     self->async, &self->timer_id);
+        status = uct_doorbell_iface_timer_add(self, self->timer_period,
+                                              &self->timer_id);
         if (status != UCS_OK) {
             ucs_error("doorbell %s: failed to add the background progress"
                       " timer: %s",
