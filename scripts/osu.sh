@@ -148,6 +148,9 @@ out=$(cd "$out" && pwd)
 {
   echo "suite=osu"
   harness_env
+  most=0
+  for b in "${benches[@]}"; do n=${bench_prog[$b]#* }; ((n > most)) && most=$n; done
+  echo "ranks=$most"
   echo "commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
   echo "omb=$OMB_DIR"
   echo "iters=$iters"

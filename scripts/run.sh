@@ -92,6 +92,7 @@ out=$(cd "$out" && pwd)
 {
   echo "suite=mpi-bench"
   harness_env
+  echo "ranks=$layout_ranks"
   echo "ucx=$(ucx_info -v 2>/dev/null | sed -n 's/^# Version \([^ ]*\).*/\1/p' | head -1)"
   echo "commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
   echo "max=$max"

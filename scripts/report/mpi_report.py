@@ -462,18 +462,24 @@ def load_table(a):
 
 
 def busy_note(a):
-    """A warning when the machine had more runnable work than cores."""
+    """A warning when the machine had more runnable work than the run itself
+    explains: the job's ranks run on this machine (the fabric's hosts too)
+    and count in the load, so the bar is the larger of the cores and the
+    ranks (env "ranks", when the run recorded it)."""
     try:
         cores = int(a.env.get("cores", ""))
+        ranks = int(a.env.get("ranks", "0") or 0)
         loads = [float(r[k].split("/")[0]) for r in read_rounds(a.out) for k in ("load_before", "load_after") if k in r]
     except ValueError:
         return ""
-    busy = [x for x in loads if x > cores]
+    bar = max(cores, ranks)
+    busy = [x for x in loads if x > bar]
     if not busy:
         return ""
-    return ("**The 1-minute load average exceeded the %d cores at %d of %d readings (up to %.2f): other work "
+    what = "the %d cores" % cores if bar == cores else "%d, the job's own %d ranks on %d cores," % (bar, ranks, cores)
+    return ("**The 1-minute load average exceeded %s at %d of %d readings (up to %.2f): other work "
             "shared the machine, so the numbers are noisy; final tables belong to a quiet machine.**"
-            % (cores, len(busy), len(loads), max(busy)))
+            % (what, len(busy), len(loads), max(busy)))
 
 
 # ---------------------------------------------------------------- plots

@@ -160,6 +160,17 @@ class Outputs(Canned):
         self.assertIn("exceeded the 2 cores at 23 of 30 readings (up to 5.25)", report)
         self.assertIn("5 alternating rounds", report)
 
+    def test_the_jobs_own_ranks_are_not_other_work(self):
+        # 4 ranks on 2 cores load the machine to 4 by themselves: only the 11
+        # readings above 4 (rounds 4 and 5 but 4.00) say that other work ran
+        set_env(self.dir, ranks="4")
+        self.run_report()
+        report = self.read("report.md")
+        self.assertIn("exceeded 4, the job's own 4 ranks on 2 cores, at 11 of 30 readings (up to 5.25)", report)
+        set_env(self.dir, ranks="2")
+        self.run_report()
+        self.assertIn("exceeded the 2 cores at 23 of 30 readings", self.read("report.md"))
+
     def test_plots_when_matplotlib_is_there(self):
         if importlib.util.find_spec("matplotlib") is None:
             self.skipTest("matplotlib is not installed (python3-matplotlib): no plots to check")
