@@ -137,7 +137,9 @@ typedef struct uct_doorbell_iface {
                                             the iface has moved something,
                                             then ASYNC_INTERVAL */
     double               async_interval; /* ASYNC_INTERVAL, s (0: none) */
-    volatile int         moved_in_background; /* background progress found
+    int                  quiet;          /* The timer still runs at the
+                                            quiet period */
+    int                  moved_in_background; /* background progress found
                                                  work: speed the timer up */
     unsigned             progress_count;      /* Foreground progress calls */
     unsigned             progress_seen;       /* ... at the last timer tick */

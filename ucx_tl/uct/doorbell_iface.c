@@ -329,7 +329,7 @@ static unsigned uct_doorbell_iface_progress(uct_iface_h tl_iface)
     count += doorbell_iface_progress(iface->core);
     ucs_arbiter_dispatch(&iface->arbiter, 1, uct_doorbell_ep_process_pending,
                          NULL);
-    if (ucs_unlikely(iface->timer_period != iface->async_interval) &&
+    if (ucs_unlikely(iface->quiet) &&
         ((count > 0) || iface->moved_in_background)) {
         uct_doorbell_iface_timer_speed_up(iface);
     }
@@ -369,18 +369,18 @@ static ucs_status_t uct_doorbell_iface_timer_add(uct_doorbell_iface_t *iface,
 /* The iface has moved something: from now on its background progress runs
  * every ASYNC_INTERVAL. Foreground, with the async context blocked, so the
  * old timer's callback is not running; if the new one cannot be added the
- * quiet one stays. */
+ * quiet one stays (and is not tried again). */
 static void uct_doorbell_iface_timer_speed_up(uct_doorbell_iface_t *iface)
 {
     int          id;
     ucs_status_t status;
 
+    iface->quiet = 0;
     status = uct_doorbell_iface_timer_add(iface, iface->async_interval, &id);
     if (status != UCS_OK) {
         ucs_debug("doorbell %s: background progress stays at %g s: %s",
                   iface->dev_name, iface->timer_period,
                   ucs_status_string(status));
-        iface->async_interval = iface->timer_period;
         return;
     }
     ucs_async_remove_handler(iface->timer_id, 0);
@@ -918,6 +918,7 @@ static UCS_CLASS_INIT_FUNC(uct_doorbell_iface_t, uct_md_h tl_md,
                                     ucs_max(config->async_interval,
                                             UCT_DOORBELL_QUIET_ASYNC_INTERVAL_S) :
                                     0;
+    self->quiet               = self->timer_period != self->async_interval;
     if (config->async_interval > 0) {
         status = uct_doorbell_iface_timer_add(self, self->timer_period,
                                               &self->timer_id);
