@@ -15,10 +15,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Called from every opal_progress, i.e. by every other MPI call of the
- * process too. Only teams that put through UCP have work for the worker
- * (acknowledgements, retransmits, puts landing): with every peer mapped the
- * hook costs a load, not a worker pass. */
+/* Progress between collectives: acknowledgements, retransmits and peers'
+ * early puts for the next call. A collective's own waits progress the
+ * worker directly, so this hook is a low-priority one (every 8th
+ * opal_progress): a worker pass polls the doorbell iface's socket, and on
+ * every pass it cost a point-to-point ping-pong over the btl 3-4 us per
+ * message across the emulated spine. Only teams that put through UCP have
+ * work for the worker: with every peer mapped the hook costs a load. */
 static int mca_coll_doorbell_progress(void)
 {
     mca_coll_doorbell_ucp_t *u = &mca_coll_doorbell_component.ucp;
@@ -180,7 +183,7 @@ int mca_coll_doorbell_ucp_init(void)
                        ucs_status_string(status));
         goto err_destroy_worker;
     }
-    opal_progress_register(mca_coll_doorbell_progress);
+    opal_progress_register_lp(mca_coll_doorbell_progress);
     u->initialized = 1;
     DOORBELL_VERBOSE(1,
                      "UCP context up on transports \"%s\" (address %zu bytes)",
