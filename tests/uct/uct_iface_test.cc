@@ -286,6 +286,79 @@ TEST_F(UctDoorbell, AnIfaceTicksQuietlyUntilItHasMovedSomething)
     uct_iface_close(off);
 }
 
+// timerfds this process holds (/proc/self/fd links "anon_inode:[timerfd]")
+static int count_timerfds()
+{
+    int  n = 0;
+    char path[64], link[64];
+    for (int fd = 0; fd < 4096; ++fd) {
+        std::snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+        ssize_t len = readlink(path, link, sizeof(link) - 1);
+        if (len <= 0)
+            continue;
+        link[len] = '\0';
+        n += std::strcmp(link, "anon_inode:[timerfd]") == 0;
+    }
+    return n;
+}
+
+// The background tick moves a worker's packets while its application does
+// not call progress: the sender's flush completes on the ACK the idle
+// receiver's tick sends, and the receiver's AM callback waits for its own
+// progress. On the async thread the tick is a timerfd of the iface's own
+// (UCX 1.13's thread spins on epoll_wait(0) for the sub-millisecond rest of
+// every UCS timer period: 9 % of a core per process at 10 ms); without a
+// period there is none.
+TEST_F(UctDoorbell, BackgroundTickMovesPacketsOfAWorkerThatDoesNotProgress)
+{
+    ucs_async_context_t *async2  = nullptr;
+    uct_worker_h         worker2 = nullptr;
+    ASSERT_EQ(ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &async2), UCS_OK);
+    ASSERT_EQ(uct_worker_create(async2, UCS_THREAD_MODE_SINGLE, &worker2), UCS_OK);
+    uct_iface_h tx = nullptr, rx = nullptr, off = nullptr;
+    // (the UDP device holds timerfds of its own: compare with an iface
+    // that has no period)
+    int before = count_timerfds();
+    open_iface(&off, worker2, {{"ASYNC_INTERVAL", "0"}});
+    ASSERT_NE(off, nullptr);
+    int device = count_timerfds() - before;
+    uct_iface_close(off);
+    EXPECT_EQ(count_timerfds(), before);
+    open_iface(&rx, worker2);
+    ASSERT_NE(rx, nullptr);
+    EXPECT_EQ(count_timerfds(), before + device + 1);
+    open_iface(&tx, worker_, {{"ASYNC_INTERVAL", "0"}});
+    uct_ep_h ep = nullptr;
+    connect(tx, rx, &ep);
+    ASSERT_NE(ep, nullptr);
+    AmCapture cap;
+    ASSERT_EQ(uct_iface_set_am_handler(rx, kAmId, am_cb, &cap, 0), UCS_OK);
+
+    const char payload[] = "tick";
+    ASSERT_EQ(uct_ep_am_short(ep, kAmId, 7, payload, sizeof(payload)), UCS_OK);
+    Completion comp;
+    comp.uct        = {completion_cb, 1, UCS_OK};
+    ucs_status_t st = uct_ep_flush(ep, 0, &comp.uct);
+    ASSERT_TRUE(st == UCS_OK || st == UCS_INPROGRESS) << ucs_status_string(st);
+    for (int i = 0; i < kMaxPolls && st == UCS_INPROGRESS && !comp.done; ++i)
+        uct_worker_progress(worker_); // only the sender's worker
+    EXPECT_TRUE(st == UCS_OK || comp.done) << "no ACK without the receiver's progress";
+    EXPECT_EQ(comp.status, UCS_OK);
+    EXPECT_EQ(cap.count, 0) << "a callback ran on the async thread";
+    for (int i = 0; i < kMaxPolls && cap.count == 0; ++i)
+        uct_worker_progress(worker2);
+    ASSERT_EQ(cap.count, 1);
+    ASSERT_EQ(cap.data.size(), sizeof(uint64_t) + sizeof(payload));
+    EXPECT_EQ(std::memcmp(cap.data.data() + sizeof(uint64_t), payload, sizeof(payload)), 0);
+
+    uct_ep_destroy(ep);
+    uct_iface_close(tx);
+    uct_iface_close(rx);
+    EXPECT_EQ(count_timerfds(), before);
+    uct_worker_destroy(worker2);
+    ucs_async_context_destroy(async2);
+}
+
 TEST_F(UctDoorbell, AmShortAndBcopyArriveIntact)
 {
     AmCapture cap;

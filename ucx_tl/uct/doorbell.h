@@ -133,6 +133,8 @@ typedef struct uct_doorbell_iface {
     ucs_async_context_t *async;          /* Worker's; serializes background
                                             progress with every entry point */
     int                  timer_id;       /* Background progress, -1 if none */
+    int                  timer_fd;       /* Its timerfd (the handler's id),
+                                            -1 on a UCS timer */
     double               timer_period;   /* Its period, s: QUIET_... until
                                             the iface has moved something,
                                             then ASYNC_INTERVAL */
