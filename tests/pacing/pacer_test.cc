@@ -144,6 +144,36 @@ TEST(PacerUnscheduled, AShortMessageGoesAtOnceDuringTheStart)
     EXPECT_EQ(p->unscheduled_left(), 250000u);
 }
 
+// A message that begins on a path with nothing in flight (the owner says so:
+// on_idle_message) goes unscheduled up to the idle allowance, as one burst;
+// what is longer is paced after it. Grants do not add up, and without an
+// allowance (the default) nothing changes.
+TEST(PacerUnscheduled, AMessageOnAQuietPathGoesAsOneBurstUpToTheIdleAllowance)
+{
+    Config c           = base_config(Policy::kIbrc);
+    c.idle_burst_bytes = 3 * 4096;
+    auto p             = make_pacer(c, nullptr);
+    ASSERT_TRUE(p);
+    p->on_send(0, 4096); // the bucket's first segment
+    ASSERT_GT(p->next_send_ns(0, 4096), 0u) << "paced";
+    p->on_idle_message(0, 10 * 4096);
+    EXPECT_EQ(p->unscheduled_left(), 3 * 4096u);
+    for (int i = 0; i < 3; ++i) {
+        ASSERT_EQ(p->next_send_ns(0, 4096), 0u) << i;
+        p->on_send(0, 4096);
+    }
+    EXPECT_GT(p->next_send_ns(0, 4096), 0u) << "the rest is paced";
+    EXPECT_EQ(p->counters().unscheduled, 3 * 4096u);
+    p->on_idle_message(0, 4096);
+    p->on_idle_message(0, 4096);
+    EXPECT_EQ(p->unscheduled_left(), 4096u);
+
+    c.idle_burst_bytes = 0;
+    p                  = make_pacer(c, nullptr);
+    p->on_idle_message(0, 4096);
+    EXPECT_EQ(p->unscheduled_left(), 0u);
+}
+
 TEST(PacerUnscheduled, LongMessagesLaterMessagesAndOtherPoliciesArePaced)
 {
     Config c      = base_config(Policy::kIbrc);

@@ -34,6 +34,8 @@ struct FakeGate : PacingGate {
         int64_t       max_outstanding = 0;
         double        rate_Bps        = 1e9; ///< what rate() says
         uint64_t      release_ns      = 0;   ///< nonzero: closed until then (ns, now_ns clock)
+        uint64_t      idle_messages   = 0;   ///< on_idle_message calls
+        uint64_t      idle_bytes      = 0;   ///< and the bytes they announced
         int           gates           = 0;
         PacingContext ctx;
     };
@@ -61,7 +63,12 @@ struct FakeGate : PacingGate {
         log_.rtt_samples += rtt != 0;
         log_.max_rtt = std::max(log_.max_rtt, rtt);
     }
-    void   on_loss(uint64_t) override { ++log_.losses; }
+    void on_loss(uint64_t) override { ++log_.losses; }
+    void on_idle_message(uint64_t, uint64_t bytes) override
+    {
+        ++log_.idle_messages;
+        log_.idle_bytes += bytes;
+    }
     double rate() const override { return log_.rate_Bps; }
     Log   &log_;
 };
@@ -176,6 +183,49 @@ TEST(UdpPacing, GateHoldsPacketsAndIsFedByAcks)
     EXPECT_GE(g_log.sends, 17u); /* 1 MiB in <= 65000-byte packets */
     EXPECT_GE(g_log.acked_bytes, size_t(1) << 20);
     EXPECT_GT(g_log.rtt_samples, 0u);
+}
+
+/* A message of several packets that begins on a QP with nothing in flight
+ * is announced to the gate as idle (it may leave as one burst), with its
+ * bytes and their headers; one posted behind it while the first is in flight
+ * is not, nor is a message of one packet. */
+TEST(UdpPacing, AMessageOnAQuietQpIsAnnouncedToItsGate)
+{
+    doorbell_iface_params_t p = gated(lo_params(), true);
+    p.mtu                     = 1024;
+    LoopbackPair pair(p, p);
+    auto        &qa = static_cast<UdpQp &>(*static_cast<doorbell::QpCore *>(pair.qa));
+    Region       target(pair.pd, 16384, DOORBELL_ACCESS_REMOTE_WRITE);
+    uint64_t     v = 7;
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(), target.rkey));
+    ASSERT_TRUE(pair.wait([&] { return qa.unacked.empty(); }));
+    EXPECT_EQ(0u, g_log.idle_messages) << "a message of one packet";
+    /* the allowance: kHostIdleBurstSegments packets with their headers */
+    EXPECT_GT(g_log.ctx.idle_burst_bytes, kHostIdleBurstSegments * sizeof(WireHeader));
+    EXPECT_LE(g_log.ctx.idle_burst_bytes, kHostIdleBurstSegments * (1024 + sizeof(WireHeader)));
+
+    /* the gate holds the first message; the second waits behind it, and
+     * when the gate opens it leaves right after the first, in flight */
+    g_log.open      = false;
+    auto       data = pattern(8192, 5);
+    Completion c1, c2;
+    ASSERT_EQ(DOORBELL_INPROGRESS, put_zcopy(pair.qa, data, target, c1));
+    ASSERT_EQ(DOORBELL_INPROGRESS, put_zcopy(pair.qa, data, target, c2));
+    pair.progress();
+    EXPECT_EQ(1u, g_log.idle_messages);
+    EXPECT_GE(g_log.idle_bytes, 8192u);
+    EXPECT_LE(g_log.idle_bytes, 8192u + 9 * sizeof(WireHeader));
+    g_log.open = true;
+    ASSERT_TRUE(pair.wait([&] { return c1.count == 1 && c2.count == 1; }));
+    EXPECT_EQ(1u, g_log.idle_messages) << "the second message followed the first in flight";
+    EXPECT_EQ(data, std::vector<uint8_t>(target.bytes.begin(), target.bytes.begin() + 8192));
+
+    /* once everything is acknowledged the QP is quiet again */
+    ASSERT_TRUE(pair.wait([&] { return qa.unacked.empty(); }));
+    Completion c3;
+    ASSERT_EQ(DOORBELL_INPROGRESS, put_zcopy(pair.qa, data, target, c3));
+    ASSERT_TRUE(pair.wait([&] { return c3.count == 1; }));
+    EXPECT_EQ(2u, g_log.idle_messages);
 }
 
 /* A sender that waits on the event fd while the pacer holds its packets

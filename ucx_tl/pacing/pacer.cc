@@ -201,6 +201,12 @@ void Pacer::on_message(uint64_t, uint64_t bytes)
     unsched_out_ += bytes;
 }
 
+void Pacer::on_idle_message(uint64_t, uint64_t bytes)
+{
+    uint64_t grant = std::min<uint64_t>(bytes, config_.idle_burst_bytes);
+    unsched_left_  = std::max(unsched_left_, grant);
+}
+
 void Pacer::apply_rate(uint64_t now_ns)
 {
     double r = std::visit([](auto &c) { return c.rate(); }, ctrl_);

@@ -32,6 +32,10 @@ public:
     void     on_loss(uint64_t now_ns) override { pacer_->on_loss(now_ns); }
     double   rate() const override { return pacer_->rate(); }
     uint64_t base_rtt_ns() const override { return pacer_->base_rtt_ns(); }
+    void     on_idle_message(uint64_t now_ns, uint64_t bytes) override
+    {
+        pacer_->on_idle_message(now_ns, bytes);
+    }
 
 private:
     std::unique_ptr<Pacer> pacer_;
@@ -44,16 +48,17 @@ bool pacing_config_for(const PacingContext &ctx, Config *config_p, std::string *
         *error_p = ctx.device + ": " + *error_p;
         return false;
     }
-    c.gain            = ctx.gain;
-    c.line_rate_Bps   = ctx.line_rate;
-    c.mtu_bytes       = ctx.mtu;
-    c.target_delay_ns = ctx.target_delay_ns;
-    c.target_floor_ns = ctx.target_floor_ns;
-    c.min_rate_Bps    = ctx.min_rate;
-    c.max_rate_Bps    = ctx.max_rate;
-    c.ce_gain         = ctx.ce_gain;
-    c.ce_beta         = ctx.ce_beta;
-    c.probe_step      = ctx.probe_step;
+    c.gain             = ctx.gain;
+    c.line_rate_Bps    = ctx.line_rate;
+    c.mtu_bytes        = ctx.mtu;
+    c.target_delay_ns  = ctx.target_delay_ns;
+    c.target_floor_ns  = ctx.target_floor_ns;
+    c.min_rate_Bps     = ctx.min_rate;
+    c.max_rate_Bps     = ctx.max_rate;
+    c.ce_gain          = ctx.ce_gain;
+    c.ce_beta          = ctx.ce_beta;
+    c.probe_step       = ctx.probe_step;
+    c.idle_burst_bytes = ctx.idle_burst_bytes;
     Config resolved;
     if (!resolve_config(c, &resolved, error_p)) {
         *error_p = ctx.device + ": pacing " + ctx.policy + ": " + *error_p;

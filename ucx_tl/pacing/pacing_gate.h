@@ -37,6 +37,9 @@ public:
     virtual double rate() const = 0;
     /// Base (minimum) RTT the controller measured, ns; 0 if it keeps none.
     virtual uint64_t base_rtt_ns() const { return 0; }
+    /// A message of bytes (on the wire) is about to begin on a path with
+    /// nothing in flight (pacing::Pacer::on_idle_message()).
+    virtual void on_idle_message(uint64_t /*now_ns*/, uint64_t /*bytes*/) {}
 };
 
 /// What a gate is created for.
@@ -57,6 +60,9 @@ struct PacingContext {
     double ce_gain    = 1;
     double ce_beta    = 0.5;
     double probe_step = 0;
+    /// a message beginning with nothing in flight goes unscheduled up to
+    /// this many bytes (pacing::Config::idle_burst_bytes; 0 = none)
+    uint32_t idle_burst_bytes = 0;
 };
 
 /// Creates the gate of a new QP, or nullptr for "unlimited".

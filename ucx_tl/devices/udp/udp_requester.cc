@@ -359,6 +359,7 @@ void UdpIface::note_sent(UdpQp &qp, const TxPacket &pkt, bool resend, uint32_t b
          * back on this path's behalf (receiver-driven reads) */
         qp.gate->on_send(now_, bytes);
     }
+    qp.last_tx_ns = now_;
     if (qp.deadline_ns == 0) {
         qp.deadline_ns = now_ + qp.rto_ns;
     }
@@ -482,6 +483,30 @@ void UdpIface::send_pack(UdpQp &qp)
     qp.tlp_at_ns    = now_ + tlp_timeout(qp);
 }
 
+/// The first packet of a WRITE or SEND of several packets.
+static bool starts_long_message(const TxPacket &pkt)
+{
+    return (pkt.opcode == Opcode::kWrite || pkt.opcode == Opcode::kSend) &&
+           (pkt.flags & (kFlagFirst | kFlagLast)) == kFlagFirst;
+}
+
+/// Whether a paced QP has nothing in the network: nothing unacknowledged,
+/// or nothing sent for a round trip and four of its rate's segment times
+/// (what is unacknowledged then waits on the peer's ACK delay, as the tail
+/// of a ping-pong's last message does; a paced stream's packets are never
+/// that far apart).
+bool UdpIface::quiet(const UdpQp &qp) const
+{
+    if (qp.tx_psn == qp.una) {
+        return true;
+    }
+    double   rate    = qp.gate->rate();
+    uint64_t spacing = rate > 0 ? uint64_t((mtu_ + sizeof(WireHeader)) / rate * 1e9) :
+                                  UINT64_MAX / 8;
+    return qp.last_tx_ns != 0 && qp.srtt_ns != 0 &&
+           now_ - qp.last_tx_ns >= std::max<uint64_t>(qp.srtt_ns, 4 * spacing);
+}
+
 void UdpIface::transmit(UdpQp &qp)
 {
     if (!qp.connected) {
@@ -501,6 +526,19 @@ void UdpIface::transmit(UdpQp &qp)
             continue; /* a NOP: nothing to send */
         }
         const TxPacket &pkt = qp.unacked[qp.tx_psn - qp.una];
+        if (qp.gate && qp.reads.empty() && starts_long_message(pkt) &&
+            psn_diff(pkt.psn, qp.max_sent) >= 0 /* not a resend */ &&
+            !(qp.idle_told && qp.idle_psn == pkt.psn) && quiet(qp)) {
+            /* nothing in flight: the message may leave as one burst (told
+             * once, though the pacer may hold it over several calls) */
+            qp.idle_told              = true;
+            qp.idle_psn               = pkt.psn;
+            const doorbell_wqe_t &w   = qp.ring.wqe(pkt.wqe);
+            uint32_t              len = message_length(w);
+            uint32_t              seg = segment_payload(pkt.opcode);
+            qp.gate->on_idle_message(now_,
+                                     len + uint64_t(len + seg - 1) / seg * sizeof(WireHeader));
+        }
         if (qp.gate && qp.gate->next_send_ns(now_, path_bytes(pkt, 0)) > now_) {
             ++counters.paced_waits;
             ++qp.paced_waits;
