@@ -450,6 +450,41 @@ TEST(UdpPacing, APacedQpWithABacklogAsksForItsFeedback)
     doorbell_qp_destroy(qp); /* nobody ACKs */
 }
 
+/* A paced QP's read requests ask for no ACK, backlog or not: the
+ * responses echo each request's stamp and carry the path's marks, so they
+ * are the pacer's feedback, and an ACK on top of them was one more
+ * datagram per read piece on the loaded direction (0.97-0.98x of kernel
+ * TCP's bulk rate across the emulated spine, 0.99-1.0x without). The
+ * read's last piece still asks: a signaled WQE ends there. */
+TEST(UdpPacing, APacedQpsReadRequestsAskForNoAck)
+{
+    doorbell_iface_params_t p = gated(steady_params(), true);
+    LoopbackPair            pair(p, p);
+    RawPeer                 peer;
+    doorbell_qp_t          *qp = peer.connect_from(pair.a);
+    ASSERT_NE(nullptr, qp);
+    const size_t         len = size_t(4) * 4 * g_log.ctx.mtu; /* 4 pieces or more */
+    std::vector<uint8_t> dest(len);
+    iovec                iov{dest.data(), len};
+    Completion           c;
+    g_log.open = false; /* the pacer holds the pieces: the QP is paced */
+    ASSERT_EQ(DOORBELL_INPROGRESS, doorbell_qp_get_zcopy(qp, &iov, 1, 0x1000, 0x55, &c));
+    doorbell_iface_progress(pair.a);
+    EXPECT_GT(pair.counters(pair.a).paced_waits, 0u);
+    g_log.open   = true;
+    int requests = 0;
+    for (int i = 0; i < 3; ++i) {
+        auto        d = peer.next(pair.a);
+        ParseResult r = parse(d.data(), d.size());
+        ASSERT_EQ(ParseStatus::kOk, r.status);
+        ASSERT_EQ(Opcode::kReadReq, Opcode(r.header.opcode));
+        EXPECT_EQ(0, r.header.flags & kFlagAckReq) << "piece " << i << " with more behind it";
+        ++requests;
+    }
+    EXPECT_EQ(3, requests);
+    doorbell_qp_destroy(qp); /* nobody answers */
+}
+
 /* CE marks are read (IP_RECVTOS) once bulk data arrives, not for a
  * latency-bound exchange of small packets: its control message costs a
  * fifth of an 8-byte round trip on lo. The sender marks its own packets CE

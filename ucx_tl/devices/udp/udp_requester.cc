@@ -303,7 +303,11 @@ void UdpIface::send_packet(UdpQp &qp, const TxPacket &pkt)
     default:
         return;
     }
-    if (wants_ack(qp, pkt, w, resend) || (h.ts_send != 0 && feedback_due(qp))) {
+    /* a read's responses are its pacer's feedback (they echo the request's
+     * stamp and carry the path's CE marks): an ACK asked for on top of
+     * them is one more datagram per piece on the loaded direction */
+    if (wants_ack(qp, pkt, w, resend) ||
+        (h.ts_send != 0 && pkt.opcode != Opcode::kReadReq && feedback_due(qp))) {
         h.flags |= kFlagAckReq;
         qp.ack_req_ns = now_;
     }
