@@ -14,7 +14,6 @@
 #include <ucs/arch/cpu.h>
 #include <ucs/sys/string.h>
 #include <ucs/type/class.h>
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <sys/timerfd.h>
@@ -463,10 +462,7 @@ static void uct_doorbell_iface_timer_speed_up(uct_doorbell_iface_t *iface)
         iface->timer_period = iface->async_interval;
         return;
     }
-    status = ucs_async_add_timer(iface->async->mode,
-                                 ucs_time_from_sec(iface->async_interval),
-                                 uct_doorbell_iface_timer, iface, iface->async,
-                                 &id);
+    status = uct_doorbell_iface_timer_add(iface, iface->async_interval, &id);
     if (status != UCS_OK) {
         ucs_debug("doorbell %s: background progress stays at %g s: %s",
                   iface->dev_name, iface->timer_period,
