@@ -19,8 +19,8 @@
 # /etc/openmpi/openmpi-mca-params.conf turns off osc ucx and pt2pt), so the
 # one-sided benchmarks fail on the fabric for any stack that selects none:
 # plain mpirun and ucx sm,tcp; the stacks pt2pt_tcp and ucx_osc are what a
-# user can select instead, the tune file runs them on osc rdma over the
-# doorbell btl.
+# user can select instead; the tune file runs a window across hosts on osc
+# pt2pt over the doorbell btl (doorbell_osc_rdma: on osc rdma over it).
 #
 #   OMB_DIR=/path/to/omb scripts/osu.sh            on this host
 #   OMB_DIR=/path/to/omb scripts/osu.sh --fabric   across the emulated fabric (root)
@@ -31,7 +31,7 @@
 #                   3x2 (3 leaves, one host of 2 ranks each)
 #   --rounds N      rounds of every stack (default 5; the checks want 5 or more)
 #   --stacks LIST   stacks, comma-separated (default plain,ucx,doorbell; also
-#                   ob1_tcp, ucx_tcp, pt2pt_tcp, ucx_osc)
+#                   ob1_tcp, ucx_tcp, pt2pt_tcp, ucx_osc, doorbell_osc_rdma)
 #   --benches LIST  benchmarks, comma-separated (names above)
 #   --max BYTES     largest message (default 1048576)
 #   --iters N       iterations per size above 16 KiB (default 100 here, 10 on

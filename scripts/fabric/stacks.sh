@@ -30,7 +30,7 @@
 # doorbell_state, doorbell_tune, coll_component, launch, common.
 
 stacks_main=(plain ucx doorbell)
-stacks_known=(plain ucx doorbell ob1_tcp ucx_tcp pt2pt_tcp ucx_osc)
+stacks_known=(plain ucx doorbell ob1_tcp ucx_tcp pt2pt_tcp ucx_osc doorbell_osc_rdma)
 stacks=("${stacks_main[@]}")
 
 doorbell_transport=$install/lib/ucx/libuct_doorbell.so
@@ -103,6 +103,8 @@ stack_args() {
     plain) echo "" ;;
     ucx) echo "--mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any -x UCX_TLS=sm,tcp,self -x UCX_NET_DEVICES=$stack_if" ;;
     doorbell) echo "--tune $doorbell_tune -x UCX_NET_DEVICES=$stack_if" ;;
+    # the tune file with windows across hosts on osc rdma (not osc pt2pt)
+    doorbell_osc_rdma) echo "--tune $doorbell_tune -x UCX_NET_DEVICES=$stack_if --mca osc_doorbell_across_hosts rdma" ;;
     ob1_tcp) echo "--mca pml ob1 --mca btl self,tcp --mca btl_tcp_if_include $stack_tcp_if" ;;
     ucx_tcp) echo "--mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any --mca osc ^ucx -x UCX_TLS=tcp,self -x UCX_NET_DEVICES=$stack_if" ;;
     pt2pt_tcp) echo "--mca pml ob1 --mca btl self,vader,tcp --mca btl_tcp_if_include $stack_tcp_if --mca osc pt2pt" ;;
@@ -116,6 +118,7 @@ stack_label() {
     plain) echo "plain mpirun" ;;
     ucx) echo "ucx sm,tcp" ;;
     doorbell) echo "doorbell" ;;
+    doorbell_osc_rdma) echo "doorbell, osc rdma" ;;
     ob1_tcp) echo "ob1 / tcp" ;;
     ucx_tcp) echo "ucx / tcp" ;;
     pt2pt_tcp) echo "osc pt2pt, ob1 / tcp" ;;

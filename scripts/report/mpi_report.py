@@ -21,7 +21,8 @@ import re
 import statistics
 import sys
 
-# key -> label, in the table's order; the stock stacks are every stack but doorbell.
+# key -> label, in the table's order; the stock stacks are every stack but
+# doorbell's (doorbell and its variants, doorbell_*).
 STACKS = [
     ("plain", "plain mpirun"),
     ("ucx", "ucx sm,tcp"),
@@ -30,6 +31,7 @@ STACKS = [
     ("pt2pt_tcp", "osc pt2pt, ob1 / tcp"),
     ("ucx_osc", "osc ucx, ucx sm,tcp"),
     ("doorbell", "doorbell"),
+    ("doorbell_osc_rdma", "doorbell, osc rdma"),
 ]
 DOORBELL = "doorbell"
 PLAIN = "plain"
@@ -190,7 +192,7 @@ class Analysis:
         self.runs = read_runs(out)
         self.cells = cells_of(self.runs)
         self.stacks = [k for k, _ in STACKS if k in self.runs]
-        self.stock = [k for k in self.stacks if k != DOORBELL]
+        self.stock = [k for k in self.stacks if not k.startswith(DOORBELL)]
         self.rounds = max((len(r) for r in self.runs.values()), default=0)
         measured = {b for k in self.stacks for b in self.cells[k]}
         measured |= {b for rounds in self.runs.values() for run in rounds.values() for b in run[2]}

@@ -251,46 +251,74 @@ TEST_F(FabricHosts, DoorbellBtlCarriesOnlyWhatCrosses)
     EXPECT_GT(d.spine, kSpineCrossed) << "too little crossed the spine";
 }
 
-// One-sided MPI through the tune file on 2 hosts x 2 ranks: osc rdma (what
-// Debian's defaults leave once ucx and pt2pt are excluded) selects the
-// doorbell btl, the only btl that reaches every rank of the window, itself
-// and its host's ranks included; every rank's puts, gets and atomics go over
-// it (its counters), the bytes cross the spine, and the final windows are
-// those of ob1 over tcp with osc pt2pt, what a user can run across hosts
-// without doorbell (plain mpirun has no one-sided component across hosts on
-// Debian: MPI_Win_allocate fails).
+// One-sided MPI through the tune file on 2 hosts x 2 ranks. By default the
+// doorbell osc component claims the window (its group spans hosts) for osc
+// pt2pt, whose operations are ob1 messages: every rank's window traffic goes
+// over the doorbell btl as sends (the 1 MiB put and get as rendezvous reads),
+// no btl atomic runs, the bytes cross the spine. With
+// osc_doorbell_across_hosts rdma, osc rdma runs the window on the doorbell
+// btl's puts, gets and atomics (the only btl that reaches every rank of it,
+// itself and its host's ranks included). Both end with the windows of ob1
+// over tcp with osc pt2pt, what a user can run across hosts without doorbell
+// (plain mpirun has no one-sided component across hosts on Debian:
+// MPI_Win_allocate fails).
 TEST_F(FabricHosts, OneSidedRunsOnTheDoorbellBtl)
 {
     const std::string tune = kInstall + "/share/doorbell/doorbell.tune";
     const std::string rma  = DOORBELL_RMA_CHECK;
     if (rma.empty() || !std::filesystem::exists(tune) ||
-        !std::filesystem::exists(kInstall + "/lib/openmpi/mca_btl_doorbell.so"))
-        GTEST_SKIP() << "the btl, its one-sided check or the tune file is not installed";
+        !std::filesystem::exists(kInstall + "/lib/openmpi/mca_btl_doorbell.so") ||
+        !std::filesystem::exists(kInstall + "/lib/openmpi/mca_osc_doorbell.so"))
+        GTEST_SKIP() << "the btl, the osc component, the one-sided check or the tune file is "
+                        "not installed";
+    const std::regex  line("btl:doorbell \\S+ fab0 stats: sends ([0-9]+) sendis ([0-9]+) .* "
+                            "recvs ([0-9]+) recv_bytes [0-9]+ puts ([0-9]+) put_bytes [0-9]+ gets "
+                            "([0-9]+) get_bytes [0-9]+ atomics ([0-9]+) ");
+    const std::string claimed = "spans hosts: osc pt2pt";
 
     Traffic before = traffic();
-    auto    r = mpirun("-np 4 --tune " + tune + " --mca btl_doorbell_stats 1 " + rma + " self");
+    auto    r      = mpirun("-np 4 --tune " + tune +
+                            " --mca btl_doorbell_stats 1 --mca osc_base_verbose 10 " + rma + " self");
     ASSERT_EQ(r.rc, 0) << r.out;
     EXPECT_NE(r.out.find("rma-check: 4 ranks, 0 errors"), std::string::npos) << r.out;
-    Traffic    d = delta(before, traffic());
-    std::regex line("btl:doorbell \\S+ fab0 stats: .* puts ([0-9]+) put_bytes [0-9]+ gets "
-                    "([0-9]+) get_bytes [0-9]+ atomics ([0-9]+) ");
-    int        modules = 0;
+    Traffic d       = delta(before, traffic());
+    int     modules = 0, claims = 0;
     for (std::sregex_iterator it(r.out.begin(), r.out.end(), line), end; it != end; ++it) {
-        EXPECT_GT(std::stol((*it)[1].str()), 0) << "puts\n" << r.out;
-        EXPECT_GT(std::stol((*it)[2].str()), 0) << "gets\n" << r.out;
-        EXPECT_GT(std::stol((*it)[3].str()), 0) << "atomics\n" << r.out;
+        EXPECT_GT(std::stol((*it)[1].str()) + std::stol((*it)[2].str()), 0) << "sends\n" << r.out;
+        EXPECT_GT(std::stol((*it)[3].str()), 0) << "recvs\n" << r.out;
+        EXPECT_GT(std::stol((*it)[5].str()), 0) << "rendezvous reads\n" << r.out;
+        EXPECT_EQ(std::stol((*it)[6].str()), 0) << "btl atomics under osc pt2pt\n" << r.out;
         ++modules;
     }
+    for (size_t at = r.out.find(claimed); at != std::string::npos; at = r.out.find(claimed, at + 1))
+        ++claims;
     EXPECT_EQ(modules, 4) << r.out;
+    EXPECT_GE(claims, 4) << "every rank's window goes to osc pt2pt\n" << r.out;
     EXPECT_GT(d.spine, kSpineCrossed) << "too little crossed the spine";
+
+    auto rdma = mpirun("-np 4 --tune " + tune + " --mca osc_doorbell_across_hosts rdma " +
+                       "--mca btl_doorbell_stats 1 --mca osc_base_verbose 10 " + rma + " self");
+    ASSERT_EQ(rdma.rc, 0) << rdma.out;
+    EXPECT_NE(rdma.out.find("rma-check: 4 ranks, 0 errors"), std::string::npos) << rdma.out;
+    EXPECT_EQ(rdma.out.find(claimed), std::string::npos) << rdma.out;
+    modules = 0;
+    for (std::sregex_iterator it(rdma.out.begin(), rdma.out.end(), line), end; it != end; ++it) {
+        EXPECT_GT(std::stol((*it)[4].str()), 0) << "puts\n" << rdma.out;
+        EXPECT_GT(std::stol((*it)[5].str()), 0) << "gets\n" << rdma.out;
+        EXPECT_GT(std::stol((*it)[6].str()), 0) << "atomics\n" << rdma.out;
+        ++modules;
+    }
+    EXPECT_EQ(modules, 4) << rdma.out;
 
     auto ref = mpirun("-np 4 --mca pml ob1 --mca btl self,vader,tcp --mca osc pt2pt " + rma +
                       " self");
     ASSERT_EQ(ref.rc, 0) << ref.out;
-    std::smatch a, b;
+    std::smatch a, b, c;
     ASSERT_TRUE(std::regex_search(r.out, a, std::regex("digest ([0-9a-f]{16})"))) << r.out;
+    ASSERT_TRUE(std::regex_search(rdma.out, c, std::regex("digest ([0-9a-f]{16})"))) << rdma.out;
     ASSERT_TRUE(std::regex_search(ref.out, b, std::regex("digest ([0-9a-f]{16})"))) << ref.out;
     EXPECT_EQ(a[1].str(), b[1].str()) << r.out << ref.out;
+    EXPECT_EQ(c[1].str(), b[1].str()) << rdma.out << ref.out;
 }
 
 } // namespace

@@ -335,6 +335,41 @@ TEST(Tune, AccumulateOfSeveralElementsIsOneGetModifyPut)
     EXPECT_GE(rank_stats(dflt.output, 0).atomics, 32 * n) << dflt.output;
 }
 
+// The tune file's osc component claims only windows that span hosts: on one
+// host it leaves every window to osc rdma over vader, as plain mpirun does,
+// and the windows end as plain mpirun's (without compare-and-swap and
+// unsigned maximum, which plain mpirun's osc rdma over vader gets wrong).
+TEST(OscSelect, WindowInsideOneHostIsLeftToPlainMpirunsComponent)
+{
+    Child plain = run(with(mpirun(3), {DOORBELL_RMA_CHECK, "no-cas", "no-umax"}));
+    Child tuned = run(with(mpirun(3), {"--tune", DOORBELL_TUNE_FILE, "--mca", "osc_base_verbose",
+                                       "10", DOORBELL_RMA_CHECK, "no-cas", "no-umax"}));
+    ASSERT_EQ(plain.status, 0) << plain.output;
+    ASSERT_EQ(tuned.status, 0) << tuned.output;
+    EXPECT_TRUE(contains(tuned.output, "is inside one host: left to the other components"))
+        << "the osc component did not run\n"
+        << tuned.output;
+    EXPECT_FALSE(contains(tuned.output, "spans hosts")) << tuned.output;
+    ASSERT_FALSE(digest_of(plain.output).empty()) << plain.output;
+    EXPECT_EQ(digest_of(tuned.output), digest_of(plain.output)) << tuned.output;
+}
+
+// A value osc_doorbell_across_hosts does not know is refused by name and
+// value; the component then claims nothing and the job still runs.
+TEST(OscSelect, UnknownAcrossHostsValueIsRefusedByName)
+{
+    Child c = run(
+        with(mpirun(2),
+             {"--tune", DOORBELL_TUNE_FILE, "--mca", "osc_doorbell_across_hosts", "rdmaa", "--mca",
+              "osc_base_verbose", "10", DOORBELL_RMA_CHECK, "no-cas", "no-umax"}));
+    ASSERT_EQ(c.status, 0) << c.output;
+    EXPECT_TRUE(contains(c.output, "osc_doorbell_across_hosts = \"rdmaa\" is neither \"pt2pt\" "
+                                   "nor \"rdma\""))
+        << c.output;
+    EXPECT_FALSE(contains(c.output, "left to the other components")) << c.output;
+    EXPECT_TRUE(contains(c.output, "rma-check: 2 ranks, 0 errors")) << c.output;
+}
+
 class Params : public ::testing::TestWithParam<BadParam> {};
 
 // An out-of-range value is refused at start-up with the parameter, the value

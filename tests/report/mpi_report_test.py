@@ -274,7 +274,7 @@ class ScriptOptions(unittest.TestCase):
         self.fails("run.sh", ["--max", "4k"], "--max takes a number of bytes")
         self.fails("run.sh", ["--budget-ms", "0"], "--budget-ms takes a positive number")
         self.fails("run.sh", ["--layout", "2x2"], "--layout applies to --fabric only")
-        self.fails("run.sh", ["--stacks", "plain,ob2"], "unknown stack 'ob2' (known: plain ucx doorbell ob1_tcp ucx_tcp pt2pt_tcp ucx_osc)")
+        self.fails("run.sh", ["--stacks", "plain,ob2"], "unknown stack 'ob2' (known: plain ucx doorbell ob1_tcp ucx_tcp pt2pt_tcp ucx_osc doorbell_osc_rdma)")
         self.fails("run.sh", ["--frabic"], "unknown option '--frabic'")
         if os.geteuid() == 0:
             self.fails("run.sh", ["--fabric", "--layout", "3x3", "--no-setup"], "unknown layout '3x3' (2x2, 4x1, 2x3 or 3x2)")
