@@ -83,11 +83,11 @@ OMPI_MODULE_DECLSPEC osc_doorbell_component_t mca_osc_doorbell_component = {
 };
 /* clang-format on */
 
-#define OSC_DOORBELL_VERBOSE(_fmt, ...)                                          \
-    opal_output_verbose(10, ompi_osc_base_framework.framework_output,           \
+#define OSC_DOORBELL_VERBOSE(_fmt, ...)                                                     \
+    opal_output_verbose(10, ompi_osc_base_framework.framework_output,                       \
                         "osc:doorbell %s on %s: " _fmt, OPAL_NAME_PRINT(OPAL_PROC_MY_NAME), \
                         opal_process_info.nodename, ##__VA_ARGS__)
-#define OSC_DOORBELL_ERROR(_fmt, ...)                                               \
+#define OSC_DOORBELL_ERROR(_fmt, ...)                                                  \
     opal_output(0, "osc:doorbell %s on %s: " _fmt, OPAL_NAME_PRINT(OPAL_PROC_MY_NAME), \
                 opal_process_info.nodename, ##__VA_ARGS__)
 
