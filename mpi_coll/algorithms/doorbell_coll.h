@@ -165,7 +165,10 @@ typedef struct doorbell_coll_tuning {
                                 default SIZE_MAX, every size */
     size_t hier_slice_min;   /* >= : hierarchical with every rank of a node
                                 owning a slice (smaller: node leaders only) */
-    size_t ring_min;         /* >= : ring, else Rabenseifner (2^k ranks) */
+    size_t ring_min;         /* >= : ring, else Rabenseifner (2^k ranks);
+                                peers read in place (one node) */
+    size_t net_ring_min;     /* the same, some peer reached over the network;
+                                default SIZE_MAX, never */
     size_t pipeline_block;   /* ring sub-block size, 0 = no pipelining */
     size_t previous_max;     /* <= : the caller's own allreduce (PREVIOUS)
                                 when every peer is read in place (one node);

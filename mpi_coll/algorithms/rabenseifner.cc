@@ -1,9 +1,15 @@
 // Rabenseifner's allreduce (Rabenseifner 2004; Thakur et al. 2005):
 // reduce-scatter by recursive halving (step k: exchange half of the current
-// range with rank i ^ (p2 >> (k+1)), keep the other half reduced), then an
-// allgather by recursive doubling that retraces the steps. Each element is
-// reduced once, by the rank that keeps it. Ranks beyond the largest power of
-// two fold in first and get the result back last, as in recursive doubling.
+// range with rank i ^ 2^k, keep the other half reduced), then an allgather by
+// recursive doubling that retraces the steps. Each element is reduced once,
+// by the rank that keeps it. Ranks beyond the largest power of two fold in
+// first and get the result back last, as in recursive doubling.
+//
+// Nearest partner first, as MPICH does: the first step moves half the
+// message, the last 1/n of it, and ranks placed by slot are nearest their
+// neighbours (one host, one leaf). Farthest first sent the half across the
+// spine of a 2-leaf fabric and doubled the bytes on it (4 hosts x 1 rank:
+// 2m per direction instead of m).
 //
 // Scratch: pre (m), halving step k (ceil(count / 2^(k+1)) elements), the same
 // again for the allgather steps, post (m).
@@ -85,7 +91,7 @@ Status rabenseifner(Round &r, const Group &g, Base base, const Segment &seg)
     std::vector<size_t> lo_at(steps), hi_at(steps);
     size_t              lo = 0, hi = seg.count;
     for (int k = 0; k < steps; k++) {
-        int pnr = nr ^ (p2 >> (k + 1)), peer = real(pnr);
+        int pnr = nr ^ (1 << k), peer = real(pnr);
         lo_at[k]       = lo;
         hi_at[k]       = hi;
         size_t mid     = lo + (hi - lo) / 2;
@@ -113,7 +119,7 @@ Status rabenseifner(Round &r, const Group &g, Base base, const Segment &seg)
         return st;
     // Allgather: retrace the levels, swapping finished ranges with the partner.
     for (int k = steps - 1; k >= 0; k--) {
-        int    pnr = nr ^ (p2 >> (k + 1)), peer = real(pnr);
+        int    pnr = nr ^ (1 << k), peer = real(pnr);
         size_t plo = lo == lo_at[k] ? hi : lo_at[k];
         size_t phi = lo == lo_at[k] ? hi_at[k] : lo;
         if (hi > lo && !(st = r.put(peer, seg.at(lo), (hi - lo) * e, ag_off[k], ag_flag(k))).ok())

@@ -158,6 +158,7 @@ mca_coll_base_module_t *mca_coll_doorbell_comm_query(
     module->tuning.hier_max          = cm->hier_max;
     module->tuning.hier_slice_min    = cm->hier_slice_min;
     module->tuning.ring_min          = cm->ring_min;
+    module->tuning.net_ring_min      = cm->net_ring_min;
     module->tuning.pipeline_block    = cm->pipeline_block;
     module->tuning.previous_max      = cm->previous_max;
     module->tuning.net_previous_max  = cm->net_previous_max;

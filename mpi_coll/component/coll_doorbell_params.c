@@ -219,6 +219,7 @@ void mca_coll_doorbell_params_register(void)
     cm->hier_max         = d.hier_max;
     cm->hier_slice_min   = d.hier_slice_min;
     cm->ring_min         = d.ring_min;
+    cm->net_ring_min     = d.net_ring_min;
     cm->pipeline_block   = d.pipeline_block;
     cm->previous_max     = d.previous_max;
     cm->net_previous_max = d.net_previous_max;
@@ -256,7 +257,7 @@ void mca_coll_doorbell_params_register(void)
     add_size(
         "net_small_max",
         "auto, peers reached over the network: messages up to this many bytes use recursive "
-        "doubling, larger ones Rabenseifner (2^k ranks, below ring_min) or the ring",
+        "doubling, larger ones Rabenseifner (2^k ranks, below net_ring_min) or the ring",
         0, GIB, &cm->net_small_max);
     add_int(
         "direct_max_ranks",
@@ -276,9 +277,14 @@ void mca_coll_doorbell_params_register(void)
         0, GIB, &cm->hier_slice_min);
     add_size(
         "ring_min",
-        "auto: messages of at least this many bytes use the ring (Rabenseifner below, on "
-        "2^k ranks)",
+        "auto, peers read in place (one node), more than direct_max_ranks ranks: messages "
+        "of at least this many bytes use the ring (Rabenseifner below, on 2^k ranks)",
         0, GIB, &cm->ring_min);
+    add_size_or_inf(
+        "net_ring_min",
+        "auto, some peer reached over the network: messages of at least this many bytes use "
+        "the ring (Rabenseifner below, on 2^k ranks; default: never)",
+        0, GIB, &cm->net_ring_min);
     add_size("pipeline_block",
              "Ring and two-step sub-block size in bytes (0: no pipelining)", 0,
              GIB, &cm->pipeline_block);

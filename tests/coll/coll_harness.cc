@@ -111,9 +111,9 @@ Bytes folded(const Case &c, const Bytes &a, const Bytes &b)
     return out;
 }
 
-// Tree of recursive doubling (masks 1, 2, ...) or Rabenseifner's halving
-// (masks p2/2, ..., 1) over values of one group.
-Bytes tree(const Case &c, const std::vector<Bytes> &x, bool high_first)
+// The tree of recursive doubling and of Rabenseifner's halving (masks 1, 2,
+// ...) over values of one group.
+Bytes tree(const Case &c, const std::vector<Bytes> &x)
 {
     int n = static_cast<int>(x.size());
     if (n == 1)
@@ -123,7 +123,7 @@ Bytes tree(const Case &c, const std::vector<Bytes> &x, bool high_first)
     for (int i = 0; i < p2; i++)
         v[i] = i < rem ? folded(c, x[2 * i], x[2 * i + 1]) : x[i + rem];
     for (int k = 0; k < steps; k++) {
-        int                mask = high_first ? p2 >> (k + 1) : 1 << k;
+        int                mask = 1 << k;
         std::vector<Bytes> next(p2);
         for (int i = 0; i < p2; i++) {
             int j   = i ^ mask;
@@ -292,8 +292,7 @@ Bytes sequential(const Case &c, int n)
 }
 
 Bytes reference(doorbell_coll_algorithm_t alg, const Case &c, int n,
-                const std::vector<int> &node_of, const std::vector<int> &leaf_of,
-                const doorbell_coll_tuning_t &tuning)
+                const std::vector<int> &node_of, const std::vector<int> &leaf_of)
 {
     std::vector<Bytes> x(n);
     for (int r = 0; r < n; r++)
@@ -304,7 +303,7 @@ Bytes reference(doorbell_coll_algorithm_t alg, const Case &c, int n,
     case DOORBELL_COLL_ALG_RING:
         return ring_order(c, x);
     case DOORBELL_COLL_ALG_RABENSEIFNER:
-        return tree(c, x, true);
+        return tree(c, x);
     case DOORBELL_COLL_ALG_DIRECT:
     case DOORBELL_COLL_ALG_TWO_STEP:
         return sequential(c, n);
@@ -349,12 +348,12 @@ Bytes reference(doorbell_coll_algorithm_t alg, const Case &c, int n,
                 spine.push_back(leaf_val[id]);
         }
         // Two leaves fold in leaf order; more run recursive doubling (node
-        // leaders only) or Rabenseifner (every rank owns a slice).
-        bool sliced = c.count * dtype_size(c.dtype) >= tuning.hier_slice_min;
-        return tree(c, spine, sliced);
+        // leaders only) or Rabenseifner (every rank owns a slice): the same
+        // tree, nearest partner first.
+        return tree(c, spine);
     }
     default:
-        return tree(c, x, false);
+        return tree(c, x);
     }
 }
 

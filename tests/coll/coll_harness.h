@@ -36,8 +36,7 @@ bool same_value(doorbell_coll_dtype_t dtype, const Bytes &a, const Bytes &b, siz
 // Reference result computed in the order `alg` uses on a team with this
 // topology (node_of/leaf_of may be empty), with a single round.
 Bytes reference(doorbell_coll_algorithm_t alg, const Case &c, int n,
-                const std::vector<int> &node_of, const std::vector<int> &leaf_of,
-                const doorbell_coll_tuning_t &tuning);
+                const std::vector<int> &node_of, const std::vector<int> &leaf_of);
 // Left-to-right fold over ranks 0..n-1.
 Bytes sequential(const Case &c, int n);
 

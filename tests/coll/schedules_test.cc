@@ -35,6 +35,7 @@ doorbell_coll_tuning_t tuning() {
   t.net_small_max = 256;
   t.hier_max = 4096;
   t.ring_min = 2048;
+  t.net_ring_min = 2048;
   t.pipeline_block = 64;    // several sub-blocks per chunk
   t.direct_max_ranks = 4;
   return t;
@@ -107,7 +108,7 @@ void check_on(int n, const std::vector<int> &node_of, const std::vector<int> &le
                      << "n=" << n << " alg=" << doorbell_coll_algorithm_name(alg) << " type="
                      << doorbell_coll_dtype_name(c.dtype) << " op=" << doorbell_coll_op_name(c.op)
                      << " count=" << c.count << " in_place=" << c.in_place << " exact=" << c.exact);
-        Bytes ref = reference(alg, c, n, node_of, leaf_of, tun);
+        Bytes ref = reference(alg, c, n, node_of, leaf_of);
         for (int r = 0; r < n; r++) {
             const Outcome &o = out[i][r];
             ASSERT_EQ(o.status, DOORBELL_COLL_OK) << "rank " << r << ": " << o.error;
@@ -530,6 +531,17 @@ TEST(SchedulesSelect, AutoFollowsSizeSizeAndTopology)
     EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 1 << 20),
               DOORBELL_COLL_ALG_RING);
     EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_RING, 8), DOORBELL_COLL_ALG_RING);
+    {
+        // The default over the network: Rabenseifner at every size (2^k ranks).
+        doorbell_coll_tuning_t d;
+        doorbell_coll_tuning_default(&d);
+        EXPECT_EQ(doorbell_coll_select(&team, &d, DOORBELL_COLL_ALG_AUTO, size_t(1) << 30),
+                  DOORBELL_COLL_ALG_RABENSEIFNER);
+        FakeFabric           f6(6, kHalf, 64);
+        doorbell_coll_team_t t6 = f6.team(0);
+        EXPECT_EQ(doorbell_coll_select(&t6, &d, DOORBELL_COLL_ALG_AUTO, 1 << 20),
+                  DOORBELL_COLL_ALG_RING); // not 2^k
+    }
     f4.set_peers_readable(true); // one node, mapped: two steps
     team = f4.team(0);
     EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 8), DOORBELL_COLL_ALG_DIRECT);
