@@ -147,6 +147,7 @@ typedef struct mca_btl_doorbell_component_t {
     unsigned int rto_max;
     unsigned int retry_count;
     char        *cc;
+    unsigned int paths;
     unsigned int async_interval;
     unsigned int rcache_max;
 

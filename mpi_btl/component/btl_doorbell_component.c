@@ -154,6 +154,7 @@ static int mca_btl_doorbell_component_register(void)
     cm->rto_max                  = 1000000;
     cm->retry_count              = 35;
     cm->cc                       = "auto";
+    cm->paths                    = 0;
     cm->async_interval           = 10000;
     cm->rcache_max               = 256;
 
@@ -220,6 +221,12 @@ static int mca_btl_doorbell_component_register(void)
                "Pacing policy of each queue pair: auto (ibrc, none on "
                "loopback), ibrc, dcqcn, timely or none",
                &cm->cc);
+    reg_uint("paths",
+             "Source ports (a socket each) the packets of every connection "
+             "are spread over on a UDP device, so that the fabric's ECMP hash "
+             "spreads them over its paths; the receiver executes them in "
+             "order (0: automatic, 8, or 1 on loopback; else 1-16)",
+             &cm->paths);
     reg_uint("async_interval",
              "Longest wait in microseconds of background progress "
              "(1000-1000000; 0: none): while the application does not "
@@ -314,6 +321,7 @@ static int mca_btl_doorbell_check_params(void)
     bad |= check_range("rto_max", cm->rto_max, cm->rto_min, 60000000);
     bad |= check_range("retry_count", cm->retry_count, 1, 1000);
     bad |= check_range("rcache_max", cm->rcache_max, 0, 65536);
+    bad |= check_range("paths", cm->paths, 0, DOORBELL_MAX_PATHS);
     if (cm->async_interval != 0) {
         bad |= check_range("async_interval", cm->async_interval, 1000, 1000000);
     }
@@ -436,6 +444,7 @@ static void mca_btl_doorbell_iface_params(doorbell_iface_params_t *params,
     params->rto_max_ns   = (uint64_t)cm->rto_max * 1000;
     params->retry_count  = cm->retry_count;
     params->cc           = cm->cc;
+    params->paths        = cm->paths;
 }
 
 /* Opens the device as a module, or leaves it (NULL) when it is excluded by

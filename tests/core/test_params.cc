@@ -54,6 +54,8 @@ std::vector<Case> out_of_range()
          "3600 s]"},
         {"RX_REASSEMBLY", [](P &p) { p.rx_reassembly_bytes = 1000; },
          "RX_REASSEMBLY = 1000 is out of range: SEG_SIZE or more, bytes in [65536, 1073741824]"},
+        {"PATHS", [](P &p) { p.paths = 17; },
+         "PATHS = 17 is out of range: sockets (0: automatic) in [0, 16]"},
         {"IBRC_GAIN", [](P &p) { p.ibrc_gain = -1; },
          "IBRC_GAIN = -1 is out of range: 0 (derived) or a positive number"},
         {"CC_TARGET_DELAY", [](P &p) { p.cc_target_delay_ns = 2000000000; },
@@ -120,6 +122,9 @@ TEST(Params, EdgesOfTheRangesAreAccepted)
                  p.keepalive_timeout_ns  = 10000000;
              },
              [](P &p) { p.rx_reassembly_bytes = 65536; },
+             [](P &p) { p.paths = 0; },
+             [](P &p) { p.paths = 1; },
+             [](P &p) { p.paths = 16; },
              [](P &p) { p.cc_target_delay_ns = 1000000000; },
          }) {
         doorbell_iface_params_t p;

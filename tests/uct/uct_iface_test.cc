@@ -750,6 +750,8 @@ TEST_F(UctDoorbell, OutOfRangeVariablesAreRefusedNamingThem)
         {"KEEPALIVE_INTERVAL", "1us", "UCX_DOORBELL_KEEPALIVE_INTERVAL = 1 us is out of range"},
         {"KEEPALIVE_TIMEOUT", "1ms", "UCX_DOORBELL_KEEPALIVE_TIMEOUT = 1 ms is out of range"},
         {"RX_REASSEMBLY", "1k", "UCX_DOORBELL_RX_REASSEMBLY = 1024 is out of range"},
+        {"PATHS", "17", "UCX_DOORBELL_PATHS = 17 is out of range"},
+        {"PATHS", "inf", "UCX_DOORBELL_PATHS = inf is out of range: auto or [1, 16]"},
         {"ASYNC_INTERVAL", "20s", "UCX_DOORBELL_ASYNC_INTERVAL = 20 s is out of range"},
     };
     ucs_log_push_handler(LogCapture::handler);

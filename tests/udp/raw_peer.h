@@ -79,6 +79,7 @@ public:
         a.dst_qp          = c.src_qp;
         a.src_qp          = kRawQp;
         a.psn             = c.psn;
+        a.aux             = 1; /* one sending port */
         a.ts_echo         = c.ts_send;
         send_to(iface, &a, sizeof(a));
         uint64_t token;
@@ -94,9 +95,11 @@ public:
     /* ---- as a requester connected to an iface ---- */
 
     /// Connects to iface as a member of the job would (it has the iface's
-    /// address, token included); the connection's requests are sent with
+    /// address, token included), saying it sends from `paths` ports (this
+    /// socket's and the next); the connection's requests are sent with
     /// request(). Returns false if no ACCEPT came.
-    bool connect_to(doorbell_iface_t *iface, uint32_t qpn = 77, uint32_t isn = 1000)
+    bool connect_to(doorbell_iface_t *iface, uint32_t qpn = 77, uint32_t isn = 1000,
+                    uint32_t paths = 1)
     {
         udp::IfaceAddress   target = iface_address(iface);
         udp::WireHeader     h      = header(udp::Opcode::kConnect);
@@ -105,6 +108,7 @@ public:
         h.src_qp = qpn;
         h.psn    = isn;
         h.length = sizeof(p);
+        h.aux    = paths;
         std::vector<uint8_t> d(sizeof(h) + sizeof(p));
         std::memcpy(d.data(), &h, sizeof(h));
         std::memcpy(d.data() + sizeof(h), &p, sizeof(p));
@@ -160,15 +164,23 @@ public:
     }
 
     /// The next datagram, progressing the sender until it comes (a busy
-    /// queue rings its doorbell from progress); empty after 90 s.
-    std::vector<uint8_t> next(doorbell_iface_t *sender)
+    /// queue rings its doorbell from progress); empty after 90 s. Its
+    /// source in *from, when asked.
+    std::vector<uint8_t> next(doorbell_iface_t *sender, sockaddr_in *from = nullptr)
     {
         std::vector<uint8_t> d(65536);
         auto                 deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
         ssize_t              n;
-        while ((n = recv(fd_, d.data(), d.size(), MSG_DONTWAIT)) < 0 &&
+        sockaddr_in          src{};
+        socklen_t            len = sizeof(src);
+        while ((n = recvfrom(fd_, d.data(), d.size(), MSG_DONTWAIT,
+                             reinterpret_cast<sockaddr *>(&src), &len)) < 0 &&
                std::chrono::steady_clock::now() < deadline) {
             doorbell_iface_progress(sender);
+            len = sizeof(src);
+        }
+        if (from != nullptr) {
+            *from = src;
         }
         d.resize(n > 0 ? size_t(n) : 0);
         return d;

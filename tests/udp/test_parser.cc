@@ -35,9 +35,11 @@ WireHeader header(Opcode op, uint32_t length, uint32_t msg_length, uint32_t offs
     if (op == Opcode::kConnect) { /* ... but a CONNECT, to an iface */
         h.dst_qp = 0;
         h.src_qp = 0x52;
+        h.aux    = 1; /* the ports it sends from */
     }
     if (op == Opcode::kAccept) {
         h.src_qp = 0x53; /* the responder's QP for the connection */
+        h.aux    = 1;
     }
     if (op == Opcode::kReadReq) {
         h.aux = 1000;
@@ -315,10 +317,14 @@ void check_invariants(const ParseResult &r, const uint8_t *bytes, size_t len)
     case Opcode::kConnect:
         ASSERT_EQ(sizeof(ConnectPayload), h.length);
         ASSERT_NE(0u, h.src_qp);
+        ASSERT_GE(h.aux, 1u);
+        ASSERT_LE(h.aux, kMaxPaths);
         break;
     case Opcode::kAccept:
         ASSERT_NE(0u, h.src_qp);
         ASSERT_EQ(0u, h.length);
+        ASSERT_GE(h.aux, 1u);
+        ASSERT_LE(h.aux, kMaxPaths);
         break;
     default:
         ASSERT_EQ(0u, h.length);
@@ -479,6 +485,19 @@ TEST(Parser, EveryPacketNamesAConnection)
     EXPECT_TRUE(malformed(c, 16));
     auto a   = header(Opcode::kAccept, 0, 0, 0);
     a.src_qp = 0; /* naming the responder's QP */
+    EXPECT_TRUE(malformed(a, 0));
+    /* the ports a side sends from: 1 to kMaxPaths */
+    c     = header(Opcode::kConnect, 16, 0, 0);
+    c.aux = 0;
+    EXPECT_TRUE(malformed(c, 16));
+    c.aux = kMaxPaths + 1;
+    EXPECT_TRUE(malformed(c, 16));
+    c.aux = kMaxPaths;
+    EXPECT_FALSE(malformed(c, 16));
+    a     = header(Opcode::kAccept, 0, 0, 0);
+    a.aux = 0;
+    EXPECT_TRUE(malformed(a, 0));
+    a.aux = kMaxPaths + 1;
     EXPECT_TRUE(malformed(a, 0));
     EXPECT_TRUE(malformed(header(Opcode::kDisconnect, 4, 4, 0), 4));
     /* the prefix is where the receive path looks first, in every format */

@@ -68,6 +68,7 @@ TEST(UdpRawInput, MalformedTruncatedForeignAndStaleAreCountedAndDropped)
     h.dst_qp = 0;
     h.src_qp = 5;
     h.length = 16;
+    h.aux    = 1;
     bad.push_back(bytes_of(h, 16)); /* a handshake without the iface's token */
 
     for (auto &d : bad) {

@@ -396,6 +396,7 @@ TEST(UdpConnections, HandshakeFloodCannotEvictAConnectedPeer)
         h.src_qp     = qpn;
         h.psn        = 1;
         h.length     = sizeof(ConnectPayload);
+        h.aux        = 1;
         ConnectPayload       p{0xc0ffee00ull + qpn, 0xfeedull};
         std::vector<uint8_t> pl(sizeof(p));
         std::memcpy(pl.data(), &p, sizeof(p));
@@ -723,6 +724,7 @@ TEST(UdpConnections, RestartedPeerAndRecreatedQpLeaveNoStaleConnection)
     h.src_qp       = 301;
     h.psn          = 5;
     h.length       = sizeof(ConnectPayload);
+    h.aux          = 1;
     ConnectPayload cp{0x600d, RawPeer::kIfaceToken + 1};
     member.send_to(pair.b, bytes_of(h, std::vector<uint8_t>(reinterpret_cast<uint8_t *>(&cp),
                                                             reinterpret_cast<uint8_t *>(&cp) +
@@ -786,6 +788,7 @@ TEST(UdpConnections, MutatedPacketsThroughTheWholeReceivePath)
         if (op == Opcode::kConnect) {
             h.token  = iface_address(pair.b).token;
             h.dst_qp = 0;
+            h.aux    = 1;
         }
         seeds.push_back(bytes_of(h, std::vector<uint8_t>(len, 0x42)));
     }

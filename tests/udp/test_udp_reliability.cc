@@ -145,6 +145,65 @@ TEST(UdpReliability, EverythingAtOnce)
     exercise(pair, 5);
 }
 
+/* ------------------------------------------------------------ multipath */
+
+namespace {
+
+/// Both sides send from four ports (udp_device.h, Multipath). On lo each
+/// port's share of a flush leaves as one batch after the other's, so the
+/// packets of every connection arrive out of PSN order (0, 4, 8, ... 1, 5,
+/// ...): what a fabric's paths do to them, on every flush.
+doorbell_iface_params_t multipath_params()
+{
+    doorbell_iface_params_t p = lo_params();
+    p.paths                   = 4;
+    p.mtu                     = 4000; /* more packets per message */
+    return p;
+}
+
+} // namespace
+
+TEST(UdpReliability, MultipathHoldsWhatOvertookAGapAndExecutesInOrder)
+{
+    LoopbackPair pair(multipath_params(), multipath_params());
+    exercise(pair, 21);
+    auto a = pair.counters(pair.a), b = pair.counters(pair.b);
+    EXPECT_GT(a.rx_held, 0u) << "b's read responses and AMs' ACKs arrive out of order";
+    EXPECT_GT(b.rx_held, 0u);
+    EXPECT_EQ(0u, a.naks + b.naks) << "a gap that fills is no loss";
+    EXPECT_EQ(0u, a.rx_drop_source + b.rx_drop_source) << "every port of the peer is accepted";
+}
+
+TEST(UdpReliability, MultipathLoss)
+{
+    LoopbackPair pair(multipath_params(), multipath_params());
+    inject(pair, {.tx_drop = 0.03, .rx_drop = 0.03, .seed = 22});
+    exercise(pair, 22);
+    auto a = pair.counters(pair.a), b = pair.counters(pair.b);
+    EXPECT_GT(a.retransmits + b.retransmits, 0u);
+    EXPECT_GT(a.rx_held + b.rx_held, 0u);
+}
+
+TEST(UdpReliability, MultipathEverythingAtOnce)
+{
+    LoopbackPair pair(multipath_params(), multipath_params());
+    inject(pair,
+           {.tx_drop = 0.03, .rx_drop = 0.02, .duplicate = 0.05, .reorder = 0.05, .seed = 23});
+    exercise(pair, 23);
+}
+
+/// One side on several paths, the other on one: each accepts the other's.
+TEST(UdpReliability, MultipathMeetsOnePath)
+{
+    doorbell_iface_params_t one = lo_params();
+    one.paths                   = 1;
+    LoopbackPair pair(multipath_params(), one);
+    exercise(pair, 24);
+    auto a = pair.counters(pair.a), b = pair.counters(pair.b);
+    EXPECT_EQ(0u, a.rx_held) << "b sends from one port: in order";
+    EXPECT_GT(b.rx_held, 0u);
+}
+
 TEST(UdpReliability, CeMarksAreEchoed)
 {
     LoopbackPair pair;

@@ -133,6 +133,12 @@ typedef struct doorbell_iface_params {
                                      * fails with DOORBELL_ERR_TIMED_OUT */
     size_t      rx_reassembly_bytes;   /* bytes of half-finished active messages
                                      * an iface holds at most */
+    uint32_t    paths;                 /* UDP device: source ports a connection's
+                                     * packets are spread over, one socket each,
+                                     * so that a fabric's ECMP hash spreads them
+                                     * over its paths (the receiver puts them back
+                                     * in order); 0 = automatic: 8, or 1 on a
+                                     * loopback device. The verbs device: unused */
 } doorbell_iface_params_t;
 
 /* Defaults for every field (device left NULL): doorbell_defaults.h, the
@@ -275,6 +281,9 @@ typedef struct doorbell_counters {
     uint64_t packs;             /* datagrams that carried active messages in a pack
                                  * (UDP device; wire.h PackHeader) */
     uint64_t packed;            /* messages in those packs */
+    uint64_t rx_held;           /* requests that arrived ahead of a gap on a
+                                 * multipath connection, held and executed in
+                                 * order once it filled (UDP device) */
 } doorbell_counters_t;
 void doorbell_iface_get_counters(const doorbell_iface_t *iface, doorbell_counters_t *counters);
 /* Enables the counters dump at close ("<device> <counter> <value>" lines). */

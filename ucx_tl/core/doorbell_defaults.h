@@ -38,6 +38,12 @@
  * an iface holds in half-finished messages (one message per peer at a
  * time). 2048 messages of the default 8 KiB. */
 #define DOORBELL_DEFAULT_RX_REASSEMBLY_MB 16
+/* Multipath (UDP device): 0 = automatic, DOORBELL_AUTO_PATHS source ports
+ * (each hashed by the fabric's ECMP onto a path of its own: with 8, both of
+ * two spines carry a share of every connection unless all 8 hash alike, 1 in
+ * 128), one on a loopback device, which has one path. */
+#define DOORBELL_DEFAULT_PATHS 0
+#define DOORBELL_AUTO_PATHS    8
 
 /* Ranges: doorbell_iface_open refuses a value outside them, naming the
  * parameter, the value and the range (doorbell_iface_params_check), and the
@@ -66,6 +72,7 @@
 #define DOORBELL_MAX_KEEPALIVE_S           3600 /* both */
 #define DOORBELL_MIN_RX_REASSEMBLY_KB      64   /* and at least SEG_SIZE */
 #define DOORBELL_MAX_RX_REASSEMBLY_MB      1024
+#define DOORBELL_MAX_PATHS                 16 /* PATHS: 0 (automatic) or 1 to this */
 
 #define DOORBELL_STRINGIFY_(x) #x
 /* A default as a string literal: DOORBELL_STRINGIFY(DOORBELL_DEFAULT_TX_BATCH) */

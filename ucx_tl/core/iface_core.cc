@@ -269,6 +269,7 @@ void IfaceCore::dump_counters() const
         {"acks_carried", c.acks_carried},
         {"packs", c.packs},
         {"packed", c.packed},
+        {"rx_held", c.rx_held},
     };
     print_counters(rows);
 }

@@ -135,6 +135,9 @@ bool check(const doorbell_iface_params_t &p, Checker &c)
                  uint64_t(DOORBELL_MAX_RX_REASSEMBLY_MB) << 20, "SEG_SIZE or more, bytes in ")) {
         return false;
     }
+    if (!c.count("PATHS", p.paths, 0, DOORBELL_MAX_PATHS, "sockets (0: automatic) in ")) {
+        return false;
+    }
     if (!c.nonnegative("IBRC_GAIN", p.ibrc_gain, "0 (derived) or a positive number") ||
         !c.time("CC_TARGET_DELAY", p.cc_target_delay_ns, 0, DOORBELL_MAX_CC_TARGET_DELAY_S * kS) ||
         !c.nonnegative("CC_MIN_RATE", p.cc_min_rate, "0 (automatic) or bytes/s") ||
@@ -171,6 +174,7 @@ extern "C" void doorbell_iface_params_init(doorbell_iface_params_t *params)
     params->keepalive_interval_ns = uint64_t(DOORBELL_DEFAULT_KEEPALIVE_INTERVAL_MS) * 1000000;
     params->keepalive_timeout_ns  = uint64_t(DOORBELL_DEFAULT_KEEPALIVE_TIMEOUT_S) * 1000000000;
     params->rx_reassembly_bytes   = size_t(DOORBELL_DEFAULT_RX_REASSEMBLY_MB) << 20;
+    params->paths                 = DOORBELL_DEFAULT_PATHS;
 }
 
 extern "C" doorbell_status_t doorbell_iface_params_check(const doorbell_iface_params_t *params,

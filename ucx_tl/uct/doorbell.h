@@ -91,6 +91,8 @@ typedef struct uct_doorbell_iface_config {
     double             keepalive_interval; /* Idle probe period, s (0: off) */
     double             keepalive_timeout;  /* Silent peer is dead after, s */
     size_t             rx_reassembly;      /* Half-finished AM bytes, at most */
+    size_t             paths;              /* Source ports per connection, or
+                                              UCS_ULUNITS_AUTO */
 } uct_doorbell_iface_config_t;
 
 

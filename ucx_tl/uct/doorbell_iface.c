@@ -184,6 +184,16 @@ static ucs_config_field_t uct_doorbell_iface_config_table[] = {
      ucs_offsetof(uct_doorbell_iface_config_t, rx_reassembly),
      UCS_CONFIG_TYPE_MEMUNITS},
 
+    {"PATHS", "auto",
+     "Source ports (one socket each) the packets of every connection are spread\n"
+     "over, so that a leaf-spine fabric's ECMP hash sends them along several\n"
+     "paths, as RoCE multipath and packet-spraying NICs do; the receiver executes\n"
+     "them in order whatever their arrival. auto: "
+     DOORBELL_STRINGIFY(DOORBELL_AUTO_PATHS) ", or 1 on a loopback device.\n"
+     "Range: auto or [1, " DOORBELL_STRINGIFY(DOORBELL_MAX_PATHS) "].",
+     ucs_offsetof(uct_doorbell_iface_config_t, paths),
+     UCS_CONFIG_TYPE_ULUNITS},
+
     {"ASYNC_INTERVAL", "10ms",
      "Period of background progress from the worker's async thread: it\n"
      "acknowledges, retransmits and moves queued packets while the application\n"
@@ -854,7 +864,18 @@ static ucs_status_t uct_doorbell_iface_params_from_config(
     p->am_credits          = config->am_credits;
     p->retry_count         = config->retry_count;
     p->rx_reassembly_bytes = config->rx_reassembly;
-    p->cc                  = uct_doorbell_cc_names[config->cc];
+    p->paths               = 0; /* auto */
+    if (config->paths == UCS_ULUNITS_INF) {
+        ucs_error("UCX_DOORBELL_PATHS = inf is out of range: auto or [1, %u]",
+                  DOORBELL_MAX_PATHS);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if ((config->paths != UCS_ULUNITS_AUTO) &&
+        ((status = uct_doorbell_config_u32("PATHS", config->paths,
+                                           &p->paths)) != UCS_OK)) {
+        return status;
+    }
+    p->cc = uct_doorbell_cc_names[config->cc];
     if (((status = uct_doorbell_config_ns("RTO_MIN", config->rto_min,
                                           &p->rto_min_ns)) != UCS_OK) ||
         ((status = uct_doorbell_config_ns("RTO_MAX", config->rto_max,

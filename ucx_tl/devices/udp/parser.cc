@@ -94,12 +94,13 @@ ParseStatus check_header(const WireHeader &h, size_t payload_len)
         }
         break;
     case Opcode::kConnect:
-        if (h.length != sizeof(ConnectPayload) || h.src_qp == 0) {
+        if (h.length != sizeof(ConnectPayload) || h.src_qp == 0 || h.aux == 0 ||
+            h.aux > kMaxPaths) {
             return ParseStatus::kMalformed;
         }
         break;
     case Opcode::kAccept:
-        if (h.length != 0 || h.src_qp == 0) {
+        if (h.length != 0 || h.src_qp == 0 || h.aux == 0 || h.aux > kMaxPaths) {
             return ParseStatus::kMalformed;
         }
         break;

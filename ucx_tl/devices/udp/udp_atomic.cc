@@ -107,7 +107,7 @@ void UdpIface::send_atomic_response(const Responder &r, const WireHeader &req, u
     set_atomic_value(h, value);
     h.ts_send = now_;
     h.ts_echo = req.ts_send;
-    stage(h, nullptr, 0, nullptr, 0, r.peer);
+    stage(h, nullptr, 0, nullptr, 0, r.peer, next_path(r.path_next));
 }
 
 /// The answer to one of qp's atomics: the old value to the caller's result;

@@ -51,6 +51,7 @@ bool UdpIface::authenticate(const Prefix &p, const sockaddr_in &from, UdpQp **qp
     }
     const sockaddr_in *peer;
     uint64_t           token;
+    uint32_t           paths;
     if (is_response(p.opcode)) {
         auto it = qp_by_num_.find(p.dst_qp);
         if (it == qp_by_num_.end()) {
@@ -60,6 +61,7 @@ bool UdpIface::authenticate(const Prefix &p, const sockaddr_in &from, UdpQp **qp
         *qp   = it->second;
         peer  = &(*qp)->peer;
         token = (*qp)->token;
+        paths = (*qp)->peer_paths;
     } else {
         auto it = responders_.find(p.dst_qp);
         if (it == responders_.end()) {
@@ -69,10 +71,11 @@ bool UdpIface::authenticate(const Prefix &p, const sockaddr_in &from, UdpQp **qp
         *r    = &it->second;
         peer  = &(*r)->peer;
         token = (*r)->token;
+        paths = (*r)->peer_paths;
     }
     if (!tokens_equal(p.token, token)) {
         drop(&doorbell_counters_t::rx_drop_token);
-    } else if (!same_peer(*peer, from)) {
+    } else if (!from_peer(*peer, paths, from)) {
         drop(&doorbell_counters_t::rx_drop_source);
     } else {
         return true;
@@ -93,6 +96,7 @@ void UdpIface::send_connect(UdpQp &qp)
     h.src_qp     = qp.qpn;
     h.psn        = qp.isn;
     h.length     = sizeof(ConnectPayload);
+    h.aux        = paths_;
     h.ts_send    = now_;
     qp.hello     = {qp.token, token_};
     stage(h, &qp.hello, sizeof(qp.hello), nullptr, 0, qp.peer);
@@ -137,6 +141,7 @@ void UdpIface::handle_accept(UdpQp &qp, const WireHeader &h)
         return;
     }
     qp.remote_qpn  = h.src_qp;
+    qp.peer_paths  = h.aux; /* [1, kMaxPaths]: parse_header */
     qp.connected   = true;
     qp.deadline_ns = 0;
     /* (no RTT sample: the timers learn the path from data, as before a
@@ -232,6 +237,7 @@ void UdpIface::send_accept(const Responder &r)
     h.dst_qp     = r.qpn;
     h.src_qp     = r.id;
     h.psn        = r.isn;
+    h.aux        = paths_;
     h.ts_send    = now_;
     h.ts_echo    = r.accept_ts;
     stage(h, nullptr, 0, nullptr, 0, r.peer);
@@ -298,6 +304,7 @@ Responder *UdpIface::admit(const WireHeader &h, const ConnectPayload &c, const s
     r.expected         = h.psn;
     r.accept_ts        = h.ts_send;
     r.last_seen        = now_;
+    r.peer_paths       = h.aux; /* [1, kMaxPaths]: parse_header */
     Responder &in      = responders_.emplace(id, std::move(r)).first->second;
     conn_index_[ResponderKey{from.sin_addr.s_addr, from.sin_port, h.src_qp}] = id;
     PeerIface &pi = peer_ifaces_[address_key(from)];
@@ -362,6 +369,7 @@ void UdpIface::erase_responder(uint32_t id)
     unlist(ack_list_);
     unlist(deferred_acks_);
     drop_reassembly(r);
+    release_held(r);
     conn_index_.erase(ResponderKey{r.peer.sin_addr.s_addr, r.peer.sin_port, r.qpn});
     if (auto pi = peer_ifaces_.find(address_key(r.peer));
         pi != peer_ifaces_.end() && --pi->second.connections == 0) {

@@ -165,23 +165,89 @@ doorbell_status_t UdpIface::open(ProtectionDomain &pd, const doorbell_iface_para
                      "iface_open: %s is not an interface with an IPv4 address", params.device);
 }
 
-doorbell_status_t UdpIface::init(const sockaddr_in &addr, uint32_t if_mtu, bool loopback)
+/// The iface's sockets: fd_ on an ephemeral port of addr (its address),
+/// and for multipath paths - 1 more on the ports right after it, which
+/// peers then accept a connection's packets from. A port after it that is
+/// taken means another try with a fresh one.
+doorbell_status_t UdpIface::bind_sockets(const sockaddr_in &addr, uint32_t paths)
 {
     char ip[INET_ADDRSTRLEN];
     inet_ntop(AF_INET, &addr.sin_addr, ip, sizeof(ip));
+    auto close_all = [&](uint32_t n) {
+        for (uint32_t i = 0; i < n; ++i) {
+            close(path_fd_[i]);
+        }
+        fd_ = -1;
+    };
+    for (int attempt = 0; attempt < 64; ++attempt) {
+        int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            return set_error(DOORBELL_ERR_IO, "%s: socket() failed: %s", name.c_str(),
+                             strerror(errno));
+        }
+        sockaddr_in a = addr;
+        a.sin_port    = 0;
+        if (bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof(a)) != 0) {
+            int err = errno;
+            close(fd);
+            return set_error(DOORBELL_ERR_IO, "%s: bind(%s) failed: %s", name.c_str(), ip,
+                             strerror(err));
+        }
+        socklen_t len = sizeof(a);
+        getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len);
+        fd_         = fd;
+        path_fd_[0] = fd;
+        local_      = a;
+        uint32_t n  = 1;
+        for (; n < paths; ++n) {
+            unsigned port = ntohs(a.sin_port) + n;
+            int s = port <= 65535 ? socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0) :
+                                    -1;
+            if (s < 0 && port <= 65535) {
+                int err = errno;
+                close_all(n);
+                return set_error(DOORBELL_ERR_IO, "%s: socket() failed: %s", name.c_str(),
+                                 strerror(err));
+            }
+            sockaddr_in b = a;
+            b.sin_port    = htons(uint16_t(port));
+            if (s < 0 || bind(s, reinterpret_cast<sockaddr *>(&b), sizeof(b)) != 0) {
+                int err = s < 0 ? EADDRINUSE : errno;
+                if (s >= 0) {
+                    close(s);
+                }
+                if (err != EADDRINUSE) {
+                    close_all(n);
+                    return set_error(DOORBELL_ERR_IO, "%s: bind(%s:%u) failed: %s", name.c_str(),
+                                     ip, port, strerror(err));
+                }
+                break; /* taken: try again on another port */
+            }
+            path_fd_[n] = s;
+        }
+        if (n == paths) {
+            paths_ = paths;
+            return DOORBELL_OK;
+        }
+        close_all(n);
+    }
+    return set_error(DOORBELL_ERR_IO,
+                     "%s: no %u consecutive free UDP ports on %s in 64 tries (PATHS = %u)",
+                     name.c_str(), paths, ip, paths);
+}
 
-    fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd_ < 0) {
-        return set_error(DOORBELL_ERR_IO, "%s: socket() failed: %s", name.c_str(), strerror(errno));
+doorbell_status_t UdpIface::init(const sockaddr_in &addr, uint32_t if_mtu, bool loopback)
+{
+    /* PATHS 0: automatic, one path on loopback (it has no other), else
+     * DOORBELL_AUTO_PATHS, or one where the ports cannot be had */
+    uint32_t          paths = params.paths != 0 ? params.paths : loopback ? 1 : DOORBELL_AUTO_PATHS;
+    doorbell_status_t status = bind_sockets(addr, paths);
+    if (status != DOORBELL_OK && params.paths == 0 && paths > 1) {
+        status = bind_sockets(addr, 1);
     }
-    local_          = addr;
-    local_.sin_port = 0;
-    if (bind(fd_, reinterpret_cast<sockaddr *>(&local_), sizeof(local_)) != 0) {
-        return set_error(DOORBELL_ERR_IO, "%s: bind(%s) failed: %s", name.c_str(), ip,
-                         strerror(errno));
+    if (status != DOORBELL_OK) {
+        return status;
     }
-    socklen_t len = sizeof(local_);
-    getsockname(fd_, reinterpret_cast<sockaddr *>(&local_), &len);
 
     /* ECT(0) on every packet; CE marks of received ones come as cmsg once
      * bulk traffic arrives (enable_ce) */
@@ -200,8 +266,18 @@ doorbell_status_t UdpIface::init(const sockaddr_in &addr, uint32_t if_mtu, bool 
             setsockopt(fd_, SOL_SOCKET, opt, &want, sizeof(want));
         }
     }
-    int granted = 0;
-    len         = sizeof(granted);
+    /* the other paths' sockets only send (peers send to fd_'s port): the
+     * same marking and send buffer, the smallest receive buffer */
+    for (uint32_t i = 1; i < paths_; ++i) {
+        int least = 1;
+        setsockopt(path_fd_[i], IPPROTO_IP, IP_TOS, &tos, sizeof(tos));
+        if (setsockopt(path_fd_[i], SOL_SOCKET, SO_SNDBUFFORCE, &want, sizeof(want)) != 0) {
+            setsockopt(path_fd_[i], SOL_SOCKET, SO_SNDBUF, &want, sizeof(want));
+        }
+        setsockopt(path_fd_[i], SOL_SOCKET, SO_RCVBUF, &least, sizeof(least));
+    }
+    int       granted = 0;
+    socklen_t len     = sizeof(granted);
     getsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &granted, &len);
 
     mtu_ = payload_mtu_for(if_mtu);
@@ -273,11 +349,15 @@ UdpIface::~UdpIface()
     graveyard_.clear();
     for (auto &[id, r] : responders_) {
         drop_reassembly(r);
+        release_held(r);
     }
     for (auto &[data, held] : held_) {
         if (!held.rx_buffer) {
             delete[] held.alloc; /* a copied AM the handler never released */
         }
+    }
+    for (uint32_t i = 1; i < paths_; ++i) {
+        close(path_fd_[i]);
     }
     if (fd_ >= 0)
         close(fd_);

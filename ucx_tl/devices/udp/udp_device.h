@@ -24,12 +24,23 @@
  * per-iface memory bound), and answers with cumulative ACKs (timestamp and
  * CE echo) or NAKs.
  *
+ * Multipath: an iface sends from `paths` sockets on consecutive ports (the
+ * first is its address), and every connection spreads its packets over
+ * them, one after the other, so that a fabric's ECMP hash (which includes
+ * the source port) carries them along several paths, as packet-spraying
+ * RDMA NICs do; each side tells the other its count in the handshake, and
+ * accepts a connection's packets from any of the peer's ports. Packets that
+ * overtake each other on different paths are held (a copy, bounded per
+ * connection and per iface) and executed in PSN order when the gap fills;
+ * a gap that stays open for kReorderWaitNs is NAKed as a loss.
+ *
  * Files: udp_device.cc (the iface's set-up: devices, socket, QPs, wake-up),
  * udp_connection.cc, udp_requester.cc, udp_responder.cc, udp_atomic.cc
  * (atomics at both ends and the responder's answer cache), udp_socket_io.cc
  * (progress, receive, staging and sendmmsg), udp_gso.cc (runs of packets to
  * one peer as one UDP_SEGMENT super-datagram), udp_ride_ack.cc (ACKs carried
- * by requests going the other way).
+ * by requests going the other way), udp_reorder.cc (requests held until
+ * the gap before them fills).
  */
 #pragma once
 
@@ -115,11 +126,27 @@ static constexpr size_t kNoSlot = ~size_t(0); ///< a datagram not in a receive s
 /// PSNs further than this from the one expected are outside any window a
 /// requester can have: dropped without an answer.
 static constexpr int32_t kPsnWindow = 1 << 23;
+/// A connection whose peer sends over several paths holds requests that
+/// arrive ahead of a gap until its socket has been found empty this long
+/// after the gap opened, then NAKs the gap as a loss: the paths' delays
+/// differ by their queues, and the emulated fabric's spine queue at its ECN
+/// threshold (30 KiB at 200 Mb/s) is 1.2 ms.
+static constexpr uint64_t kReorderWaitNs     = 2000000;
+static constexpr uint32_t kReorderMaxPackets = 256;      ///< held per connection
+static constexpr uint64_t kReorderMaxBytes   = 16 << 20; ///< held per iface
 
 /// Whether two addresses are the same peer socket.
 inline bool same_peer(const sockaddr_in &a, const sockaddr_in &b)
 {
     return a.sin_addr.s_addr == b.sin_addr.s_addr && a.sin_port == b.sin_port;
+}
+
+/// Whether `from` is one of the sockets of a peer iface at `peer` that
+/// sends from `paths` consecutive ports (multipath).
+inline bool from_peer(const sockaddr_in &peer, uint32_t paths, const sockaddr_in &from)
+{
+    return from.sin_addr.s_addr == peer.sin_addr.s_addr &&
+           uint16_t(ntohs(from.sin_port) - ntohs(peer.sin_port)) < paths;
 }
 
 /// One packet a requester sent (or will send) and the peer has not ACKed.
@@ -209,6 +236,7 @@ struct UdpQp : public QpCore {
     bool                                recovering  = false;
     uint32_t                            recover_psn = 0;     ///< max_sent at the timeout
     uint64_t                            recover_ts  = 0;     ///< ts_send of that resend
+    uint32_t                            recover_one = 0;     ///< PSN of that resend
     bool                                probe_due   = false; ///< ask the peer to ACK
     uint32_t                            probed_psn;          ///< next_psn when last asked
     std::unique_ptr<pacing::PacingGate> gate;
@@ -228,6 +256,16 @@ struct UdpQp : public QpCore {
     uint64_t last_tx_ns   = 0;     ///< when it last sent a request packet
     uint32_t idle_psn     = 0;     ///< the message start last announced idle
     bool     idle_told    = false; ///< (idle_psn is valid)
+    uint32_t peer_paths   = 1;     ///< the peer's sending ports (ACCEPT)
+    uint32_t path_next    = 0;     ///< our port of the next packet, mod paths
+};
+
+/// A request that arrived ahead of a gap (multipath), kept until its turn.
+struct HeldRequest {
+    WireHeader                 h;
+    std::unique_ptr<uint8_t[]> payload; ///< h.length bytes
+    bool                       ce    = false;
+    uint64_t                   rx_ns = 0; ///< when it could first be taken
 };
 
 /// The answers of a peer QP's last atomics, by PSN (an InfiniBand RC
@@ -282,6 +320,13 @@ struct Responder {
     uint32_t                     wr_length = 0; ///< the message's bytes
     uint32_t                     wr_done   = 0; ///< of them, written
     std::unique_ptr<AtomicCache> atomics;       ///< made by the first atomic
+    /* multipath (udp_reorder.cc) */
+    uint32_t         peer_paths = 1;                ///< the requester's sending ports (CONNECT)
+    mutable uint32_t path_next  = 0;                ///< our port of the next answer, mod paths
+    std::unordered_map<uint32_t, HeldRequest> held; ///< by PSN, ahead of expected
+    uint32_t                                  gap_psn = 0; ///< the PSN missing since gap_since_ns
+    uint64_t                                  gap_since_ns = 0; ///< 0: no gap watched
+    bool gap_probed = false; ///< a probe from beyond it came (nothing held)
 };
 
 /// Whether an owed ACK rides on a request to its peer now: one that is due
@@ -324,7 +369,9 @@ public:
     doorbell_status_t arm();
     void              set_faults(const FaultConfig *config);
     void              set_tx_syscall(TxSyscall call) { tx_syscall_ = call ? call : ::sendmmsg; }
-    void              set_gso(bool on) { gso_ = on && !pacing_ && gso_supported(fd_); }
+    void set_gso(bool on) { gso_ = on && !pacing_ && paths_ == 1 && gso_supported(fd_); }
+    /// Ports this iface sends from (multipath), the first its address's.
+    uint32_t paths() const { return paths_; }
     GsoStats gso_stats() const { return {gso_, gso_sends_, gso_segments_, gso_fallbacks_}; }
     /// A keepalive probe now (doorbell_qp_check).
     doorbell_status_t check_qp(UdpQp &qp);
@@ -366,6 +413,7 @@ public:
 private:
     UdpIface(ProtectionDomain &pd, const doorbell_iface_params_t &params, std::string name);
     doorbell_status_t init(const sockaddr_in &addr, uint32_t if_mtu, bool loopback);
+    doorbell_status_t bind_sockets(const sockaddr_in &addr, uint32_t paths);
 
     /* set-up (udp_device.cc) */
     uint8_t *take_buffer();
@@ -427,6 +475,24 @@ private:
         }
     }
 
+    /* multipath: requests held until the gap before them fills (udp_reorder.cc) */
+    bool hold_request(Responder &r, const WireHeader &h, const uint8_t *payload, bool ce);
+    void watch_gap(Responder &r);
+    void replay_held(uint32_t responder);
+    void release_held(Responder &r);
+    void check_gaps();
+    /// Whether the gap before r's expected PSN is a loss: kReorderWaitNs
+    /// after it opened the socket was found empty, or a datagram that
+    /// arrived that late (kernel time) is in hand. A receiver that has not
+    /// looked at what arrived since does not know, however long ago it
+    /// opened (a descheduled one, with everything in its socket).
+    bool gap_expired(const Responder &r) const
+    {
+        uint64_t deadline = r.gap_since_ns + kReorderWaitNs;
+        return rx_drained_ns_ >= deadline || (rx_timestamps_ && rx_ts_ >= deadline);
+    }
+    uint8_t next_path(uint32_t &next) const { return paths_ > 1 ? uint8_t(next++ % paths_) : 0; }
+
     /* responder (udp_responder.cc) */
     void send_control(const Responder &r, Opcode op, NakCode code, uint32_t psn);
     void send_ack(Responder &r);
@@ -463,35 +529,43 @@ private:
     bool     authenticate(const Prefix &p, const sockaddr_in &from, UdpQp **qp, Responder **r);
     void     drop(uint64_t doorbell_counters_t::*reason);
     void     stage(const WireHeader &hdr, const void *a, size_t alen, const void *b, size_t blen,
-                   const sockaddr_in &to, uint32_t header_bytes = sizeof(WireHeader));
+                   const sockaddr_in &to, uint8_t path = 0, uint32_t header_bytes = sizeof(WireHeader));
     void     flush_tx();
-    unsigned stage_batch(unsigned from, bool gso); /* udp_socket_io.cc */
+    unsigned stage_batch(unsigned from, bool gso, uint8_t path); /* udp_socket_io.cc */
+    void     send_staged(int fd, unsigned n);
     struct TxSlot;
     void     send_linear(const TxSlot &s);
     void     enable_rx_timestamps();
     void     enable_ce();
     uint64_t kernel_rx_time(const cmsghdr *c, int64_t rt_to_mono) const;
 
-    int         fd_              = -1;
-    int         epoll_fd_        = -1;
-    int         timer_fd_        = -1;
-    bool        fd_in_epoll_     = false; ///< the socket is in epoll_fd_
-    unsigned    polls_since_arm_ = 0;
-    sockaddr_in local_{};
-    uint32_t    mtu_           = 0;     ///< payload bytes per packet
-    uint64_t    window_        = 0;     ///< unacknowledged bytes per QP
-    uint64_t    now_           = 0;     ///< clock of the current progress call
-    uint64_t    rx_ts_         = 0;     ///< kernel arrival of the datagram in hand
-    uint64_t    rx_look_end_   = 0;     ///< when the last receive from the socket ended
-    uint64_t    rx_prev_look_  = 0;     ///< that, for the receive in progress
-    bool        rx_timestamps_ = false; ///< SO_TIMESTAMPNS is on
-    bool        rx_ce_         = false; ///< IP_RECVTOS is on (CE marks are read)
-    uint64_t    token_         = 0;     ///< this iface's (its address)
-    uint32_t    next_qpn_      = 0;
-    uint32_t    next_rid_      = 0; ///< next responder QP number
-    uint64_t    reasm_bytes_   = 0; ///< held in half-finished AMs
-    uint64_t    reap_at_       = 0; ///< next stale-reassembly scan
-    unsigned    depth_         = 0; ///< nesting of progress (deferred frees)
+    int fd_ = -1;
+    /// The sockets packets leave from: fd_, then paths_ - 1 more on the
+    /// ports after its own (udp_device.cc open_paths)
+    std::array<int, DOORBELL_MAX_PATHS> path_fd_{};
+    uint32_t                            paths_      = 1;
+    uint64_t                            held_bytes_ = 0; ///< payload of HeldRequests
+    std::vector<uint32_t>               gapped_;         ///< responders with held requests
+    int                                 epoll_fd_        = -1;
+    int                                 timer_fd_        = -1;
+    bool                                fd_in_epoll_     = false; ///< the socket is in epoll_fd_
+    unsigned                            polls_since_arm_ = 0;
+    sockaddr_in                         local_{};
+    uint32_t                            mtu_    = 0; ///< payload bytes per packet
+    uint64_t                            window_ = 0; ///< unacknowledged bytes per QP
+    uint64_t                            now_    = 0; ///< clock of the current progress call
+    uint64_t                            rx_ts_  = 0; ///< kernel arrival of the datagram in hand
+    uint64_t rx_look_end_   = 0;     ///< when the last receive from the socket ended
+    uint64_t rx_prev_look_  = 0;     ///< that, for the receive in progress
+    uint64_t rx_drained_ns_ = 0;     ///< when a receive last found the socket empty
+    bool     rx_timestamps_ = false; ///< SO_TIMESTAMPNS is on
+    bool     rx_ce_         = false; ///< IP_RECVTOS is on (CE marks are read)
+    uint64_t token_         = 0;     ///< this iface's (its address)
+    uint32_t next_qpn_      = 0;
+    uint32_t next_rid_      = 0; ///< next responder QP number
+    uint64_t reasm_bytes_   = 0; ///< held in half-finished AMs
+    uint64_t reap_at_       = 0; ///< next stale-reassembly scan
+    unsigned depth_         = 0; ///< nesting of progress (deferred frees)
     std::unordered_map<uint32_t, UdpQp *> qp_by_num_;
     std::vector<std::unique_ptr<UdpQp>>   owned_;
     std::vector<std::unique_ptr<UdpQp>>   graveyard_;
@@ -557,6 +631,7 @@ private:
 
     /* transmit staging: one sendmmsg */
     struct TxSlot {
+        uint8_t     path; ///< the socket it leaves from (path_fd_)
         WireHeader  hdr;
         RideAck     ride; ///< an ACK carried behind the payload (kFlagRide)
         iovec       iov[3];
@@ -568,7 +643,7 @@ private:
     unsigned                     tx_count_ = 0;
     /* packs (send_pack): a slot's datagram built whole in its own buffer */
     std::array<std::unique_ptr<uint8_t[]>, kTxBatch> tx_pack_;
-    TxSlot                           &stage_linear(const sockaddr_in &to, uint8_t **buf);
+    TxSlot &stage_linear(const sockaddr_in &to, uint8_t path, uint8_t **buf);
     std::array<mmsghdr, 2 * kTxBatch> tx_msgs_{};
     /* GSO (udp_gso.h): per message of tx_msgs_, its first slot and the
      * datagrams it carries; a super-datagram's iovecs and control message */

@@ -311,7 +311,7 @@ void UdpIface::send_packet(UdpQp &qp, const TxPacket &pkt)
         h.flags |= kFlagAckReq;
         qp.ack_req_ns = now_;
     }
-    stage(h, payload, h.length, nullptr, 0, qp.peer, pkt.header_bytes);
+    stage(h, payload, h.length, nullptr, 0, qp.peer, next_path(qp.path_next), pkt.header_bytes);
     if (pkt.header_bytes == sizeof(WireHeader)) {
         carry_ack(qp.peer);
     }
@@ -418,7 +418,7 @@ void UdpIface::send_pack(UdpQp &qp)
 {
     static constexpr uint32_t kRoom = sizeof(PackHeader) + sizeof(uint64_t);
     uint8_t                  *buf;
-    TxSlot                   &s     = stage_linear(qp.peer, &buf);
+    TxSlot                   &s     = stage_linear(qp.peer, next_path(qp.path_next), &buf);
     uint32_t                  limit = pack_limit() - uint32_t(sizeof(RideAck));
     uint32_t                  end   = kRoom;
     uint32_t                  count = 0;
@@ -581,7 +581,7 @@ void UdpIface::send_probe(UdpQp &qp, uint32_t psn)
     h.src_qp     = qp.qpn;
     h.psn        = psn;
     h.ts_send    = now_;
-    stage(h, nullptr, 0, nullptr, 0, qp.peer);
+    stage(h, nullptr, 0, nullptr, 0, qp.peer, next_path(qp.path_next));
 }
 
 /// The tail-loss probe's timeout: two round trips, at least kTlpMinNs, plus
@@ -683,6 +683,7 @@ void UdpIface::check_timer(UdpQp &qp)
         qp.recovering  = true;
         qp.recover_psn = qp.max_sent;
         qp.recover_ts  = now_;
+        qp.recover_one = qp.unacked.front().psn;
         send_packet(qp, qp.unacked.front());
     }
     /* read pieces acknowledged but short of data: ask again */
@@ -722,7 +723,8 @@ unsigned UdpIface::rerequest_reads(UdpQp &qp)
             WireHeader            h = retry_header(qp, Opcode::kAtomicReq, piece);
             h.am_id                 = w.am_id;
             h.length                = sizeof(AtomicArgs);
-            stage(h, &w.atomic_compare, sizeof(AtomicArgs), nullptr, 0, qp.peer);
+            stage(h, &w.atomic_compare, sizeof(AtomicArgs), nullptr, 0, qp.peer,
+                  next_path(qp.path_next));
             ++counters.retransmits;
             ++count;
             continue;
@@ -730,7 +732,7 @@ unsigned UdpIface::rerequest_reads(UdpQp &qp)
         WireHeader h = retry_header(qp, Opcode::kReadReq, piece);
         h.msg_offset = first_missing(piece);
         h.aux        = piece.chunk;
-        stage(h, nullptr, 0, nullptr, 0, qp.peer);
+        stage(h, nullptr, 0, nullptr, 0, qp.peer, next_path(qp.path_next));
         ++counters.retransmits;
         ++count;
     }
@@ -885,10 +887,13 @@ void UdpIface::handle_ack(UdpQp &qp, const WireHeader &h)
                                                                 * their data */
     }
     ack_psn(qp, h.psn, now_);
-    if (qp.recovering && h.ts_echo >= qp.recover_ts && psn_diff(qp.tx_psn, qp.una) > 0 &&
-        !qp.unacked.empty()) {
+    if (qp.recovering && qp.recover_ts != UINT64_MAX &&
+        (h.ts_echo >= qp.recover_ts || psn_diff(h.psn, qp.recover_one) > 0) &&
+        psn_diff(qp.tx_psn, qp.una) > 0 && !qp.unacked.empty()) {
         /* the answer to the timeout's resend (the peer has seen it, and
-         * everything sent before it): what it still lacks was lost */
+         * everything sent before it): what it still lacks was lost. Known
+         * by its echo, or by acknowledging the resend (a segment after its
+         * message's FIRST carries no stamp to echo) */
         qp.tx_psn     = qp.una;
         qp.recover_ts = UINT64_MAX; /* once per timeout */
     }

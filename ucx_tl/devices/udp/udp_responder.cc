@@ -23,7 +23,7 @@ void UdpIface::send_control(const Responder &r, Opcode op, NakCode code, uint32_
     h.ts_send    = now_;
     h.ts_echo    = r.ts_echo;
     h.msg_offset = uint32_t(std::min<uint64_t>(now_ - r.ts_echo_rx, UINT32_MAX));
-    stage(h, nullptr, 0, nullptr, 0, r.peer);
+    stage(h, nullptr, 0, nullptr, 0, r.peer, next_path(r.path_next));
     if (op == Opcode::kNak) {
         ++counters.naks;
     }
@@ -75,7 +75,7 @@ void UdpIface::send_read_response(const Responder &r, const WireHeader &req)
         h.ts_send    = now_;
         h.flags      = off == req.msg_offset ? kFlagFirst : 0;
         h.ts_echo    = req.ts_send;
-        stage(h, src + off, h.length, nullptr, 0, r.peer,
+        stage(h, src + off, h.length, nullptr, 0, r.peer, next_path(r.path_next),
               seg_header_bytes(Opcode::kReadResp, h.flags & kFlagFirst, false));
     }
 }
@@ -94,6 +94,29 @@ void UdpIface::handle_request(Responder &r, const WireHeader &h, uint8_t *buf,
         /* no requester has a window this wide: not an answerable packet */
         drop(&doorbell_counters_t::rx_drop_psn);
         return;
+    }
+    if (d > 0 && r.peer_paths > 1 && !r.failed) {
+        /* multipath: ahead of a gap, most likely overtaken on another path
+         * (udp_reorder.cc); its bookkeeping is done when it executes */
+        if (Opcode(h.opcode) != Opcode::kAckReq) {
+            if (hold_request(r, h, payload, ce)) {
+                return;
+            }
+        } else {
+            watch_gap(r);
+            if (!gap_expired(r) && !r.nak_sent) {
+                /* a probe: where we stand, an ACK (the gap may yet fill;
+                 * check_gaps NAKs it when it expires); a gap NAKed already
+                 * is NAKed again, as on one path */
+                r.gap_probed = true;
+                r.last_seen  = now_;
+                if (!r.ack_due) {
+                    r.ack_due = true;
+                    ack_list_.push_back(&r);
+                }
+                return;
+            }
+        }
     }
     /* The hold an ACK reports counts from when this process could first
      * have taken the packet: its kernel arrival, or the end of this

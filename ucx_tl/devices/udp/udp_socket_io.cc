@@ -61,6 +61,9 @@ unsigned UdpIface::progress()
         now_ = now_ns();
     }
     flush_deferred_acks(false);
+    if (!gapped_.empty()) {
+        check_gaps();
+    }
     reap_reassembly(false);
     for (size_t i = 0; i < qps.size(); ++i) {
         auto *qp = static_cast<UdpQp *>(qps[i]);
@@ -90,6 +93,7 @@ unsigned UdpIface::receive(size_t &bytes)
 {
     rx_prev_look_        = rx_look_end_;
     unsigned total       = 0;
+    bool     drained     = false;
     int64_t  rt_to_mono  = 0; /* CLOCK_REALTIME - CLOCK_MONOTONIC, ns */
     bool     have_offset = false;
     for (unsigned round = 0; round < kRxRounds; ++round) {
@@ -117,6 +121,7 @@ unsigned UdpIface::receive(size_t &bytes)
                 rx_placed_ = nullptr;
                 rearm_rx(1);
             }
+            drained = true;
             break;
         }
         for (int i = 0; i < n; ++i) {
@@ -159,11 +164,15 @@ unsigned UdpIface::receive(size_t &bytes)
         ack_list_.clear();
         total += unsigned(n);
         if (!rx_place_ && n < int(kRxBatch)) {
+            drained = n < int(want);
             break; /* drained (or asked for one: the next poll drains) */
         }
     }
     /* a datagram still in the socket now waited behind those taken */
     rx_look_end_ = total != 0 ? now_ns() : now_;
+    if (drained) {
+        rx_drained_ns_ = rx_look_end_;
+    }
     return total;
 }
 
@@ -199,7 +208,7 @@ int UdpIface::place_read_response()
     }
     auto it = qp_by_num_.find(p.dst_qp);
     if (it == qp_by_num_.end() || !tokens_equal(p.token, it->second->token) ||
-        !same_peer(it->second->peer, from) || it->second->in_error()) {
+        !from_peer(it->second->peer, it->second->peer_paths, from) || it->second->in_error()) {
         return 0;
     }
     ParseResult       pr = parse_header(head, head_len, size_t(len));
@@ -331,25 +340,30 @@ void UdpIface::handle_datagram(uint8_t *buf, size_t len, const sockaddr_in &from
         if (pr.has_ride) {
             take_ride(pr.ride, from);
         }
+        uint32_t id = r->id;
         if (pr.pack_count != 0) {
-            handle_pack(r->id, pr, buf, ce, slot);
+            handle_pack(id, pr, buf, ce, slot);
         } else {
             handle_request(*r, pr.header, buf, pr.payload, ce, slot);
+        }
+        if (auto it = responders_.find(id); it != responders_.end() && !it->second.held.empty()) {
+            replay_held(id); /* multipath: what waited for the gap this filled */
         }
     } else {
         handle_connect(pr.header, pr.payload, from);
     }
 }
 
-/// Queues a packet for the next sendmmsg; a header_bytes other than the
-/// full header's sends hdr as a SegHeader.
+/// Queues a packet for the next sendmmsg from the socket of `path`; a
+/// header_bytes other than the full header's sends hdr as a SegHeader.
 void UdpIface::stage(const WireHeader &hdr, const void *a, size_t alen, const void *b, size_t blen,
-                     const sockaddr_in &to, uint32_t header_bytes)
+                     const sockaddr_in &to, uint8_t path, uint32_t header_bytes)
 {
     if (tx_count_ == kTxBatch) {
         flush_tx();
     }
     TxSlot &s = tx_[tx_count_++];
+    s.path    = path;
     if (header_bytes == sizeof(WireHeader)) {
         s.hdr = hdr;
     } else {
@@ -365,7 +379,7 @@ void UdpIface::stage(const WireHeader &hdr, const void *a, size_t alen, const vo
 
 /// A slot for a datagram the caller builds whole in the slot's own buffer
 /// (*buf, kPackMaxBytes), then describes in iov[0] and bytes.
-UdpIface::TxSlot &UdpIface::stage_linear(const sockaddr_in &to, uint8_t **buf)
+UdpIface::TxSlot &UdpIface::stage_linear(const sockaddr_in &to, uint8_t path, uint8_t **buf)
 {
     if (tx_count_ == kTxBatch) {
         flush_tx();
@@ -375,6 +389,7 @@ UdpIface::TxSlot &UdpIface::stage_linear(const sockaddr_in &to, uint8_t **buf)
         tx_pack_[i].reset(new uint8_t[kPackMaxBytes]);
     }
     TxSlot &s = tx_[i];
+    s.path    = path;
     s.to      = to;
     s.iovcnt  = 1;
     s.bytes   = 0;
@@ -398,7 +413,8 @@ void UdpIface::send_linear(const TxSlot &s)
     }
     ssize_t rc;
     do {
-        rc = sendto(fd_, p, len, 0, reinterpret_cast<const sockaddr *>(&s.to), sizeof(s.to));
+        rc = sendto(path_fd_[s.path], p, len, 0, reinterpret_cast<const sockaddr *>(&s.to),
+                    sizeof(s.to));
     } while (rc < 0 && errno == EINTR);
     if (rc >= 0) { /* else lost; retransmission recovers it */
         counters.tx_bytes += uint64_t(rc);
@@ -406,10 +422,11 @@ void UdpIface::send_linear(const TxSlot &s)
     }
 }
 
-/// Builds tx_msgs_ from staged slot `from` on: a message per packet (with
-/// the fault injector's drops, duplicates and swaps), or with gso one per
-/// run of packets to one peer that gso_run groups. Returns the messages.
-unsigned UdpIface::stage_batch(unsigned from, bool gso)
+/// Builds tx_msgs_ from the staged slots of `path` from slot `from` on: a
+/// message per packet (with the fault injector's drops, duplicates and
+/// swaps), or with gso one per run of packets to one peer that gso_run
+/// groups (one path only). Returns the messages.
+unsigned UdpIface::stage_batch(unsigned from, bool gso, uint8_t path)
 {
     unsigned n        = 0;
     unsigned iov_used = 0;
@@ -430,11 +447,14 @@ unsigned UdpIface::stage_batch(unsigned from, bool gso)
         }
     }
     for (unsigned i = from; i < tx_count_; ++i) {
+        if (tx_[i].path != path) {
+            continue;
+        }
         if (faults_) {
             if (faults_->tx_drop()) {
                 continue;
             }
-            if (i + 1 < tx_count_ && faults_->reorder()) {
+            if (i + 1 < tx_count_ && tx_[i + 1].path == path && faults_->reorder()) {
                 add(i + 1);
                 add(i);
                 ++i;
@@ -486,7 +506,21 @@ void UdpIface::flush_tx()
         tx_count_ = 0;
         return;
     }
-    unsigned n       = stage_batch(0, gso_ && !faults_);
+    if (paths_ == 1) {
+        send_staged(fd_, stage_batch(0, gso_ && !faults_, 0));
+    } else {
+        for (uint32_t p = 0; p < paths_; ++p) {
+            if (unsigned n = stage_batch(0, false, uint8_t(p)); n != 0) {
+                send_staged(path_fd_[p], n);
+            }
+        }
+    }
+    tx_count_ = 0;
+}
+
+/// Sends the n messages stage_batch built from socket fd.
+void UdpIface::send_staged(int fd, unsigned n)
+{
     unsigned sent    = 0;
     auto     account = [&](unsigned count) {
         for (unsigned i = 0; i < count; ++i) {
@@ -499,7 +533,7 @@ void UdpIface::flush_tx()
         }
     };
     while (sent < n) {
-        int rc = tx_syscall_(fd_, tx_msgs_.data() + sent, n - sent, 0);
+        int rc = tx_syscall_(fd, tx_msgs_.data() + sent, n - sent, 0);
         if (rc > 0) {
             sent += unsigned(rc);
             continue;
@@ -516,14 +550,13 @@ void UdpIface::flush_tx()
             gso_ = false;
             ++gso_fallbacks_;
             account(sent);
-            n    = stage_batch(tx_first_[sent], false);
+            n    = stage_batch(tx_first_[sent], false, 0);
             sent = 0;
             continue;
         }
         break; /* the rest is lost; retransmission recovers it */
     }
     account(sent);
-    tx_count_ = 0;
 }
 
 void UdpIface::enable_rx_timestamps()

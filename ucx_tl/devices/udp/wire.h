@@ -34,13 +34,16 @@
 namespace doorbell::udp {
 
 static constexpr uint32_t kMagic   = 0x4c424244; ///< "DBBL" on the wire
-static constexpr uint8_t  kVersion = 5;          ///< 3: connections and tokens;
+static constexpr uint8_t  kVersion = 6;          ///< 3: connections and tokens;
                                                  ///< 4: ACKs ride on requests;
-                                                 ///< 5: packs, segments, 32-byte RideAck
+                                                 ///< 5: packs, segments, 32-byte RideAck;
+                                                 ///< 6: multipath (CONNECT's and
+                                                 ///< ACCEPT's aux: the sender's paths)
 static constexpr uint8_t kPackKind = 0xd5;       ///< first byte of a PackHeader
                                                  ///< (a pack of version 5; the
                                                  ///< other headers begin 'D')
 static constexpr uint32_t kMaxDatagram = 65000;  ///< bytes, header included
+static constexpr uint32_t kMaxPaths    = DOORBELL_MAX_PATHS; ///< a CONNECT's or ACCEPT's aux
 
 enum class Opcode : uint8_t {
     kWrite    = 1, ///< RDMA WRITE segment: payload -> remote_addr + msg_offset
@@ -65,9 +68,12 @@ enum class Opcode : uint8_t {
 
     /* connections */
     kConnect = 11,    ///< token = the target iface's token; src_qp, psn = the
-                      ///< requester's QP and initial PSN; payload: ConnectPayload
+                      ///< requester's QP and initial PSN; aux = the ports it
+                      ///< sends from (its own and the next aux - 1);
+                      ///< payload: ConnectPayload
     kAccept = 12,     ///< to the requester's QP: src_qp = the responder's QP
-                      ///< for the connection; psn = the initial PSN, echoed
+                      ///< for the connection; psn = the initial PSN, echoed;
+                      ///< aux = the ports the responder sends from
     kDisconnect = 13, ///< the requester's QP is gone: forget the connection
     kLast
 };
@@ -122,7 +128,8 @@ struct [[gnu::packed]] WireHeader {
                           * so the sender can take a delayed ACK's hold out
                           * of its RTT sample) */
     uint32_t aux;        /* ACK/NAK: CE-marked bytes; READ_REQ: chunk size;
-                          * READ_RESP: 0 (answered as it is processed) */
+                          * READ_RESP: 0 (answered as it is processed);
+                          * CONNECT/ACCEPT: the sender's paths */
     uint64_t ts_send;    /* sender's monotonic clock, ns */
 };
 

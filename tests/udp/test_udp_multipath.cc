@@ -1,0 +1,215 @@
+/* Multipath (udp_device.h, Multipath; udp_reorder.cc): an iface sends from
+ * consecutive ports and says how many in its handshake; a connection is
+ * taken from those ports of its peer and no other; requests ahead of a gap
+ * are held within their bounds, executed in PSN order when it fills, and a
+ * gap that stays open is NAKed as a loss. (Whole transfers over several
+ * paths, with and without faults: test_udp_reliability.cc.) */
+#include "loopback_pair.h"
+#include "raw_peer.h"
+
+#include <arpa/inet.h>
+
+#include <set>
+
+using namespace doorbell::test;
+using namespace doorbell::udp;
+
+namespace {
+
+/// A socket bound to 127.0.0.1:port (or another loopback address); -1 when
+/// the port is taken.
+int socket_at(uint16_t port, uint32_t ip = INADDR_LOOPBACK)
+{
+    int         fd = socket(AF_INET, SOCK_DGRAM, 0);
+    sockaddr_in a{};
+    a.sin_family      = AF_INET;
+    a.sin_addr.s_addr = htonl(ip);
+    a.sin_port        = htons(port);
+    if (bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof(a)) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+void send_from(int fd, doorbell_iface_t *to, const std::vector<uint8_t> &d)
+{
+    sockaddr_in dst{};
+    dst.sin_family = AF_INET;
+    doorbell_iface_get_device_address(to, &dst.sin_addr);
+    dst.sin_port = iface_address(to).port;
+    ASSERT_EQ(ssize_t(d.size()),
+              sendto(fd, d.data(), d.size(), 0, reinterpret_cast<sockaddr *>(&dst), sizeof(dst)));
+}
+
+/// A one-packet WRITE of the 8-byte value v to target + off.
+WireHeader write_of(const Region &target, size_t off)
+{
+    WireHeader h  = make_header(Opcode::kWrite);
+    h.flags       = kFlagFirst | kFlagLast;
+    h.remote_addr = target.addr(off);
+    h.rkey        = target.rkey;
+    h.msg_length  = 8;
+    return h;
+}
+
+std::vector<uint8_t> value(uint64_t v)
+{
+    std::vector<uint8_t> d(8);
+    std::memcpy(d.data(), &v, 8);
+    return d;
+}
+
+uint64_t at(const Region &r, size_t off)
+{
+    uint64_t v;
+    std::memcpy(&v, r.bytes.data() + off, 8);
+    return v;
+}
+
+doorbell_counters_t counters_of(doorbell_iface_t *iface)
+{
+    doorbell_counters_t c;
+    doorbell_iface_get_counters(iface, &c);
+    return c;
+}
+
+} // namespace
+
+/* An iface of 4 paths sends a connection's packets from its own port and
+ * the 3 after it, says 4 in its CONNECT, and spreads them over all four. */
+TEST(UdpMultipath, AnIfaceSendsFromItsConsecutivePorts)
+{
+    doorbell_iface_params_t p = lo_params();
+    p.paths                   = 4;
+    doorbell_pd_t    *pd;
+    doorbell_iface_t *iface = nullptr;
+    ASSERT_EQ(DOORBELL_OK, doorbell_pd_create(&pd));
+    ASSERT_EQ(DOORBELL_OK, doorbell_iface_open(pd, &p, &iface)) << doorbell_last_error();
+    EXPECT_EQ(4u, static_cast<UdpIface *>(iface)->paths());
+    uint16_t port = ntohs(iface_address(iface).port);
+
+    {
+        RawPeer        peer;
+        doorbell_qp_t *qp = peer.connect_from(iface);
+        ASSERT_TRUE(LoopbackPair::connected(qp));
+        Region        target(pd, 64, DOORBELL_ACCESS_REMOTE_WRITE);
+        std::set<int> offsets;
+        for (uint64_t i = 0; i < 8; ++i) {
+            ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(qp, &i, 8, target.addr(), target.rkey));
+            sockaddr_in from{};
+            auto        d = peer.next(iface, &from);
+            ASSERT_FALSE(d.empty());
+            offsets.insert(int(ntohs(from.sin_port)) - int(port));
+        }
+        EXPECT_EQ((std::set<int>{0, 1, 2, 3}), offsets);
+        doorbell_qp_destroy(qp);
+    }
+    doorbell_iface_close(iface);
+
+    /* automatic: one path on loopback, which has no other */
+    p.paths = 0;
+    ASSERT_EQ(DOORBELL_OK, doorbell_iface_open(pd, &p, &iface)) << doorbell_last_error();
+    EXPECT_EQ(1u, static_cast<UdpIface *>(iface)->paths());
+    doorbell_iface_close(iface);
+    doorbell_pd_destroy(pd);
+}
+
+/* A connection whose requester said 3 paths is taken from its port and the
+ * two after it, and from nothing else: not the port after those, not the
+ * same port on another address. */
+TEST(UdpMultipath, AConnectionIsTakenFromItsPeersPortsOnly)
+{
+    LoopbackPair pair;
+    RawPeer      member;
+    ASSERT_TRUE(member.connect_to(pair.b, 77, 1000, 3));
+    uint16_t port    = ntohs(member.address().sin_port);
+    int      second  = socket_at(uint16_t(port + 2));
+    int      outside = socket_at(uint16_t(port + 3));
+    int      foreign = socket_at(uint16_t(port + 2), 0x7f000002); /* 127.0.0.2 */
+    if (second < 0 || outside < 0 || foreign < 0) {
+        GTEST_SKIP() << "ports " << port + 2 << "/" << port + 3 << " are taken on lo";
+    }
+    Region target(pair.pd, 32, DOORBELL_ACCESS_REMOTE_WRITE);
+    auto   base = counters_of(pair.b);
+
+    send_from(second, pair.b, member.request(write_of(target, 0), value(0x1111)));
+    ASSERT_TRUE(pair.wait([&] { return at(target, 0) == 0x1111; }));
+    send_from(outside, pair.b, member.request(write_of(target, 8), value(0x2222), 1001));
+    send_from(foreign, pair.b, member.request(write_of(target, 8), value(0x3333), 1001));
+    ASSERT_TRUE(pair.wait([&] { return counters_of(pair.b).rx_drop_source >= base.rx_drop_source + 2; }));
+    EXPECT_EQ(0u, at(target, 8)) << "written from a port that is not the peer's";
+    /* the connection is intact: its next request from its own port */
+    member.send_to(pair.b, member.request(write_of(target, 16), value(0x4444)));
+    ASSERT_TRUE(pair.wait([&] { return at(target, 16) == 0x4444; }));
+    EXPECT_EQ(0u, at(target, 8));
+    close(second);
+    close(outside);
+    close(foreign);
+}
+
+/* Requests ahead of a gap are held, at most kReorderMaxPackets of one
+ * connection: the rest are dropped and the gap NAKed at once. When the
+ * missing one comes, it and every held one execute in PSN order; what was
+ * dropped is the requester's to send again. */
+TEST(UdpMultipath, HeldRequestsAreBoundedAndExecuteInOrder)
+{
+    LoopbackPair pair;
+    RawPeer      member;
+    ASSERT_TRUE(member.connect_to(pair.b, 77, 1000, 2));
+    const uint32_t n = kReorderMaxPackets + 20;
+    Region         target(pair.pd, 8 * (n + 1), DOORBELL_ACCESS_REMOTE_WRITE);
+    auto           base = counters_of(pair.b);
+    for (uint32_t i = 1; i <= n; ++i) {
+        member.send_to(pair.b, member.request(write_of(target, 8 * i), value(i), 1000 + i));
+    }
+    ASSERT_TRUE(pair.wait([&] { return counters_of(pair.b).rx_packets >= base.rx_packets + n; }));
+    auto held = counters_of(pair.b);
+    EXPECT_EQ(kReorderMaxPackets, held.rx_held - base.rx_held);
+    EXPECT_EQ(n - kReorderMaxPackets, held.rx_drop_psn - base.rx_drop_psn);
+    EXPECT_EQ(1u, held.naks - base.naks) << "the gap, NAKed once when the bound was reached";
+    for (uint32_t i = 0; i <= n; ++i) {
+        ASSERT_EQ(0u, at(target, 8 * i)) << "nothing executes ahead of the gap";
+    }
+    /* the missing request: it and the held ones, in order */
+    member.send_to(pair.b, member.request(write_of(target, 0), value(0x77), 1000));
+    ASSERT_TRUE(pair.wait([&] { return at(target, 8 * kReorderMaxPackets) != 0; }));
+    EXPECT_EQ(0x77u, at(target, 0));
+    for (uint32_t i = 1; i <= kReorderMaxPackets; ++i) {
+        EXPECT_EQ(i, at(target, 8 * i)) << i;
+    }
+    EXPECT_EQ(0u, at(target, 8 * (kReorderMaxPackets + 1))) << "dropped, not held";
+    /* sent again, as go-back-N would */
+    for (uint32_t i = kReorderMaxPackets + 1; i <= n; ++i) {
+        member.send_to(pair.b, member.request(write_of(target, 8 * i), value(i), 1000 + i));
+    }
+    ASSERT_TRUE(pair.wait([&] { return at(target, 8 * n) == n; }));
+    EXPECT_EQ(0, pair.error_b.count) << pair.error_b.message;
+}
+
+/* A gap nothing fills is a loss: after kReorderWaitNs the responder NAKs
+ * the PSN it expects, with requests held behind it. */
+TEST(UdpMultipath, AGapThatStaysOpenIsNakedAsALoss)
+{
+    LoopbackPair pair;
+    RawPeer      member;
+    ASSERT_TRUE(member.connect_to(pair.b, 77, 1000, 2));
+    Region target(pair.pd, 16, DOORBELL_ACCESS_REMOTE_WRITE);
+    auto   base = counters_of(pair.b);
+    member.send_to(pair.b, member.request(write_of(target, 8), value(5), 1001));
+    auto start = std::chrono::steady_clock::now();
+    auto nak   = member.next(pair.b); /* progresses b until it answers */
+    auto waited = std::chrono::steady_clock::now() - start;
+    ASSERT_GE(nak.size(), sizeof(WireHeader));
+    WireHeader h;
+    std::memcpy(&h, nak.data(), sizeof(h));
+    EXPECT_EQ(uint8_t(Opcode::kNak), h.opcode);
+    EXPECT_EQ(uint8_t(NakCode::kSequence), h.am_id);
+    EXPECT_EQ(1000u, h.psn);
+    EXPECT_GE(waited, std::chrono::nanoseconds(kReorderWaitNs)) << "NAKed before the wait";
+    EXPECT_EQ(1u, counters_of(pair.b).rx_held - base.rx_held);
+    /* the resend fills it; the held request follows */
+    member.send_to(pair.b, member.request(write_of(target, 0), value(4), 1000));
+    ASSERT_TRUE(pair.wait([&] { return at(target, 8) == 5; }));
+    EXPECT_EQ(4u, at(target, 0));
+}
