@@ -173,7 +173,7 @@ extern "C" {
 
 void doorbell_coll_tuning_default(doorbell_coll_tuning_t *tuning_p)
 {
-    tuning_p->small_max        = 8192;
+    tuning_p->small_max = 8192;
     // Recursive doubling's log2 n steps against Rabenseifner's 2 log2 n:
     // 4 hosts x 1 rank (OSU -c), 2 KiB 74-82 against 100-109 us, 4 KiB
     // 139-174 against 125-135 us.

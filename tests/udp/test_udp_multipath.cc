@@ -137,7 +137,8 @@ TEST(UdpMultipath, AConnectionIsTakenFromItsPeersPortsOnly)
     ASSERT_TRUE(pair.wait([&] { return at(target, 0) == 0x1111; }));
     send_from(outside, pair.b, member.request(write_of(target, 8), value(0x2222), 1001));
     send_from(foreign, pair.b, member.request(write_of(target, 8), value(0x3333), 1001));
-    ASSERT_TRUE(pair.wait([&] { return counters_of(pair.b).rx_drop_source >= base.rx_drop_source + 2; }));
+    ASSERT_TRUE(
+        pair.wait([&] { return counters_of(pair.b).rx_drop_source >= base.rx_drop_source + 2; }));
     EXPECT_EQ(0u, at(target, 8)) << "written from a port that is not the peer's";
     /* the connection is intact: its next request from its own port */
     member.send_to(pair.b, member.request(write_of(target, 16), value(0x4444)));
@@ -197,8 +198,8 @@ TEST(UdpMultipath, AGapThatStaysOpenIsNakedAsALoss)
     Region target(pair.pd, 16, DOORBELL_ACCESS_REMOTE_WRITE);
     auto   base = counters_of(pair.b);
     member.send_to(pair.b, member.request(write_of(target, 8), value(5), 1001));
-    auto start = std::chrono::steady_clock::now();
-    auto nak   = member.next(pair.b); /* progresses b until it answers */
+    auto start  = std::chrono::steady_clock::now();
+    auto nak    = member.next(pair.b); /* progresses b until it answers */
     auto waited = std::chrono::steady_clock::now() - start;
     ASSERT_GE(nak.size(), sizeof(WireHeader));
     WireHeader h;

@@ -49,6 +49,7 @@
 #include "pacing/pacing_gate.h"
 #include "parser.h"
 #include "udp_gso.h"
+#include "udp_paths.h"
 #include "wire.h"
 
 #include <netinet/in.h>
@@ -241,23 +242,24 @@ struct UdpQp : public QpCore {
     uint32_t                            probed_psn;          ///< next_psn when last asked
     std::unique_ptr<pacing::PacingGate> gate;
     /* per-QP counters, printed at destroy with the iface's stats */
-    uint64_t paced_waits  = 0;
-    uint64_t timeouts     = 0;
-    uint64_t busy_naks    = 0;
-    uint64_t tail_probes  = 0;
-    uint64_t tlp_at_ns    = 0;     ///< tail-loss probe due; 0: none
-    bool     last_ack_req = false; ///< the last packet asked for an ACK
-    uint64_t stamp_ns     = 0;     ///< when a packet last carried its ts_send
-    uint32_t unstamped    = 0;     ///< packets since (of those that may go without)
-    uint64_t last_echo    = 0;     ///< the ts_echo of the last RTT sample taken
-    uint64_t ack_req_ns   = 0;     ///< when a packet last asked for an ACK
-    bool     paced        = false; ///< the pacer has limited it
-    double   min_rate     = 0;     ///< lowest pacer rate seen, B/s
-    uint64_t last_tx_ns   = 0;     ///< when it last sent a request packet
-    uint32_t idle_psn     = 0;     ///< the message start last announced idle
-    bool     idle_told    = false; ///< (idle_psn is valid)
-    uint32_t peer_paths   = 1;     ///< the peer's sending ports (ACCEPT)
-    uint32_t path_next    = 0;     ///< our port of the next packet, mod paths
+    uint64_t  paced_waits  = 0;
+    uint64_t  timeouts     = 0;
+    uint64_t  busy_naks    = 0;
+    uint64_t  tail_probes  = 0;
+    uint64_t  tlp_at_ns    = 0;     ///< tail-loss probe due; 0: none
+    bool      last_ack_req = false; ///< the last packet asked for an ACK
+    uint64_t  stamp_ns     = 0;     ///< when a packet last carried its ts_send
+    uint32_t  unstamped    = 0;     ///< packets since (of those that may go without)
+    uint64_t  last_echo    = 0;     ///< the ts_echo of the last RTT sample taken
+    uint64_t  ack_req_ns   = 0;     ///< when a packet last asked for an ACK
+    bool      paced        = false; ///< the pacer has limited it
+    double    min_rate     = 0;     ///< lowest pacer rate seen, B/s
+    uint64_t  last_tx_ns   = 0;     ///< when it last sent a request packet
+    uint32_t  idle_psn     = 0;     ///< the message start last announced idle
+    bool      idle_told    = false; ///< (idle_psn is valid)
+    uint32_t  peer_paths   = 1;     ///< the peer's sending ports (ACCEPT)
+    PathTable path;                 ///< which of our ports the next packet takes
+    PathTable peer_path;            ///< the peer's ports, as its read responses show
 };
 
 /// A request that arrived ahead of a gap (multipath), kept until its turn.
@@ -323,6 +325,7 @@ struct Responder {
     /* multipath (udp_reorder.cc) */
     uint32_t         peer_paths = 1;                ///< the requester's sending ports (CONNECT)
     mutable uint32_t path_next  = 0;                ///< our port of the next answer, mod paths
+    mutable uint32_t first_next = 0;                ///< the same, for first read responses
     std::unordered_map<uint32_t, HeldRequest> held; ///< by PSN, ahead of expected
     uint32_t                                  gap_psn = 0; ///< the PSN missing since gap_since_ns
     uint64_t                                  gap_since_ns = 0; ///< 0: no gap watched
@@ -555,6 +558,7 @@ private:
     uint64_t                            window_ = 0; ///< unacknowledged bytes per QP
     uint64_t                            now_    = 0; ///< clock of the current progress call
     uint64_t                            rx_ts_  = 0; ///< kernel arrival of the datagram in hand
+    uint8_t  rx_path_       = 0;     ///< the peer's port a response in hand came from (multipath)
     uint64_t rx_look_end_   = 0;     ///< when the last receive from the socket ended
     uint64_t rx_prev_look_  = 0;     ///< that, for the receive in progress
     uint64_t rx_drained_ns_ = 0;     ///< when a receive last found the socket empty

@@ -103,8 +103,7 @@ void UdpIface::replay_held(uint32_t id)
         /* its echo's hold counts from its arrival: the wait for the gap is
          * the responder's, not the path's (counted in, a gap's recovery
          * read as round trips of its length, and the timers grew with it) */
-        if (auto again = responders_.find(id); again != responders_.end() &&
-                                               req.h.ts_send != 0 &&
+        if (auto again = responders_.find(id); again != responders_.end() && req.h.ts_send != 0 &&
                                                again->second.ts_echo == req.h.ts_send) {
             again->second.ts_echo_rx = req.rx_ns;
         }

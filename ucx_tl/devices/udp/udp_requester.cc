@@ -250,8 +250,11 @@ void UdpIface::send_packet(UdpQp &qp, const TxPacket &pkt)
     h.dst_qp                     = qp.remote_qpn;
     h.src_qp                     = qp.qpn;
     h.psn                        = pkt.psn;
-    /* a segment carries its stamp only if it was cut with one */
-    h.ts_send           = pkt.header_bytes == sizeof(WireHeader) || pkt.stamped ? now_ : 0;
+    /* a segment carries its stamp only if it was cut with one; a stamp
+     * names the port (udp_paths.h) */
+    bool    stamped     = pkt.header_bytes == sizeof(WireHeader) || pkt.stamped;
+    uint8_t path        = qp.path.pick(paths_, stamped);
+    h.ts_send           = stamped ? path_stamp(now_, path) : 0;
     const void *payload = nullptr;
     switch (pkt.opcode) {
     case Opcode::kWrite:
@@ -286,6 +289,7 @@ void UdpIface::send_packet(UdpQp &qp, const TxPacket &pkt)
     case Opcode::kReadReq:
         h.remote_addr = w.remote_addr + pkt.offset;
         h.rkey        = w.rkey;
+        h.am_id       = qp.peer_path.avoid_mask(qp.peer_paths); /* its ports to leave out */
         h.msg_length  = pkt.length;
         h.aux         = segment_payload(Opcode::kReadResp);
         if (resend) {
@@ -311,7 +315,7 @@ void UdpIface::send_packet(UdpQp &qp, const TxPacket &pkt)
         h.flags |= kFlagAckReq;
         qp.ack_req_ns = now_;
     }
-    stage(h, payload, h.length, nullptr, 0, qp.peer, next_path(qp.path_next), pkt.header_bytes);
+    stage(h, payload, h.length, nullptr, 0, qp.peer, path, pkt.header_bytes);
     if (pkt.header_bytes == sizeof(WireHeader)) {
         carry_ack(qp.peer);
     }
@@ -418,7 +422,7 @@ void UdpIface::send_pack(UdpQp &qp)
 {
     static constexpr uint32_t kRoom = sizeof(PackHeader) + sizeof(uint64_t);
     uint8_t                  *buf;
-    TxSlot                   &s     = stage_linear(qp.peer, next_path(qp.path_next), &buf);
+    TxSlot                   &s     = stage_linear(qp.peer, 0, &buf); /* port: below */
     uint32_t                  limit = pack_limit() - uint32_t(sizeof(RideAck));
     uint32_t                  end   = kRoom;
     uint32_t                  count = 0;
@@ -465,12 +469,13 @@ void UdpIface::send_pack(UdpQp &qp)
     }
     bool stamp = ack || stamp_due(qp);
     note_stamp(qp, stamp);
+    s.path = qp.path.pick(paths_, stamp);
     /* the header ends where the first member header would begin, or for a
      * lone message (which has none) where its payload begins */
     uint32_t first = count == 1 ? kRoom + uint32_t(sizeof(PackMember)) : kRoom;
     uint8_t  head[kRoom];
     uint32_t hlen  = encode_pack_header(head, ack ? kFlagAckReq : 0, count, am_id, qp.token,
-                                        qp.remote_qpn, psn, stamp ? now_ : 0);
+                                        qp.remote_qpn, psn, stamp ? path_stamp(now_, s.path) : 0);
     uint32_t start = first - hlen;
     std::memcpy(buf + start, head, hlen);
     RideAck ride;
@@ -580,8 +585,9 @@ void UdpIface::send_probe(UdpQp &qp, uint32_t psn)
     h.dst_qp     = qp.remote_qpn;
     h.src_qp     = qp.qpn;
     h.psn        = psn;
-    h.ts_send    = now_;
-    stage(h, nullptr, 0, nullptr, 0, qp.peer, next_path(qp.path_next));
+    uint8_t path = qp.path.pick(paths_, true);
+    h.ts_send    = path_stamp(now_, path);
+    stage(h, nullptr, 0, nullptr, 0, qp.peer, path);
 }
 
 /// The tail-loss probe's timeout: two round trips, at least kTlpMinNs, plus
@@ -682,7 +688,7 @@ void UdpIface::check_timer(UdpQp &qp)
     if (!qp.unacked.empty() && psn_diff(qp.tx_psn, qp.una) > 0) {
         qp.recovering  = true;
         qp.recover_psn = qp.max_sent;
-        qp.recover_ts  = now_;
+        qp.recover_ts  = path_stamp(now_, 0); /* the resend's stamp, whatever its port */
         qp.recover_one = qp.unacked.front().psn;
         send_packet(qp, qp.unacked.front());
     }
@@ -723,8 +729,9 @@ unsigned UdpIface::rerequest_reads(UdpQp &qp)
             WireHeader            h = retry_header(qp, Opcode::kAtomicReq, piece);
             h.am_id                 = w.am_id;
             h.length                = sizeof(AtomicArgs);
-            stage(h, &w.atomic_compare, sizeof(AtomicArgs), nullptr, 0, qp.peer,
-                  next_path(qp.path_next));
+            uint8_t path            = qp.path.pick(paths_, true);
+            h.ts_send               = path_stamp(now_, path);
+            stage(h, &w.atomic_compare, sizeof(AtomicArgs), nullptr, 0, qp.peer, path);
             ++counters.retransmits;
             ++count;
             continue;
@@ -732,7 +739,9 @@ unsigned UdpIface::rerequest_reads(UdpQp &qp)
         WireHeader h = retry_header(qp, Opcode::kReadReq, piece);
         h.msg_offset = first_missing(piece);
         h.aux        = piece.chunk;
-        stage(h, nullptr, 0, nullptr, 0, qp.peer, next_path(qp.path_next));
+        uint8_t path = qp.path.pick(paths_, true);
+        h.ts_send    = path_stamp(now_, path);
+        stage(h, nullptr, 0, nullptr, 0, qp.peer, path);
         ++counters.retransmits;
         ++count;
     }
@@ -908,6 +917,7 @@ void UdpIface::handle_ack(UdpQp &qp, const WireHeader &h)
         uint64_t elapsed = now_ - h.ts_echo;
         uint64_t round   = h.msg_offset < elapsed ? elapsed - h.msg_offset : elapsed;
         qp.srtt_ns       = qp.srtt_ns ? (7 * qp.srtt_ns + round) / 8 : round;
+        qp.path.sample(stamp_path(h.ts_echo), round);
         ++counters.rtt_samples;
         rtt = path_rtt(h.ts_echo, h.msg_offset);
     }
@@ -995,6 +1005,9 @@ void UdpIface::handle_read_resp(UdpQp &qp, const WireHeader &h, const uint8_t *p
         /* a read-only QP gets few ACKs: its timers learn from the data */
         uint64_t elapsed = now_ - h.ts_echo;
         qp.srtt_ns       = qp.srtt_ns ? (7 * qp.srtt_ns + elapsed) / 8 : elapsed;
+        /* and the round trip through the responder's port it came from:
+         * the request's port adds the same on average to every one */
+        qp.peer_path.sample(rx_path_, elapsed);
     }
     qp.tlp_at_ns = now_ + tlp_timeout(qp);
     if (qp.gate) {

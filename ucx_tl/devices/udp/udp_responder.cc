@@ -75,7 +75,9 @@ void UdpIface::send_read_response(const Responder &r, const WireHeader &req)
         h.ts_send    = now_;
         h.flags      = off == req.msg_offset ? kFlagFirst : 0;
         h.ts_echo    = req.ts_send;
-        stage(h, src + off, h.length, nullptr, 0, r.peer, next_path(r.path_next),
+        uint8_t path = read_response_path(paths_, req.am_id, h.flags & kFlagFirst, r.path_next,
+                                          r.first_next);
+        stage(h, src + off, h.length, nullptr, 0, r.peer, path,
               seg_header_bytes(Opcode::kReadResp, h.flags & kFlagFirst, false));
     }
 }

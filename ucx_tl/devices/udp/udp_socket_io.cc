@@ -335,6 +335,7 @@ void UdpIface::handle_datagram(uint8_t *buf, size_t len, const sockaddr_in &from
         ++counters.ce_marks;
     }
     if (qp != nullptr) {
+        rx_path_ = uint8_t(ntohs(from.sin_port) - ntohs(qp->peer.sin_port)); /* < peer_paths */
         handle_response(*qp, pr.header, pr.payload, ce);
     } else if (r != nullptr) {
         if (pr.has_ride) {
