@@ -54,16 +54,10 @@ public:
         if (stamped) {
             return uint8_t(next_stamp_++ % paths);
         }
-        uint64_t best = 0;
-        for (uint32_t k = 0; k < paths; ++k) {
-            if (rtt_ns_[k] != 0 && (best == 0 || rtt_ns_[k] < best)) {
-                best = rtt_ns_[k];
-            }
-        }
-        uint64_t limit = best + std::max<uint64_t>(best / 2, kPathSlackNs);
+        uint64_t limit = slow_above(paths);
         for (uint32_t tries = 0; tries < paths; ++tries) {
             uint8_t k = uint8_t(next_++ % paths);
-            if (best == 0 || rtt_ns_[k] == 0 || rtt_ns_[k] <= limit) {
+            if (rtt_ns_[k] <= limit) {
                 return k;
             }
         }
@@ -87,16 +81,10 @@ public:
     /// READ_REQ, to leave these out of its answer (read_response_path).
     uint8_t avoid_mask(uint32_t paths) const
     {
-        uint64_t best = 0;
-        for (uint32_t k = 0; k < paths; ++k) {
-            if (rtt_ns_[k] != 0 && (best == 0 || rtt_ns_[k] < best)) {
-                best = rtt_ns_[k];
-            }
-        }
-        uint64_t limit = best + std::max<uint64_t>(best / 2, kPathSlackNs);
+        uint64_t limit = slow_above(paths);
         uint8_t  mask  = 0;
         for (uint32_t k = 0; k < paths && k < 8; ++k) {
-            if (best != 0 && rtt_ns_[k] > limit) {
+            if (rtt_ns_[k] > limit) {
                 mask |= uint8_t(1u << k);
             }
         }
@@ -104,6 +92,20 @@ public:
     }
 
 private:
+    /// The round trip above which a port counts as slow: the best measured
+    /// one's plus max(half of it, kPathSlackNs); none while nothing is
+    /// measured (an unmeasured port, 0, is never slow).
+    uint64_t slow_above(uint32_t paths) const
+    {
+        uint64_t best = 0;
+        for (uint32_t k = 0; k < paths; ++k) {
+            if (rtt_ns_[k] != 0 && (best == 0 || rtt_ns_[k] < best)) {
+                best = rtt_ns_[k];
+            }
+        }
+        return best == 0 ? UINT64_MAX : best + std::max<uint64_t>(best / 2, kPathSlackNs);
+    }
+
     std::array<uint64_t, DOORBELL_MAX_PATHS> rtt_ns_{}; ///< smoothed; 0: none yet
     uint32_t                                 next_       = 0;
     uint32_t                                 next_stamp_ = 0;

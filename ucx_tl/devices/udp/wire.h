@@ -107,7 +107,9 @@ struct [[gnu::packed]] WireHeader {
     uint8_t  opcode;  /* Opcode */
     uint8_t  flags;   /* HeaderFlags */
     uint8_t  am_id;   /* SEND: AM id; NAK: NakCode; SIGNAL: signal op;
-                       * ATOMIC_REQ: doorbell_atomic_op */
+                       * ATOMIC_REQ: doorbell_atomic_op; READ_REQ: the
+                       * responder's ports (of its first 8, a bit each) its
+                       * answers should leave out (udp_paths.h) */
     uint64_t token;   /* the connection's token (CONNECT: the target iface's) */
     uint32_t dst_qp;  /* the receiver's QP: requests, the responder's for this
                        * connection; responses, the requester's; CONNECT: 0 */
@@ -130,7 +132,9 @@ struct [[gnu::packed]] WireHeader {
     uint32_t aux;        /* ACK/NAK: CE-marked bytes; READ_REQ: chunk size;
                           * READ_RESP: 0 (answered as it is processed);
                           * CONNECT/ACCEPT: the sender's paths */
-    uint64_t ts_send;    /* sender's monotonic clock, ns */
+    uint64_t ts_send;    /* sender's monotonic clock, ns; a requester's
+                          * low 4 bits name the port it left from
+                          * (udp_paths.h) */
 };
 
 /*
