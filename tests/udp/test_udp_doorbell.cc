@@ -137,6 +137,37 @@ TEST(UdpDoorbell, RingNeverFillsWithUnsignaledWqes)
     EXPECT_GE(pair.counters(pair.a).wqes, 200u);
 }
 
+/* Bounce buffers come from the QP's pool, the last given back first: 300
+ * active messages one after the other, each flushed, copy into the same
+ * buffer, not into a fresh one for each of the ring's 256 slots (a first
+ * touch of new memory per message, for the first 256 messages). */
+TEST(UdpDoorbell, BounceBuffersAreReusedLastInFirstOut)
+{
+    LoopbackPair pair(steady_params(), steady_params());
+    unsigned     got = 0;
+    doorbell_iface_set_am_handler(
+        pair.b,
+        [](void *arg, uint8_t, void *, size_t) {
+            ++*static_cast<unsigned *>(arg);
+            return DOORBELL_OK;
+        },
+        &got);
+    auto &qa = *static_cast<doorbell::QpCore *>(pair.qa);
+    for (unsigned i = 0; i < 300; ++i) {
+        ASSERT_EQ(DOORBELL_OK, doorbell_qp_am_short(pair.qa, 1, i, nullptr, 0));
+        ASSERT_EQ(DOORBELL_OK, pair.flush(pair.qa));
+    }
+    ASSERT_TRUE(pair.wait([&] { return got == 300; }));
+    EXPECT_LE(qa.bounce_buffers().size(), 2u);
+    /* in flight together, each has its own */
+    for (unsigned i = 0; i < 20; ++i) {
+        ASSERT_EQ(DOORBELL_OK, doorbell_qp_am_short(pair.qa, 1, i, nullptr, 0));
+    }
+    ASSERT_EQ(DOORBELL_OK, pair.flush(pair.qa));
+    ASSERT_TRUE(pair.wait([&] { return got == 320; }));
+    EXPECT_GE(qa.bounce_buffers().size(), 20u);
+}
+
 TEST(UdpDoorbell, RawWqesAndFence)
 {
     LoopbackPair pair;

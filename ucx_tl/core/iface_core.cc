@@ -54,10 +54,28 @@ void QpCore::commit(bool force_signal)
 
 uint8_t *QpCore::bounce(SlotContext &ctx)
 {
-    if (!ctx.bounce) {
-        ctx.bounce.reset(new uint8_t[iface.params.seg_size]);
+    if (ctx.bounce == nullptr) {
+        if (bounce_free_.empty()) {
+            bounce_all_.emplace_back(new uint8_t[iface.params.seg_size]);
+            ctx.bounce = bounce_all_.back().get();
+        } else {
+            ctx.bounce = bounce_free_.back();
+            bounce_free_.pop_back();
+        }
     }
-    return ctx.bounce.get();
+    return ctx.bounce;
+}
+
+void QpCore::reclaim_to(uint64_t end)
+{
+    for (uint64_t i = ring.head(); i < end; ++i) {
+        SlotContext &ctx = ring.ctx(i);
+        if (ctx.bounce != nullptr) {
+            bounce_free_.push_back(ctx.bounce);
+            ctx.bounce = nullptr;
+        }
+    }
+    ring.reclaim_to(end);
 }
 
 void QpCore::complete_to(uint64_t end)
@@ -104,7 +122,7 @@ void QpCore::complete_slot(uint64_t index, doorbell_status_t status)
         break;
     case SlotKind::kGetBcopy:
         if (status == DOORBELL_OK) {
-            ctx.unpack(ctx.unpack_arg, ctx.bounce.get(), ring.wqe(index).length);
+            ctx.unpack(ctx.unpack_arg, ctx.bounce, ring.wqe(index).length);
         }
         iface.deliver(cookie, status);
         break;
@@ -138,7 +156,7 @@ unsigned QpCore::poll()
         Cqe cqe = cq.front();
         cq.pop_front();
         complete_slot(cqe.index, cqe.status);
-        ring.reclaim_to(cqe.index + 1);
+        reclaim_to(cqe.index + 1);
         ++count;
     }
     if (error_pending_) {
@@ -147,6 +165,7 @@ unsigned QpCore::poll()
         for (uint64_t i = ring.head(); i < ring.tail(); ++i) {
             complete_slot(i, DOORBELL_ERR_CANCELED);
         }
+        reclaim_to(ring.tail());
         ring.drain();
         done             = ring.tail();
         am_inflight      = 0;
@@ -165,6 +184,7 @@ void QpCore::cancel_all()
     for (uint64_t i = ring.head(); i < ring.tail(); ++i) {
         complete_slot(i, DOORBELL_ERR_CANCELED);
     }
+    reclaim_to(ring.tail());
     ring.drain();
     done             = ring.tail();
     am_inflight      = 0;

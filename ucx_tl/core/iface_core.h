@@ -70,8 +70,14 @@ public:
     bool busy() const { return done < ring.rung(); }
     /// Nothing posted is incomplete.
     bool idle() const { return done == ring.tail(); }
-    /// A bounce buffer of at least size bytes for the slot (kept for reuse).
+    /// A bounce buffer of seg_size bytes for the slot, from the QP's pool:
+    /// the one given back last (LIFO), so a QP with one message in flight
+    /// copies into the same warm buffer every time. It goes back when the
+    /// slot is reclaimed.
     uint8_t *bounce(SlotContext &ctx);
+    /// Every bounce buffer the QP has made (the verbs device's registration
+    /// cache forgets them at destroy).
+    const std::vector<std::unique_ptr<uint8_t[]>> &bounce_buffers() const { return bounce_all_; }
 
     /* ---- device side ---- */
 
@@ -104,8 +110,19 @@ public:
     uint32_t atomics_inflight = 0;
 
 private:
-    void     complete_slot(uint64_t index, doorbell_status_t status);
+    void complete_slot(uint64_t index, doorbell_status_t status);
+    /// Slots below end are free again: their bounce buffers back to the pool.
+    void     reclaim_to(uint64_t end);
     uint64_t iface_progress_calls() const;
+
+    /* Bounce buffers: allocated on demand, given back when their slot is
+     * reclaimed, reused last-in first-out. Tied to slots, a ping-pong took
+     * a fresh one for each of the ring's 256 slots before reusing any: the
+     * first 256 messages paid an allocation and the first touch of its
+     * pages (the btl's 40 KiB slots: 30 against 12 us one way across the
+     * emulated spine, the first 250 round trips of every job). */
+    std::vector<std::unique_ptr<uint8_t[]>> bounce_all_;
+    std::vector<uint8_t *>                  bounce_free_;
 
     Batcher           batcher_;
     Signaler          signaler_;

@@ -32,11 +32,12 @@ enum class SlotKind : uint8_t {
 /// Per-slot bookkeeping beside the 64-byte WQE (kept out of the WQE so the
 /// device-visible format stays the shared one).
 struct SlotContext {
-    SlotKind                   kind       = SlotKind::kNone;
-    void                      *cookie     = nullptr;
-    doorbell_unpack_cb_t       unpack     = nullptr;
-    void                      *unpack_arg = nullptr;
-    std::unique_ptr<uint8_t[]> bounce; ///< lazily allocated copy buffer
+    SlotKind             kind       = SlotKind::kNone;
+    void                *cookie     = nullptr;
+    doorbell_unpack_cb_t unpack     = nullptr;
+    void                *unpack_arg = nullptr;
+    uint8_t             *bounce     = nullptr; ///< copy buffer from the QP's pool
+                                               ///< (QpCore::bounce), until reclaimed
 };
 
 class SendRing {

@@ -735,11 +735,9 @@ void VerbsIface::destroy_qp(VerbsQp &qp)
 {
     release_slots(qp, qp.done, qp.cursor);
     qp.cancel_all();
-    /* the slots' bounce buffers go away with the ring */
-    for (uint32_t i = 0; i < qp.ring.size(); ++i) {
-        if (const auto &b = qp.ring.ctx(i).bounce) {
-            rcache_->invalidate(b.get(), params.seg_size);
-        }
+    /* the QP's bounce buffers go away with it */
+    for (const auto &b : qp.bounce_buffers()) {
+        rcache_->invalidate(b.get(), params.seg_size);
     }
     /* the peer's passive QP can go; if this is lost it stays until the
      * peer's iface closes */
