@@ -11,12 +11,13 @@
  * Progress goes to stderr.
  *
  * Every size of every benchmark: a warm-up that repeats the call, doubling the
- * count, until a fifth of the budget has passed (buffers, registrations, the
- * protocol for that size, caches), then as many calls as the warm-up's rate
+ * count, until a fifth of the budget has passed and the last block made at
+ * least BENCH_WARMUP_CALLS calls (buffers, registrations, the protocol for that
+ * size, caches, first-touched pages), then as many calls as the warm-up's rate
  * says fit in --budget-ms (at least BENCH_MIN_ITERS), timed as one block that
  * starts at a barrier, on the clock of the pair's first rank. So a size takes about 1.2-1.4 budgets on
- * any network (loopback or a 200 Mb/s spine), except where BENCH_MIN_ITERS
- * calls take longer.
+ * any network (loopback or a 200 Mb/s spine), except where 7 warm-up calls
+ * (1 + 2 + 4) or BENCH_MIN_ITERS timed ones take longer.
  *
  *   doorbell-mpi-bench [--min B] [--max B] [--budget-ms MS] [--pair A,B]
  *                      [--only latency|bandwidth|allreduce]
@@ -33,6 +34,7 @@
 #define BENCH_MIN_ITERS    3       /* timed calls, however slow */
 #define BENCH_MAX_ITERS    1000000 /* timed calls, however fast */
 #define BENCH_WARMUP_SHARE 5       /* warm-up until budget / 5 has passed */
+#define BENCH_WARMUP_CALLS 4       /* and its last block made at least this many calls */
 
 struct bench_opts {
     size_t      min_bytes;
@@ -146,7 +148,11 @@ static double bench_time(bench_op op, size_t len, const struct bench_opts *o, in
         t1 = MPI_Wtime();
         spent += t1 - t0;
         iters = 0; /* 0: warm up again, with twice the calls */
-        if (rank == ping && (spent >= o->budget_s / BENCH_WARMUP_SHARE || n >= BENCH_MAX_ITERS)) {
+        /* The first two calls of a new size can each cost 20-50 times a later one
+         * (fresh pages of temporary buffers, in every stack): a rate from a block
+         * of one call would time those two. */
+        if (rank == ping && ((spent >= o->budget_s / BENCH_WARMUP_SHARE && n >= BENCH_WARMUP_CALLS) ||
+                             n >= BENCH_MAX_ITERS)) {
             double per = (t1 - t0) / n, want = per > 0 ? o->budget_s / per : BENCH_MAX_ITERS;
             iters = want < BENCH_MIN_ITERS ? BENCH_MIN_ITERS :
                     want > BENCH_MAX_ITERS ? BENCH_MAX_ITERS :
