@@ -149,6 +149,31 @@ class Outputs(Canned):
         self.run_report()
         self.assertEqual(self.checks(), ["No checks are named for this run (fabric, layout 4x1)."])
 
+    def test_a_one_sided_run_checks_its_own_benchmarks_only(self):
+        # the canned latency, bandwidth and allreduce as put latency, get
+        # bandwidth and accumulate latency (the same directions)
+        names = {"latency": "put_latency", "bandwidth": "get_bw", "allreduce": "acc_latency"}
+        for name in os.listdir(self.dir):
+            if name.endswith(".csv"):
+                path = os.path.join(self.dir, name)
+                with open(path) as f:
+                    lines = f.readlines()
+                with open(path, "w") as f:
+                    for line in lines:
+                        bench, sep, rest = line.partition(",")
+                        f.write(names.get(bench, bench) + sep + rest)
+        set_env(self.dir, mode="fabric", layout="4x1", suite="osu")
+        self.run_report()
+        where = "fabric 4x1, one-sided across hosts: "
+        self.assertEqual(self.checks(), [
+            "FAIL  " + where + "osu_put_latency at least 1.00x of the best stock stack at every size "
+            "8 B-1 MiB (lowest 0.95x at 1 MiB; 2 of 3 sizes below)",
+            "FAIL  " + where + "osu_get_bw at least 1.00x of the best stock stack at every size "
+            "8 B-1 MiB (lowest 0.92x at 8 B; 2 of 3 sizes below)",
+            "PASS  " + where + "osu_acc_latency -c at least 1.00x of the best stock stack at every size "
+            "8 B-1 MiB (lowest 1.00x at 1 KiB)",
+        ])
+
     def test_geomean_table_and_load_in_the_report(self):
         out = self.run_report()
         self.assertIn("| allreduce (us) | 8 B-1 MiB | 1.49x | 1.36x | 1.00x at 1 KiB |", out)
