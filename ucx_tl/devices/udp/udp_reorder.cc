@@ -10,8 +10,9 @@
  * gap before it fills, instead of being dropped and NAKed as a single-path
  * connection does: there a gap is a loss, here it is mostly a late packet.
  * A gap the receive path still finds open kReorderWaitNs after it opened,
- * with the socket empty, is a loss after all, and is NAKed (go-back-N from the PSN expected, as before; what is held then
- * executes as the resends fill the gap, and their copies are duplicates).
+ * with the socket empty, is a loss after all, and is NAKed (go-back-N from
+ * the PSN expected, as before; what is held then executes as the resends
+ * fill the gap, and their copies are duplicates).
  * Held requests are bounded per connection (kReorderMaxPackets) and per
  * iface (kReorderMaxBytes): beyond that, a request ahead of a gap is
  * dropped and the gap NAKed at once.
