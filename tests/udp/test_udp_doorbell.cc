@@ -168,6 +168,34 @@ TEST(UdpDoorbell, BounceBuffersAreReusedLastInFirstOut)
     EXPECT_GE(qa.bounce_buffers().size(), 20u);
 }
 
+/* A ping-pong without flushes: the device completes each message at its ACK,
+ * but the slots are reclaimed at the next signaled completion only (one per
+ * tx_moderation WQEs). Their bounce buffers are taken back from the
+ * completed slots when the pool is empty, so the first messages of a QP do
+ * not each take a fresh one. */
+TEST(UdpDoorbell, BounceBuffersOfCompletedSlotsAreReusedBeforeTheirReclaim)
+{
+    doorbell_iface_params_t p = lo_params();
+    p.tx_moderation           = 64;
+    p.rto_min_ns              = 20000000; /* an unasked ACK waits an eighth of it */
+    LoopbackPair pair(p, p);
+    unsigned     got = 0;
+    doorbell_iface_set_am_handler(
+        pair.b,
+        [](void *arg, uint8_t, void *, size_t) {
+            ++*static_cast<unsigned *>(arg);
+            return DOORBELL_OK;
+        },
+        &got);
+    auto &qa = *static_cast<doorbell::QpCore *>(pair.qa);
+    for (unsigned i = 0; i < 40; ++i) {
+        ASSERT_EQ(DOORBELL_OK, doorbell_qp_am_short(pair.qa, 1, i, nullptr, 0));
+        ASSERT_TRUE(pair.wait([&] { return got == i + 1 && qa.idle(); }));
+    }
+    EXPECT_EQ(qa.iface.counters.signaled, 0u) << "a signaled completion came before the 64th WQE";
+    EXPECT_LE(qa.bounce_buffers().size(), 2u);
+}
+
 TEST(UdpDoorbell, RawWqesAndFence)
 {
     LoopbackPair pair;

@@ -56,6 +56,9 @@ uint8_t *QpCore::bounce(SlotContext &ctx)
 {
     if (ctx.bounce == nullptr) {
         if (bounce_free_.empty()) {
+            collect_done_bounces();
+        }
+        if (bounce_free_.empty()) {
             bounce_all_.emplace_back(new uint8_t[iface.params.seg_size]);
             ctx.bounce = bounce_all_.back().get();
         } else {
@@ -64,6 +67,19 @@ uint8_t *QpCore::bounce(SlotContext &ctx)
         }
     }
     return ctx.bounce;
+}
+
+void QpCore::collect_done_bounces()
+{
+    uint64_t from = std::max(bounce_scan_, ring.head());
+    for (uint64_t i = from; i < done; ++i) {
+        SlotContext &c = ring.ctx(i);
+        if (c.bounce != nullptr && c.kind != SlotKind::kGetBcopy) {
+            bounce_free_.push_back(c.bounce);
+            c.bounce = nullptr;
+        }
+    }
+    bounce_scan_ = std::max(from, done);
 }
 
 void QpCore::reclaim_to(uint64_t end)
