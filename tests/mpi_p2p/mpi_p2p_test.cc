@@ -61,26 +61,36 @@ TEST_P(MpiP2p, EverySizeEveryByteBothDirections)
 // then computes outside MPI; rank 1's receive completes because the btl's
 // background progress answers the reads, as a NIC would. The background
 // thread sleeps on the device's event fd, so the read requests and rank 1's
-// FIN wake it: rank 0's counters show wake-ups by the device.
+// FIN wake it: rank 0's counters show wake-ups by the device. Whether a
+// datagram lands while the thread sleeps, rather than during a pass (then
+// the thread takes it in that pass and sleeps out the interval), depends on
+// the scheduling of the three threads on the cores: beside a build on the 2
+// cores, 3 runs of 15 showed none. So the transfer and its passes are
+// checked in every run, and a wake-up by the device in one of at most three.
 TEST(MpiProgress, ReceiveCompletesWhileSenderComputes)
 {
-    const std::string        flag = "/tmp/doorbell-progress-" + std::to_string(getpid());
-    std::vector<std::string> argv = {
-        "timeout",         "-k",  "10", "120", "mpirun", "--allow-run-as-root",
-        "--oversubscribe", "-np", "2"};
-    argv.insert(argv.end(), kOverDoorbell.begin(), kOverDoorbell.end());
-    argv.insert(argv.end(),
-                {"--mca", "btl_doorbell_stats", "1", DOORBELL_PROGRESS_CHECK, flag, "1048576"});
-    Child c = run(argv);
-    EXPECT_EQ(c.status, 0) << c.output;
-    EXPECT_TRUE(contains(c.output, "receiver completed while the sender computed")) << c.output;
-    std::smatch m;
-    ASSERT_TRUE(
-        std::regex_search(c.output, m,
-                          std::regex(",0\\] lo stats: .* background ([0-9]+) wakeups ([0-9]+)")))
-        << c.output;
-    EXPECT_GT(std::stol(m[1].str()), 0) << c.output; /* passes while rank 0 computed */
-    EXPECT_GT(std::stol(m[2].str()), 0) << c.output; /* of which woken by the device */
+    const std::string flag    = "/tmp/doorbell-progress-" + std::to_string(getpid());
+    long              wakeups = 0;
+    std::string       outputs;
+    for (int attempt = 0; attempt < 3 && wakeups == 0; ++attempt) {
+        std::vector<std::string> argv = {
+            "timeout",         "-k",  "10", "120", "mpirun", "--allow-run-as-root",
+            "--oversubscribe", "-np", "2"};
+        argv.insert(argv.end(), kOverDoorbell.begin(), kOverDoorbell.end());
+        argv.insert(argv.end(),
+                    {"--mca", "btl_doorbell_stats", "1", DOORBELL_PROGRESS_CHECK, flag, "1048576"});
+        Child c = run(argv);
+        outputs += c.output;
+        ASSERT_EQ(c.status, 0) << c.output;
+        ASSERT_TRUE(contains(c.output, "receiver completed while the sender computed")) << c.output;
+        std::smatch m;
+        ASSERT_TRUE(std::regex_search(
+            c.output, m, std::regex(",0\\] lo stats: .* background ([0-9]+) wakeups ([0-9]+)")))
+            << c.output;
+        EXPECT_GT(std::stol(m[1].str()), 0) << c.output; /* passes while rank 0 computed */
+        wakeups = std::stol(m[2].str());
+    }
+    EXPECT_GT(wakeups, 0) << outputs; /* of which woken by the device */
 }
 
 INSTANTIATE_TEST_SUITE_P(Doorbell, MpiP2p, ::testing::Values(2, 4),
