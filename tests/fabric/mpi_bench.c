@@ -151,8 +151,9 @@ static double bench_time(bench_op op, size_t len, const struct bench_opts *o, in
         /* The first two calls of a new size can each cost 20-50 times a later one
          * (fresh pages of temporary buffers, in every stack): a rate from a block
          * of one call would time those two. */
-        if (rank == ping && ((spent >= o->budget_s / BENCH_WARMUP_SHARE && n >= BENCH_WARMUP_CALLS) ||
-                             n >= BENCH_MAX_ITERS)) {
+        if (rank == ping &&
+            ((spent >= o->budget_s / BENCH_WARMUP_SHARE && n >= BENCH_WARMUP_CALLS) ||
+             n >= BENCH_MAX_ITERS)) {
             double per = (t1 - t0) / n, want = per > 0 ? o->budget_s / per : BENCH_MAX_ITERS;
             iters = want < BENCH_MIN_ITERS ? BENCH_MIN_ITERS :
                     want > BENCH_MAX_ITERS ? BENCH_MAX_ITERS :
