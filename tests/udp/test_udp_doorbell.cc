@@ -137,6 +137,18 @@ TEST(UdpDoorbell, RingNeverFillsWithUnsignaledWqes)
     EXPECT_GE(pair.counters(pair.a).wqes, 200u);
 }
 
+/// Counts the active messages `iface` receives in *got.
+static void count_ams(doorbell_iface_t *iface, unsigned *got)
+{
+    doorbell_iface_set_am_handler(
+        iface,
+        [](void *arg, uint8_t, void *, size_t) {
+            ++*static_cast<unsigned *>(arg);
+            return DOORBELL_OK;
+        },
+        got);
+}
+
 /* Bounce buffers come from the QP's pool, the last given back first: 300
  * active messages one after the other, each flushed, copy into the same
  * buffer, not into a fresh one for each of the ring's 256 slots (a first
@@ -145,13 +157,7 @@ TEST(UdpDoorbell, BounceBuffersAreReusedLastInFirstOut)
 {
     LoopbackPair pair(steady_params(), steady_params());
     unsigned     got = 0;
-    doorbell_iface_set_am_handler(
-        pair.b,
-        [](void *arg, uint8_t, void *, size_t) {
-            ++*static_cast<unsigned *>(arg);
-            return DOORBELL_OK;
-        },
-        &got);
+    count_ams(pair.b, &got);
     auto &qa = *static_cast<doorbell::QpCore *>(pair.qa);
     for (unsigned i = 0; i < 300; ++i) {
         ASSERT_EQ(DOORBELL_OK, doorbell_qp_am_short(pair.qa, 1, i, nullptr, 0));
@@ -180,13 +186,7 @@ TEST(UdpDoorbell, BounceBuffersOfCompletedSlotsAreReusedBeforeTheirReclaim)
     p.rto_min_ns              = 20000000; /* an unasked ACK waits an eighth of it */
     LoopbackPair pair(p, p);
     unsigned     got = 0;
-    doorbell_iface_set_am_handler(
-        pair.b,
-        [](void *arg, uint8_t, void *, size_t) {
-            ++*static_cast<unsigned *>(arg);
-            return DOORBELL_OK;
-        },
-        &got);
+    count_ams(pair.b, &got);
     auto &qa = *static_cast<doorbell::QpCore *>(pair.qa);
     for (unsigned i = 0; i < 40; ++i) {
         ASSERT_EQ(DOORBELL_OK, doorbell_qp_am_short(pair.qa, 1, i, nullptr, 0));
