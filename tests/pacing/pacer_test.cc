@@ -174,6 +174,61 @@ TEST(PacerUnscheduled, AMessageOnAQuietPathGoesAsOneBurstUpToTheIdleAllowance)
     EXPECT_EQ(p->unscheduled_left(), 0u);
 }
 
+// The round trips of an idle burst's own packets, and of those sent behind
+// it until it is acknowledged, measure the queue the burst built: they do
+// not reach the controller (its marks do). The same history with the send
+// times unknown cuts the rate; a sample of a packet sent after the burst
+// was acknowledged reaches the law again.
+TEST(PacerUnscheduled, AnIdleBurstsOwnQueueDoesNotCutTheRate)
+{
+    Config c           = base_config(Policy::kIbrc);
+    c.line_rate_Bps    = 50e6; // 400 Mb/s
+    c.mtu_bytes        = 1472;
+    c.target_floor_ns  = 200000;
+    c.idle_burst_bytes = 24 * 1472;
+    auto told          = make_pacer(c, nullptr);
+    auto blind         = make_pacer(c, nullptr);
+    ASSERT_TRUE(told && blind);
+    // A stream on an empty path (20 us round trips) past its start.
+    uint64_t t = 0;
+    for (int i = 0; i < 400; ++i, t += 100000) {
+        for (auto *p : {told.get(), blind.get()}) {
+            p->on_send(t, 1472);
+            p->on_ack(t + 20000, 1472, 0, 20000, t);
+        }
+    }
+    // Idle 2 ms, then a burst of 24 segments and 8 paced ones behind it.
+    t += 2000000;
+    uint64_t burst = t;
+    for (auto *p : {told.get(), blind.get()}) {
+        p->on_idle_message(t, 32 * 1472);
+        for (int i = 0; i < 24; ++i)
+            p->on_send(t, 1472);
+    }
+    double before = told->rate();
+    // Its ACKs, 1-1.5 ms round trips, for the burst and the packets behind it.
+    for (int i = 0; i < 32; ++i) {
+        uint64_t sent = i < 24 ? burst : burst + uint64_t(i - 23) * 50000;
+        uint64_t now  = sent + 1000000 + uint64_t(i) * 20000;
+        if (i >= 24) {
+            told->on_send(sent, 1472);
+            blind->on_send(sent, 1472);
+        }
+        told->on_ack(now, 1472, 0, now - sent, sent);
+        blind->on_ack(now, 1472, 0, now - sent, 0);
+    }
+    EXPECT_EQ(told->counters().burst_samples, 32u);
+    EXPECT_EQ(blind->counters().burst_samples, 0u);
+    EXPECT_LT(blind->rate(), 0.75 * before) << "the burst's queue read as congestion";
+    EXPECT_GE(told->rate(), before);
+    // A packet sent once the burst was acknowledged: its sample counts.
+    uint64_t sent = t + 3000000;
+    told->on_send(sent, 1472);
+    told->on_ack(sent + 1500000, 1472, 0, 1500000, sent);
+    EXPECT_EQ(told->counters().burst_samples, 32u);
+    EXPECT_EQ(told->counters().rtt_samples, 401u);
+}
+
 TEST(PacerUnscheduled, LongMessagesLaterMessagesAndOtherPoliciesArePaced)
 {
     Config c      = base_config(Policy::kIbrc);

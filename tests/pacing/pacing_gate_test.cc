@@ -80,13 +80,13 @@ TEST(PacingGate, ABuiltinGateKeepsToItsContextsRateBounds)
     /* a clean path: the rate climbs, to the ceiling at most */
     for (int i = 0; i < 2000; ++i, now += 20000) {
         gate->on_send(now, 1500);
-        gate->on_ack(now, 1500, 0, 20000);
+        gate->on_ack(now, 1500, 0, 20000, 0);
         EXPECT_LE(gate->rate(), 40e6);
     }
     EXPECT_GT(gate->base_rtt_ns(), 0u);
     /* every packet marked and lost: cut to the floor at least */
     for (int i = 0; i < 2000; ++i, now += 20000) {
-        gate->on_ack(now, 1500, 1500, 400000);
+        gate->on_ack(now, 1500, 1500, 400000, 0);
         gate->on_loss(now);
         EXPECT_GE(gate->rate(), 1e6);
     }

@@ -27,6 +27,7 @@ struct FakeGate : PacingGate {
         uint64_t      acked_bytes     = 0;
         uint64_t      ce_bytes        = 0;
         uint64_t      rtt_samples     = 0;
+        uint64_t      timed_samples   = 0; ///< of them, with the send time they measure
         uint64_t      losses          = 0;
         uint64_t      max_rtt         = 0; ///< ns, the largest sample given
         uint64_t      max_send        = 0; ///< bytes, the largest single charge
@@ -55,12 +56,14 @@ struct FakeGate : PacingGate {
         log_.outstanding += bytes;
         log_.max_outstanding = std::max(log_.max_outstanding, log_.outstanding);
     }
-    void on_ack(uint64_t, uint64_t acked, uint64_t ce, uint64_t rtt) override
+    void on_ack(uint64_t now, uint64_t acked, uint64_t ce, uint64_t rtt, uint64_t sent) override
     {
         log_.acked_bytes += acked;
         log_.outstanding -= int64_t(acked);
         log_.ce_bytes += ce;
         log_.rtt_samples += rtt != 0;
+        /* a sample's send time: before it by at least its round trip */
+        log_.timed_samples += rtt != 0 && sent != 0 && sent + rtt <= now + kSentSlackNs;
         log_.max_rtt = std::max(log_.max_rtt, rtt);
     }
     void on_loss(uint64_t) override { ++log_.losses; }
@@ -109,11 +112,12 @@ public:
         inner_->on_send(now_ns, bytes);
         note();
     }
-    void on_ack(uint64_t now_ns, uint64_t acked, uint64_t ce, uint64_t rtt) override
+    void on_ack(uint64_t now_ns, uint64_t acked, uint64_t ce, uint64_t rtt,
+                uint64_t sent_ns) override
     {
         ++rec_->acks;
         rec_->rtts += rtt != 0;
-        inner_->on_ack(now_ns, acked, ce, rtt);
+        inner_->on_ack(now_ns, acked, ce, rtt, sent_ns);
         note();
     }
     void on_loss(uint64_t now_ns) override
@@ -183,6 +187,7 @@ TEST(UdpPacing, GateHoldsPacketsAndIsFedByAcks)
     EXPECT_GE(g_log.sends, 17u); /* 1 MiB in <= 65000-byte packets */
     EXPECT_GE(g_log.acked_bytes, size_t(1) << 20);
     EXPECT_GT(g_log.rtt_samples, 0u);
+    EXPECT_EQ(g_log.rtt_samples, g_log.timed_samples);
 }
 
 /* A message of several packets that begins on a QP with nothing in flight

@@ -22,7 +22,7 @@ struct RecordingGate : public pacing::PacingGate {
         return budget > 0 ? now : now + 1000000000ull;
     }
     void on_send(uint64_t, uint32_t) override { --budget; }
-    void on_ack(uint64_t, uint64_t a, uint64_t ce, uint64_t rtt) override
+    void on_ack(uint64_t, uint64_t a, uint64_t ce, uint64_t rtt, uint64_t) override
     {
         acked += a;
         ce_bytes += ce;

@@ -11,6 +11,9 @@
 namespace doorbell::pacing {
 
 static constexpr uint32_t kMaxIntHops = 5; ///< INT records a packet carries at most
+/// A send time echoed in a stamp may read this much early: a device may keep
+/// other bits below it (the UDP device names a packet's port there), ns.
+static constexpr uint64_t kSentSlackNs = 16;
 
 // One switch egress port's record, stamped as the data packet left it.
 struct IntHop {
@@ -30,6 +33,9 @@ struct Feedback {
     uint64_t acked_bytes = 0;
     uint64_t ce_bytes    = 0; ///< of acked_bytes, arrived CE-marked
     uint64_t rtt_ns      = 0; ///< 0 = no sample in this ACK
+    /// when the packet whose round trip rtt_ns is left the sender (its echoed
+    /// stamp, which may read up to kSentSlackNs early); 0 = unknown
+    uint64_t sent_ns = 0;
     /// of rtt_ns, the time the receiving host held the packet before it
     /// answered (Swift's endpoint delay); 0 = none or unknown
     uint64_t         endpoint_delay_ns = 0;

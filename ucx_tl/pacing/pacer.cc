@@ -204,7 +204,16 @@ void Pacer::on_message(uint64_t, uint64_t bytes)
 void Pacer::on_idle_message(uint64_t, uint64_t bytes)
 {
     uint64_t grant = std::min<uint64_t>(bytes, config_.idle_burst_bytes);
-    unsched_left_  = std::max(unsched_left_, grant);
+    if (grant == 0)
+        return;
+    unsched_left_ = std::max(unsched_left_, grant);
+    idle_grant_   = true;
+}
+
+bool Pacer::in_idle_burst(uint64_t sent_ns) const
+{
+    return burst_sent_ && sent_ns != 0 && sent_ns + kSentSlackNs >= burst_from_ns_ &&
+           (burst_left_ > 0 || sent_ns < burst_clear_ns_);
 }
 
 void Pacer::apply_rate(uint64_t now_ns)
@@ -214,18 +223,33 @@ void Pacer::apply_rate(uint64_t now_ns)
         bucket_.set_rate(now_ns, r);
 }
 
-void Pacer::on_ack(uint64_t now_ns, uint64_t acked_bytes, uint64_t ce_bytes, uint64_t rtt_ns)
+void Pacer::on_ack(uint64_t now_ns, uint64_t acked_bytes, uint64_t ce_bytes, uint64_t rtt_ns,
+                   uint64_t sent_ns)
 {
     Feedback f;
     f.now_ns      = now_ns;
     f.acked_bytes = acked_bytes;
     f.ce_bytes    = ce_bytes;
     f.rtt_ns      = rtt_ns;
+    f.sent_ns     = sent_ns;
     on_feedback(f);
 }
 
-void Pacer::on_feedback(const Feedback &f)
+void Pacer::on_feedback(const Feedback &feedback)
 {
+    Feedback f = feedback;
+    // An idle burst's own queue is no congestion signal (on_idle_message());
+    // a controller that has no sample yet still takes one (its start needs
+    // a round trip, and the burst's is the only one there is).
+    if (f.rtt_ns != 0 && in_idle_burst(f.sent_ns) && counters_.rtt_samples > 0) {
+        counters_.burst_samples++;
+        f.rtt_ns = 0;
+    }
+    if (burst_left_ > 0) {
+        burst_left_ -= std::min(burst_left_, f.acked_bytes);
+        if (burst_left_ == 0)
+            burst_clear_ns_ = f.now_ns;
+    }
     counters_.acks++;
     counters_.acked_bytes += f.acked_bytes;
     counters_.ce_bytes += f.ce_bytes;
@@ -284,7 +308,17 @@ void Pacer::on_send(uint64_t now_ns, uint32_t bytes)
     if (unsched_left_ > 0) {
         // Unscheduled bytes take no tokens: the rate paces what follows.
         uint64_t n = std::min<uint64_t>(unsched_left_, bytes);
+        if (idle_grant_) {
+            // The burst's window opens at its first send (or stays open
+            // while an earlier burst is still unacknowledged).
+            if (burst_left_ == 0)
+                burst_from_ns_ = now_ns;
+            burst_sent_ = true;
+            burst_left_ += n;
+        }
         unsched_left_ -= n;
+        if (unsched_left_ == 0)
+            idle_grant_ = false;
         counters_.unscheduled += n;
         bytes -= uint32_t(n);
     }

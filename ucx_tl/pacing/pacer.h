@@ -98,13 +98,15 @@ static constexpr uint32_t kBaselineAllowanceSegments = 8;
 
 // Counters a device can expose; all monotonic.
 struct Counters {
-    uint64_t acks        = 0; ///< on_ack calls
-    uint64_t acked_bytes = 0; ///< bytes acknowledged
-    uint64_t ce_bytes    = 0; ///< bytes acknowledged with a CE mark
-    uint64_t rtt_samples = 0; ///< on_ack calls that carried an RTT
-    uint64_t losses      = 0; ///< on_loss calls
-    uint64_t sent_bytes  = 0; ///< bytes passed to on_send
-    uint64_t unscheduled = 0; ///< of them, sent unscheduled (on_message())
+    uint64_t acks          = 0; ///< on_ack calls
+    uint64_t acked_bytes   = 0; ///< bytes acknowledged
+    uint64_t ce_bytes      = 0; ///< bytes acknowledged with a CE mark
+    uint64_t rtt_samples   = 0; ///< on_ack calls that carried an RTT
+    uint64_t losses        = 0; ///< on_loss calls
+    uint64_t sent_bytes    = 0; ///< bytes passed to on_send
+    uint64_t unscheduled   = 0; ///< of them, sent unscheduled (on_message())
+    uint64_t burst_samples = 0; ///< RTT samples kept from the controller: an
+                                ///< idle burst's queue (on_idle_message())
 };
 
 // The controller of a policy that does not control: the rate is the ceiling.
@@ -126,8 +128,10 @@ public:
     explicit Pacer(const Config &resolved);
 
     // An ACK for `acked_bytes`, of which `ce_bytes` carried a CE mark;
-    // `rtt_ns` is the echoed round trip (0 = no sample in this ACK).
-    void on_ack(uint64_t now_ns, uint64_t acked_bytes, uint64_t ce_bytes, uint64_t rtt_ns);
+    // `rtt_ns` is the echoed round trip (0 = no sample in this ACK) of a
+    // packet sent at `sent_ns` (0 = unknown).
+    void on_ack(uint64_t now_ns, uint64_t acked_bytes, uint64_t ce_bytes, uint64_t rtt_ns,
+                uint64_t sent_ns = 0);
     // The same with what else the ACK carried (endpoint delay, INT records).
     void on_feedback(const Feedback &f);
     // A loss was detected (NAK, retransmit timeout).
@@ -150,7 +154,13 @@ public:
     // over the rate's spacing, and every release then waits for the
     // sending process to run (docs/fabric.md: 3.9 ms for 32 KiB with 4
     // ranks on 2 cores, 1.1 ms unpaced); a stream always has data in
-    // flight and is paced as before.
+    // flight and is paced as before. The round trips of packets sent from
+    // the burst's start until its bytes are acknowledged (Feedback::sent_ns)
+    // do not reach the controller: they measure the queue the burst itself
+    // built, which drains at the bottleneck's rate, and read as congestion
+    // they cut what follows far below the path's share (a 4 x 1 allreduce's
+    // 32 KiB cross-spine steps went at 2-5 MB/s of a 25 MB/s share,
+    // docs/fabric.md). Its CE marks do reach it.
     void on_idle_message(uint64_t now_ns, uint64_t bytes);
     /// Bytes this path may still send unscheduled.
     uint64_t unscheduled_left() const { return unsched_left_; }
@@ -172,14 +182,20 @@ public:
 
 private:
     void apply_rate(uint64_t now_ns);
+    bool in_idle_burst(uint64_t sent_ns) const;
 
     Config                                                    config_;
     std::variant<Ibrc, Dcqcn, Timely, Hpcc, Swift, FixedRate> ctrl_;
     TokenBucket                                               bucket_;
     Counters                                                  counters_;
-    uint64_t unsched_budget_ = 0; ///< bytes a start may send unscheduled (0 = none)
-    uint64_t unsched_left_   = 0; ///< granted and not yet sent
-    uint64_t unsched_out_    = 0; ///< granted and not yet acknowledged
+    uint64_t unsched_budget_ = 0;     ///< bytes a start may send unscheduled (0 = none)
+    uint64_t unsched_left_   = 0;     ///< granted and not yet sent
+    uint64_t unsched_out_    = 0;     ///< granted and not yet acknowledged
+    bool     idle_grant_     = false; ///< unsched_left_ is an idle burst's
+    bool     burst_sent_     = false; ///< an idle burst has left (the fields below)
+    uint64_t burst_from_ns_  = 0;     ///< the last idle burst's first send
+    uint64_t burst_left_     = 0;     ///< of its bytes (on_send's), not yet acknowledged
+    uint64_t burst_clear_ns_ = 0;     ///< when the last of them was
 };
 
 // Parses a policy's name (policies.h: "ibrc", "dcqcn", "timely", "none",

@@ -25,9 +25,10 @@ public:
         return pacer_->next_send_ns(now_ns, bytes);
     }
     void on_send(uint64_t now_ns, uint32_t bytes) override { pacer_->on_send(now_ns, bytes); }
-    void on_ack(uint64_t now_ns, uint64_t acked_bytes, uint64_t ce_bytes, uint64_t rtt_ns) override
+    void on_ack(uint64_t now_ns, uint64_t acked_bytes, uint64_t ce_bytes, uint64_t rtt_ns,
+                uint64_t sent_ns) override
     {
-        pacer_->on_ack(now_ns, acked_bytes, ce_bytes, rtt_ns);
+        pacer_->on_ack(now_ns, acked_bytes, ce_bytes, rtt_ns, sent_ns);
     }
     void     on_loss(uint64_t now_ns) override { pacer_->on_loss(now_ns); }
     double   rate() const override { return pacer_->rate(); }

@@ -28,9 +28,10 @@ public:
     /// A packet of bytes was handed to the kernel at now_ns.
     virtual void on_send(uint64_t now_ns, uint32_t bytes) = 0;
     /// An ACK advanced: acked_bytes newly acknowledged, ce_bytes of them
-    /// arrived CE-marked; rtt_ns is a fresh sample or 0 if the ACK had none.
-    virtual void on_ack(uint64_t now_ns, uint64_t acked_bytes, uint64_t ce_bytes,
-                        uint64_t rtt_ns) = 0;
+    /// arrived CE-marked; rtt_ns is a fresh sample or 0 if the ACK had none,
+    /// of a packet that left at sent_ns (0 = unknown; Feedback::sent_ns).
+    virtual void on_ack(uint64_t now_ns, uint64_t acked_bytes, uint64_t ce_bytes, uint64_t rtt_ns,
+                        uint64_t sent_ns) = 0;
     /// A loss was detected (NAK for a gap, or a retransmit timeout).
     virtual void on_loss(uint64_t now_ns) = 0;
     /// Current rate, bytes/s (for counters and tests).

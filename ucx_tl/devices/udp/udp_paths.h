@@ -16,6 +16,7 @@
 #pragma once
 
 #include "core/doorbell_defaults.h"
+#include "pacing/feedback.h"
 
 #include <algorithm>
 #include <array>
@@ -25,6 +26,7 @@ namespace doorbell::udp {
 
 static constexpr uint32_t kPathBits = 4; ///< low bits of a stamp that name its port
 static_assert((1u << kPathBits) >= DOORBELL_MAX_PATHS);
+static_assert((1u << kPathBits) <= pacing::kSentSlackNs, "a stamp's send time within the slack");
 /// A port whose round trip exceeds the best one's by more than half of it
 /// and this much is skipped: the emulated fabric's base round trip is
 /// 10-15 us, its queues hundreds.
@@ -34,6 +36,13 @@ static constexpr uint64_t kPathSlackNs = 100000;
 inline uint64_t path_stamp(uint64_t now_ns, uint8_t path)
 {
     return (now_ns & ~uint64_t((1u << kPathBits) - 1)) | path;
+}
+
+/// The send time a stamp carries, its port cleared: up to
+/// pacing::kSentSlackNs early.
+inline uint64_t stamp_time(uint64_t stamp)
+{
+    return stamp & ~uint64_t((1u << kPathBits) - 1);
 }
 
 /// The port a stamp names.

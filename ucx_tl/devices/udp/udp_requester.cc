@@ -922,7 +922,7 @@ void UdpIface::handle_ack(UdpQp &qp, const WireHeader &h)
         rtt = path_rtt(h.ts_echo, h.msg_offset);
     }
     if (qp.gate && (acked != 0 || rtt != 0 || h.aux != 0)) {
-        qp.gate->on_ack(now_, acked, h.aux, rtt);
+        qp.gate->on_ack(now_, acked, h.aux, rtt, rtt != 0 ? stamp_time(h.ts_echo) : 0);
         if (h.aux != 0) {
             mark_paced(qp); /* marked: the controller is at work */
         }
@@ -1014,7 +1014,8 @@ void UdpIface::handle_read_resp(UdpQp &qp, const WireHeader &h, const uint8_t *p
         /* the requester paces its reads: the data's marks and delay are
          * its feedback (the first response of a request carries the RTT) */
         uint64_t rtt = (h.flags & kFlagFirst) ? path_rtt(h.ts_echo, 0) : 0; /* no hold */
-        qp.gate->on_ack(now_, h.length, ce ? h.length : 0, rtt);
+        qp.gate->on_ack(now_, h.length, ce ? h.length : 0, rtt,
+                        rtt != 0 ? stamp_time(h.ts_echo) : 0);
         if (ce) {
             mark_paced(qp);
         }

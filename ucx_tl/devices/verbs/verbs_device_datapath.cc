@@ -395,7 +395,7 @@ void VerbsIface::complete_wrs(VerbsQp &qp, uint64_t end, uint64_t ts)
         }
     }
     if (qp.gate) {
-        qp.gate->on_ack(now_ns(), bytes, 0, rtt);
+        qp.gate->on_ack(now_ns(), bytes, 0, rtt, 0);
         apply_rate(qp);
     }
     qp.complete_to(end);

@@ -94,7 +94,7 @@ void VerbsIface::sample_congestion()
     for (QpCore *q : qps) {
         auto *qp = static_cast<VerbsQp *>(q);
         if (qp->gate) {
-            qp->gate->on_ack(now, 0, marks * mtu, 0);
+            qp->gate->on_ack(now, 0, marks * mtu, 0, 0);
             apply_rate(*qp);
         }
     }
