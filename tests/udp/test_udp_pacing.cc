@@ -193,7 +193,8 @@ TEST(UdpPacing, GateHoldsPacketsAndIsFedByAcks)
 /* A message of several packets that begins on a QP with nothing in flight
  * is announced to the gate as idle (it may leave as one burst), with its
  * bytes and their headers; one posted behind it while the first is in flight
- * is not, nor is a message of one packet. */
+ * is not, nor is a message of one packet; one behind a short message still
+ * in flight is. */
 TEST(UdpPacing, AMessageOnAQuietQpIsAnnouncedToItsGate)
 {
     doorbell_iface_params_t p = gated(lo_params(), true);
@@ -231,6 +232,17 @@ TEST(UdpPacing, AMessageOnAQuietQpIsAnnouncedToItsGate)
     ASSERT_EQ(DOORBELL_INPROGRESS, put_zcopy(pair.qa, data, target, c3));
     ASSERT_TRUE(pair.wait([&] { return c3.count == 1; }));
     EXPECT_EQ(2u, g_log.idle_messages);
+
+    /* a short message still unacknowledged (a flag, whose ACK the peer may
+     * hold) is no traffic in the network: the message behind it is
+     * announced as well */
+    ASSERT_TRUE(pair.wait([&] { return qa.unacked.empty(); }));
+    Completion c4;
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(), target.rkey));
+    ASSERT_EQ(DOORBELL_INPROGRESS, put_zcopy(pair.qa, data, target, c4));
+    EXPECT_EQ(1u, qa.unacked.size()) << "the short one left, unacknowledged";
+    ASSERT_TRUE(pair.wait([&] { return c4.count == 1; }));
+    EXPECT_EQ(3u, g_log.idle_messages);
 }
 
 /* A sender that waits on the event fd while the pacer holds its packets

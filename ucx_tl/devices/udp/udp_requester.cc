@@ -499,14 +499,20 @@ static bool starts_long_message(const TxPacket &pkt)
            (pkt.flags & (kFlagFirst | kFlagLast)) == kFlagFirst;
 }
 
-/// Whether a paced QP has nothing in the network: nothing unacknowledged,
-/// or nothing sent for a round trip and four of its rate's segment times
-/// (what is unacknowledged then waits on the peer's ACK delay, as the tail
-/// of a ping-pong's last message does; a paced stream's packets are never
-/// that far apart).
+/// Whether a paced QP has nothing in the network: nothing unacknowledged
+/// but at most one segment's payload (a flag or a short message, whose ACK
+/// the peer may hold: a collective's next step, posted right behind the
+/// last one's flag, went paced at every release), or nothing sent for a
+/// round trip and four of its rate's segment times (what is unacknowledged
+/// then waits on the peer's ACK delay, as the tail of a ping-pong's last
+/// message does; a paced stream's packets are never that far apart).
 bool UdpIface::quiet(const UdpQp &qp) const
 {
-    if (qp.tx_psn == qp.una) {
+    uint64_t in_flight = 0;
+    for (uint32_t psn = qp.una; psn != qp.tx_psn && in_flight <= mtu_; ++psn) {
+        in_flight += qp.unacked[psn - qp.una].length;
+    }
+    if (in_flight <= mtu_) {
         return true;
     }
     double   rate    = qp.gate->rate();
