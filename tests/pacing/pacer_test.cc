@@ -229,6 +229,32 @@ TEST(PacerUnscheduled, AnIdleBurstsOwnQueueDoesNotCutTheRate)
     EXPECT_EQ(told->counters().rtt_samples, 401u);
 }
 
+// A path whose messages all leave as idle bursts: its start still ends on
+// their round trips (and the rate leaves the first one), else a message
+// behind a burst would be paced at the first rate for good.
+TEST(PacerUnscheduled, AStartEndsOnTheRoundTripsOfBursts)
+{
+    Config c           = base_config(Policy::kIbrc);
+    c.line_rate_Bps    = 50e6;
+    c.mtu_bytes        = 1472;
+    c.target_floor_ns  = 200000;
+    c.idle_burst_bytes = 24 * 1472;
+    auto p             = make_pacer(c, nullptr);
+    ASSERT_TRUE(p);
+    double   first = 0;
+    uint64_t t     = 0;
+    for (int i = 0; i < 200; ++i, t += 1000000) { // a 2-packet message per ms
+        p->on_idle_message(t, 2 * 1472);
+        p->on_send(t, 1472);
+        p->on_send(t, 1472);
+        p->on_ack(t + 30000, 2 * 1472, 0, 30000, t);
+        if (i == 0)
+            first = p->rate();
+    }
+    EXPECT_GT(p->rate(), 4 * first) << "still at the first rate";
+    EXPECT_EQ(p->counters().unscheduled, 200 * 2 * 1472u);
+}
+
 TEST(PacerUnscheduled, LongMessagesLaterMessagesAndOtherPoliciesArePaced)
 {
     Config c      = base_config(Policy::kIbrc);

@@ -160,7 +160,8 @@ public:
     // built, which drains at the bottleneck's rate, and read as congestion
     // they cut what follows far below the path's share (a 4 x 1 allreduce's
     // 32 KiB cross-spine steps went at 2-5 MB/s of a 25 MB/s share,
-    // docs/fabric.md). Its CE marks do reach it.
+    // docs/fabric.md). Its CE marks do reach it, and so does every sample
+    // while IBRC is in its start (which ends on round trips).
     void on_idle_message(uint64_t now_ns, uint64_t bytes);
     /// Bytes this path may still send unscheduled.
     uint64_t unscheduled_left() const { return unsched_left_; }
