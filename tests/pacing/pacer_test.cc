@@ -20,6 +20,18 @@ Config base_config(Policy p)
     return c;
 }
 
+// IBRC as the UDP device sets it up on the emulated fabric: 400 Mb/s,
+// 1472-byte segments, a 200 us target floor, 24 segments of idle burst.
+Config host_path_config()
+{
+    Config c           = base_config(Policy::kIbrc);
+    c.line_rate_Bps    = 50e6;
+    c.mtu_bytes        = 1472;
+    c.target_floor_ns  = 200000;
+    c.idle_burst_bytes = 24 * 1472;
+    return c;
+}
+
 } // namespace
 
 TEST(PacerConfig, ParsesPolicies)
@@ -181,13 +193,9 @@ TEST(PacerUnscheduled, AMessageOnAQuietPathGoesAsOneBurstUpToTheIdleAllowance)
 // was acknowledged reaches the law again.
 TEST(PacerUnscheduled, AnIdleBurstsOwnQueueDoesNotCutTheRate)
 {
-    Config c           = base_config(Policy::kIbrc);
-    c.line_rate_Bps    = 50e6; // 400 Mb/s
-    c.mtu_bytes        = 1472;
-    c.target_floor_ns  = 200000;
-    c.idle_burst_bytes = 24 * 1472;
-    auto told          = make_pacer(c, nullptr);
-    auto blind         = make_pacer(c, nullptr);
+    Config c     = host_path_config();
+    auto   told  = make_pacer(c, nullptr);
+    auto   blind = make_pacer(c, nullptr);
     ASSERT_TRUE(told && blind);
     // A stream on an empty path (20 us round trips) past its start.
     uint64_t t = 0;
@@ -234,12 +242,8 @@ TEST(PacerUnscheduled, AnIdleBurstsOwnQueueDoesNotCutTheRate)
 // behind a burst would be paced at the first rate for good.
 TEST(PacerUnscheduled, AStartEndsOnTheRoundTripsOfBursts)
 {
-    Config c           = base_config(Policy::kIbrc);
-    c.line_rate_Bps    = 50e6;
-    c.mtu_bytes        = 1472;
-    c.target_floor_ns  = 200000;
-    c.idle_burst_bytes = 24 * 1472;
-    auto p             = make_pacer(c, nullptr);
+    Config c = host_path_config();
+    auto   p = make_pacer(c, nullptr);
     ASSERT_TRUE(p);
     double   first = 0;
     uint64_t t     = 0;

@@ -210,9 +210,16 @@ void Pacer::on_idle_message(uint64_t, uint64_t bytes)
     idle_grant_   = true;
 }
 
+bool Pacer::starting() const
+{
+    const auto *ibrc = std::get_if<Ibrc>(&ctrl_);
+    return counters_.rtt_samples == 0 || (ibrc != nullptr && ibrc->starting());
+}
+
 bool Pacer::in_idle_burst(uint64_t sent_ns) const
 {
-    return burst_sent_ && sent_ns != 0 && sent_ns + kSentSlackNs >= burst_from_ns_ &&
+    // Before any burst both bounds are 0: nothing is inside.
+    return sent_ns != 0 && sent_ns + kSentSlackNs >= burst_from_ns_ &&
            (burst_left_ > 0 || sent_ns < burst_clear_ns_);
 }
 
@@ -243,9 +250,7 @@ void Pacer::on_feedback(const Feedback &feedback)
     // on round trips, and a path whose messages all leave as bursts would
     // otherwise keep its first rate for good (a message behind a burst is
     // paced at it: 4 x 1 allreduce, cross-spine QPs at 4.8 MB/s).
-    const auto *ibrc     = std::get_if<Ibrc>(&ctrl_);
-    bool        starting = counters_.rtt_samples == 0 || (ibrc != nullptr && ibrc->starting());
-    if (f.rtt_ns != 0 && in_idle_burst(f.sent_ns) && !starting) {
+    if (f.rtt_ns != 0 && in_idle_burst(f.sent_ns) && !starting()) {
         counters_.burst_samples++;
         f.rtt_ns = 0;
     }
@@ -317,7 +322,6 @@ void Pacer::on_send(uint64_t now_ns, uint32_t bytes)
             // while an earlier burst is still unacknowledged).
             if (burst_left_ == 0)
                 burst_from_ns_ = now_ns;
-            burst_sent_ = true;
             burst_left_ += n;
         }
         unsched_left_ -= n;

@@ -101,7 +101,7 @@ struct Counters {
     uint64_t acks          = 0; ///< on_ack calls
     uint64_t acked_bytes   = 0; ///< bytes acknowledged
     uint64_t ce_bytes      = 0; ///< bytes acknowledged with a CE mark
-    uint64_t rtt_samples   = 0; ///< on_ack calls that carried an RTT
+    uint64_t rtt_samples   = 0; ///< on_ack calls whose RTT reached the controller
     uint64_t losses        = 0; ///< on_loss calls
     uint64_t sent_bytes    = 0; ///< bytes passed to on_send
     uint64_t unscheduled   = 0; ///< of them, sent unscheduled (on_message())
@@ -184,6 +184,8 @@ public:
 private:
     void apply_rate(uint64_t now_ns);
     bool in_idle_burst(uint64_t sent_ns) const;
+    // No round trip has reached the controller yet, or IBRC is in its start.
+    bool starting() const;
 
     Config                                                    config_;
     std::variant<Ibrc, Dcqcn, Timely, Hpcc, Swift, FixedRate> ctrl_;
@@ -193,7 +195,6 @@ private:
     uint64_t unsched_left_   = 0;     ///< granted and not yet sent
     uint64_t unsched_out_    = 0;     ///< granted and not yet acknowledged
     bool     idle_grant_     = false; ///< unsched_left_ is an idle burst's
-    bool     burst_sent_     = false; ///< an idle burst has left (the fields below)
     uint64_t burst_from_ns_  = 0;     ///< the last idle burst's first send
     uint64_t burst_left_     = 0;     ///< of its bytes (on_send's), not yet acknowledged
     uint64_t burst_clear_ns_ = 0;     ///< when the last of them was
