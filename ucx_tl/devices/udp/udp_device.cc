@@ -135,6 +135,8 @@ UdpQp::UdpQp(UdpIface &iface, uint32_t qpn_, const sockaddr_in &peer_, uint64_t 
     rto_ns(iface.params.rto_min_ns),
     probed_psn(isn)
 {
+    path.seed(isn);
+    peer_path.seed(isn ^ 0x5bd1e995u);
 }
 
 UdpIface::UdpIface(ProtectionDomain &pd_, const doorbell_iface_params_t &p, std::string name_) :
@@ -449,14 +451,15 @@ void UdpIface::dump_qp(const UdpQp &qp) const
     fprintf(stderr,
             "%s qp 0x%x peer %s:%u rate_MBps %.3f min_rate_MBps %.3f "
             "base_rtt_us %.1f srtt_us %.1f paced_waits %llu timeouts %llu "
-            "busy_naks %llu tail_probes %llu\n",
+            "busy_naks %llu tail_probes %llu home %u moves %u peer_home %u peer_moves %u\n",
             name.c_str(), qp.qpn, ip, ntohs(qp.peer.sin_port),
             qp.gate ? qp.gate->rate() / 1e6 : 0.0, qp.min_rate / 1e6,
             qp.gate ? qp.gate->base_rtt_ns() / 1e3 : 0.0, qp.srtt_ns / 1e3,
             static_cast<unsigned long long>(qp.paced_waits),
             static_cast<unsigned long long>(qp.timeouts),
             static_cast<unsigned long long>(qp.busy_naks),
-            static_cast<unsigned long long>(qp.tail_probes));
+            static_cast<unsigned long long>(qp.tail_probes), qp.path.home(), qp.path.moves(),
+            qp.peer_path.home(), qp.peer_path.moves());
 }
 
 void UdpIface::destroy_qp(UdpQp &qp)

@@ -25,12 +25,14 @@
  * CE echo) or NAKs.
  *
  * Multipath: an iface sends from `paths` sockets on consecutive ports (the
- * first is its address), and every connection spreads its packets over
- * them, one after the other, so that a fabric's ECMP hash (which includes
- * the source port) carries them along several paths, as packet-spraying
- * RDMA NICs do; each side tells the other its count in the handshake, and
- * accepts a connection's packets from any of the peer's ports. Packets that
- * overtake each other on different paths are held (a copy, bounded per
+ * first is its address), so that a fabric's ECMP hash (which includes the
+ * source port) offers a connection several paths; each side tells the other
+ * its count in the handshake, and accepts a connection's packets from any
+ * of the peer's ports. A connection sends from one port, its home, probes
+ * the others with a few stamped packets, and moves when a probe finds an
+ * empty path or the home loses a packet (udp_paths.h): one path per
+ * connection, away from another's. Packets that overtake each other on
+ * different paths (a probe, a move) are held (a copy, bounded per
  * connection and per iface) and executed in PSN order when the gap fills;
  * a gap that stays open for kReorderWaitNs is NAKed as a loss.
  *

@@ -949,6 +949,7 @@ void UdpIface::handle_nak(UdpQp &qp, const WireHeader &h)
         if (psn_diff(qp.tx_psn, h.psn) > 0) {
             qp.tx_psn = h.psn;
         }
+        qp.path.lost(paths_); /* the home's path overflowed: perhaps shared */
         if (qp.gate) {
             qp.gate->on_loss(now_);
             mark_paced(qp);
