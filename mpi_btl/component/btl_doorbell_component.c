@@ -222,10 +222,10 @@ static int mca_btl_doorbell_component_register(void)
                "loopback), ibrc, dcqcn, timely or none",
                &cm->cc);
     reg_uint("paths",
-             "Source ports (a socket each) the packets of every connection "
-             "are spread over on a UDP device, so that the fabric's ECMP hash "
-             "spreads them over its paths; the receiver executes them in "
-             "order (0: automatic, 8, or 1 on loopback; else 1-16)",
+             "Source ports (a socket each) of a UDP device, so that the "
+             "fabric's ECMP hash offers a connection several paths: each "
+             "connection sends from one and moves to another when its path "
+             "is shared (0: automatic, 8, or 1 on loopback; else 1-16)",
              &cm->paths);
     reg_uint("async_interval",
              "Longest wait in microseconds of background progress "

@@ -150,9 +150,10 @@ TEST(UdpReliability, EverythingAtOnce)
 namespace {
 
 /// Both sides send from four ports (udp_device.h, Multipath). On lo each
-/// port's share of a flush leaves as one batch after the other's, so the
-/// packets of every connection arrive out of PSN order (0, 4, 8, ... 1, 5,
-/// ...): what a fabric's paths do to them, on every flush.
+/// port's share of a flush leaves as one batch after the other's, so a
+/// probe (a stamped packet from another port than the home, udp_paths.h)
+/// arrives after packets sent behind it: what a fabric's paths do, on
+/// every flush that probes.
 doorbell_iface_params_t multipath_params()
 {
     doorbell_iface_params_t p = lo_params();
