@@ -6,8 +6,8 @@
  * packets on one port, its home, so that they arrive in order: sprayed over
  * paths with queues of different depths they overtake each other, the
  * receiver holds them, and the pacer reads the deepest queue of all as the
- * connection's (a 2 x 2 allreduce of 1 MiB took 36-41 ms sprayed, 25-29 on
- * one path). One stamped packet in kProbeEvery leaves from another port, in
+ * connection's (a 2 x 2 allreduce of 1 MiB took 36-41 ms sprayed, 24-31 on
+ * one path that moves). One stamped packet in kProbeEvery leaves from another port, in
  * turn, and measures it; the stamp's low bits carry the port and the ACK's
  * echo brings it back with the round trip.
  * A home that shares its path with another connection's traffic (the ECMP
@@ -17,8 +17,8 @@
  * - a probed port's round trip at most 1/kMoveRatio of the home's and
  *   kPathSlackNs below it: an empty path. The ratio is large because a
  *   connection alone on its path queues there too, and moving it onto a
- *   path that another connection fills costs both of them losses (ratio 3
- *   moved 12-18 times a run and lost hundreds of packets; 8: 0-3 moves);
+ *   path that another connection fills costs both of them losses (a third:
+ *   43-57 moves a run and hundreds of packets lost; an eighth: 0-8 moves);
  * - a loss on the home (a NAK for a gap): the two queues overflowed the
  *   switch's buffer; the connection moves to the other port measured best.
  * A move waits for kSettleSamples round trips of the new home.
