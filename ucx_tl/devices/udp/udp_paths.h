@@ -84,7 +84,7 @@ public:
             return 0;
         }
         if (home_ >= paths) {
-            home_ = 0;
+            home_ = 0; /* a peer's echo names 4 bits of port, any of 16 */
         }
         if (!stamped || ++stamps_ % kProbeEvery != 0) {
             return home_;
@@ -114,9 +114,7 @@ public:
             home - probe < kPathSlackNs || !flip()) {
             return;
         }
-        home_         = path;
-        home_samples_ = 0;
-        ++moves_;
+        move_to(path);
     }
 
     /// The home lost a packet: with probability one half, move to the
@@ -133,9 +131,7 @@ public:
                 best = k;
             }
         }
-        home_         = best;
-        home_samples_ = 0;
-        ++moves_;
+        move_to(best);
     }
 
     uint64_t rtt(uint8_t path) const { return path < rtt_ns_.size() ? rtt_ns_[path] : 0; }
@@ -155,6 +151,13 @@ public:
     }
 
 private:
+    void move_to(uint8_t path)
+    {
+        home_         = path;
+        home_samples_ = 0;
+        ++moves_;
+    }
+
     bool flip()
     {
         coin_ ^= coin_ << 13; /* xorshift32 */
