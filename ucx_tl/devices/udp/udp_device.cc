@@ -269,14 +269,17 @@ doorbell_status_t UdpIface::init(const sockaddr_in &addr, uint32_t if_mtu, bool 
         }
     }
     /* the other paths' sockets only send (peers send to fd_'s port): the
-     * same marking and send buffer, the smallest receive buffer */
+     * same marking and send buffer, a receive buffer for their error queue
+     * alone (ICMP answers are charged to it) */
     for (uint32_t i = 1; i < paths_; ++i) {
-        int least = 1;
+        int least = 64 << 10, on = 1;
         setsockopt(path_fd_[i], IPPROTO_IP, IP_TOS, &tos, sizeof(tos));
         if (setsockopt(path_fd_[i], SOL_SOCKET, SO_SNDBUFFORCE, &want, sizeof(want)) != 0) {
             setsockopt(path_fd_[i], SOL_SOCKET, SO_SNDBUF, &want, sizeof(want));
         }
         setsockopt(path_fd_[i], SOL_SOCKET, SO_RCVBUF, &least, sizeof(least));
+        /* the ICMP answers to the ports' probes (udp_path_probe.cc) */
+        setsockopt(path_fd_[i], IPPROTO_IP, IP_RECVERR, &on, sizeof(on));
     }
     int       granted = 0;
     socklen_t len     = sizeof(granted);
@@ -451,7 +454,8 @@ void UdpIface::dump_qp(const UdpQp &qp) const
     fprintf(stderr,
             "%s qp 0x%x peer %s:%u rate_MBps %.3f min_rate_MBps %.3f "
             "base_rtt_us %.1f srtt_us %.1f paced_waits %llu timeouts %llu "
-            "busy_naks %llu tail_probes %llu home %u moves %u peer_home %u peer_moves %u\n",
+            "busy_naks %llu tail_probes %llu home %u moves %u peer_home %u peer_moves %u "
+            "spines %u spine_unanswered %u\n",
             name.c_str(), qp.qpn, ip, ntohs(qp.peer.sin_port),
             qp.gate ? qp.gate->rate() / 1e6 : 0.0, qp.min_rate / 1e6,
             qp.gate ? qp.gate->base_rtt_ns() / 1e3 : 0.0, qp.srtt_ns / 1e3,
@@ -459,7 +463,7 @@ void UdpIface::dump_qp(const UdpQp &qp) const
             static_cast<unsigned long long>(qp.timeouts),
             static_cast<unsigned long long>(qp.busy_naks),
             static_cast<unsigned long long>(qp.tail_probes), qp.path.home(), qp.path.moves(),
-            qp.peer_path.home(), qp.peer_path.moves());
+            qp.peer_path.home(), qp.peer_path.moves(), qp.classes.classes(), qp.classes.failed());
 }
 
 void UdpIface::destroy_qp(UdpQp &qp)

@@ -51,6 +51,7 @@
 #include "pacing/pacing_gate.h"
 #include "parser.h"
 #include "udp_gso.h"
+#include "udp_path_classes.h"
 #include "udp_paths.h"
 #include "wire.h"
 
@@ -244,24 +245,25 @@ struct UdpQp : public QpCore {
     uint32_t                            probed_psn;          ///< next_psn when last asked
     std::unique_ptr<pacing::PacingGate> gate;
     /* per-QP counters, printed at destroy with the iface's stats */
-    uint64_t  paced_waits  = 0;
-    uint64_t  timeouts     = 0;
-    uint64_t  busy_naks    = 0;
-    uint64_t  tail_probes  = 0;
-    uint64_t  tlp_at_ns    = 0;     ///< tail-loss probe due; 0: none
-    bool      last_ack_req = false; ///< the last packet asked for an ACK
-    uint64_t  stamp_ns     = 0;     ///< when a packet last carried its ts_send
-    uint32_t  unstamped    = 0;     ///< packets since (of those that may go without)
-    uint64_t  last_echo    = 0;     ///< the ts_echo of the last RTT sample taken
-    uint64_t  ack_req_ns   = 0;     ///< when a packet last asked for an ACK
-    bool      paced        = false; ///< the pacer has limited it
-    double    min_rate     = 0;     ///< lowest pacer rate seen, B/s
-    uint64_t  last_tx_ns   = 0;     ///< when it last sent a request packet
-    uint32_t  idle_psn     = 0;     ///< the message start last announced idle
-    bool      idle_told    = false; ///< (idle_psn is valid)
-    uint32_t  peer_paths   = 1;     ///< the peer's sending ports (ACCEPT)
-    PathTable path;                 ///< which of our ports the next packet takes
-    PathTable peer_path;            ///< the peer's ports, as its read responses show
+    uint64_t    paced_waits  = 0;
+    uint64_t    timeouts     = 0;
+    uint64_t    busy_naks    = 0;
+    uint64_t    tail_probes  = 0;
+    uint64_t    tlp_at_ns    = 0;     ///< tail-loss probe due; 0: none
+    bool        last_ack_req = false; ///< the last packet asked for an ACK
+    uint64_t    stamp_ns     = 0;     ///< when a packet last carried its ts_send
+    uint32_t    unstamped    = 0;     ///< packets since (of those that may go without)
+    uint64_t    last_echo    = 0;     ///< the ts_echo of the last RTT sample taken
+    uint64_t    ack_req_ns   = 0;     ///< when a packet last asked for an ACK
+    bool        paced        = false; ///< the pacer has limited it
+    double      min_rate     = 0;     ///< lowest pacer rate seen, B/s
+    uint64_t    last_tx_ns   = 0;     ///< when it last sent a request packet
+    uint32_t    idle_psn     = 0;     ///< the message start last announced idle
+    bool        idle_told    = false; ///< (idle_psn is valid)
+    uint32_t    peer_paths   = 1;     ///< the peer's sending ports (ACCEPT)
+    PathTable   path;                 ///< which of our ports the next packet takes
+    PathTable   peer_path;            ///< the peer's ports, as its read responses show
+    PathClasses classes;              ///< which of our ports reach which spine
 };
 
 /// A request that arrived ahead of a gap (multipath), kept until its turn.
@@ -537,12 +539,29 @@ private:
                    const sockaddr_in &to, uint8_t path = 0, uint32_t header_bytes = sizeof(WireHeader));
     void     flush_tx();
     unsigned stage_batch(unsigned from, bool gso, uint8_t path); /* udp_socket_io.cc */
-    void     send_staged(int fd, unsigned n);
+    void     send_staged(uint8_t path, unsigned n);
     struct TxSlot;
     void     send_linear(const TxSlot &s);
     void     enable_rx_timestamps();
     void     enable_ce();
     uint64_t kernel_rx_time(const cmsghdr *c, int64_t rt_to_mono) const;
+
+    /* ports told apart by spine (udp_path_probe.cc) */
+    uint8_t data_path(UdpQp &qp, bool stamped);
+    void    probe_classes(UdpQp &qp);
+    void    read_path_errors();
+    void    read_path_errors(uint8_t path);
+    bool    path_send_error(uint8_t path, int err);
+    /// How long after a try the sending ports' error queues are read (ns):
+    /// an answer comes a round trip after its probe.
+    static constexpr uint64_t kClassWatchNs         = 20000000;
+    static constexpr uint64_t kClassReadEveryNs     = 200000;
+    uint64_t                  class_watch_until_ns_ = 0;
+    uint64_t                  class_read_next_ns_   = 0;
+    uint32_t                  class_watch_mask_     = 0; ///< ports probed in the window
+    uint64_t                  class_probes_         = 0;
+    uint64_t                  class_answers_        = 0;
+    uint64_t                  class_other_errors_   = 0;
 
     int fd_ = -1;
     /// The sockets packets leave from: fd_, then paths_ - 1 more on the

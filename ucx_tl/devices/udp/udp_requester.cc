@@ -141,6 +141,11 @@ bool UdpIface::cut_packet(UdpQp &qp)
                 stamp            = stamp_due(qp);
                 pkt.header_bytes = seg_header_bytes(pkt.opcode, qp.cursor_offset == 0, stamp);
                 seg              = segment_payload(pkt.opcode, qp.cursor_offset == 0, stamp);
+                if (qp.classes.ready()) {
+                    /* packets of one size, as many on every spine */
+                    seg = std::min(seg, even_segment(total, segment_payload(pkt.opcode, true, true),
+                                                     qp.classes.classes()));
+                }
             }
             pkt.length = std::min(seg, total - qp.cursor_offset);
             if (!qp.unacked.empty() &&
@@ -253,7 +258,7 @@ void UdpIface::send_packet(UdpQp &qp, const TxPacket &pkt)
     /* a segment carries its stamp only if it was cut with one; a stamp
      * names the port (udp_paths.h) */
     bool    stamped     = pkt.header_bytes == sizeof(WireHeader) || pkt.stamped;
-    uint8_t path        = qp.path.pick(paths_, stamped);
+    uint8_t path        = data_path(qp, stamped);
     h.ts_send           = stamped ? path_stamp(now_, path) : 0;
     const void *payload = nullptr;
     switch (pkt.opcode) {
@@ -469,7 +474,7 @@ void UdpIface::send_pack(UdpQp &qp)
     }
     bool stamp = ack || stamp_due(qp);
     note_stamp(qp, stamp);
-    s.path = qp.path.pick(paths_, stamp);
+    s.path = data_path(qp, stamp);
     /* the header ends where the first member header would begin, or for a
      * lone message (which has none) where its payload begins */
     uint32_t first = count == 1 ? kRoom + uint32_t(sizeof(PackMember)) : kRoom;
@@ -591,7 +596,7 @@ void UdpIface::send_probe(UdpQp &qp, uint32_t psn)
     h.dst_qp     = qp.remote_qpn;
     h.src_qp     = qp.qpn;
     h.psn        = psn;
-    uint8_t path = qp.path.pick(paths_, true);
+    uint8_t path = data_path(qp, true);
     h.ts_send    = path_stamp(now_, path);
     stage(h, nullptr, 0, nullptr, 0, qp.peer, path);
 }
@@ -638,6 +643,7 @@ void UdpIface::check_timer(UdpQp &qp)
         check_connect(qp);
         return;
     }
+    probe_classes(qp);
     if (!check_keepalive(qp) || qp.deadline_ns == 0) {
         return;
     }
@@ -735,7 +741,7 @@ unsigned UdpIface::rerequest_reads(UdpQp &qp)
             WireHeader            h = retry_header(qp, Opcode::kAtomicReq, piece);
             h.am_id                 = w.am_id;
             h.length                = sizeof(AtomicArgs);
-            uint8_t path            = qp.path.pick(paths_, true);
+            uint8_t path            = data_path(qp, true);
             h.ts_send               = path_stamp(now_, path);
             stage(h, &w.atomic_compare, sizeof(AtomicArgs), nullptr, 0, qp.peer, path);
             ++counters.retransmits;
@@ -745,7 +751,7 @@ unsigned UdpIface::rerequest_reads(UdpQp &qp)
         WireHeader h = retry_header(qp, Opcode::kReadReq, piece);
         h.msg_offset = first_missing(piece);
         h.aux        = piece.chunk;
-        uint8_t path = qp.path.pick(paths_, true);
+        uint8_t path = data_path(qp, true);
         h.ts_send    = path_stamp(now_, path);
         stage(h, nullptr, 0, nullptr, 0, qp.peer, path);
         ++counters.retransmits;

@@ -61,6 +61,9 @@ unsigned UdpIface::progress()
         now_ = now_ns();
     }
     flush_deferred_acks(false);
+    if (now_ < class_watch_until_ns_) {
+        read_path_errors();
+    }
     if (!gapped_.empty()) {
         check_gaps();
     }
@@ -412,11 +415,12 @@ void UdpIface::send_linear(const TxSlot &s)
         std::memcpy(p + len, s.iov[i].iov_base, s.iov[i].iov_len);
         len += s.iov[i].iov_len;
     }
-    ssize_t rc;
+    ssize_t  rc;
+    unsigned icmp = 0;
     do {
         rc = sendto(path_fd_[s.path], p, len, 0, reinterpret_cast<const sockaddr *>(&s.to),
                     sizeof(s.to));
-    } while (rc < 0 && errno == EINTR);
+    } while (rc < 0 && (errno == EINTR || (icmp++ < 2 && path_send_error(s.path, errno))));
     if (rc >= 0) { /* else lost; retransmission recovers it */
         counters.tx_bytes += uint64_t(rc);
         ++counters.tx_packets;
@@ -508,21 +512,23 @@ void UdpIface::flush_tx()
         return;
     }
     if (paths_ == 1) {
-        send_staged(fd_, stage_batch(0, gso_ && !faults_, 0));
+        send_staged(0, stage_batch(0, gso_ && !faults_, 0));
     } else {
         for (uint32_t p = 0; p < paths_; ++p) {
             if (unsigned n = stage_batch(0, false, uint8_t(p)); n != 0) {
-                send_staged(path_fd_[p], n);
+                send_staged(uint8_t(p), n);
             }
         }
     }
     tx_count_ = 0;
 }
 
-/// Sends the n messages stage_batch built from socket fd.
-void UdpIface::send_staged(int fd, unsigned n)
+/// Sends the n messages stage_batch built from the socket of `path`.
+void UdpIface::send_staged(uint8_t path, unsigned n)
 {
+    int      fd      = path_fd_[path];
     unsigned sent    = 0;
+    unsigned icmp    = 0;
     auto     account = [&](unsigned count) {
         for (unsigned i = 0; i < count; ++i) {
             counters.tx_bytes += tx_msgs_[i].msg_len;
@@ -539,7 +545,7 @@ void UdpIface::send_staged(int fd, unsigned n)
             sent += unsigned(rc);
             continue;
         }
-        if (rc < 0 && errno == EINTR) {
+        if (rc < 0 && (errno == EINTR || (icmp++ < 2 && path_send_error(path, errno)))) {
             continue;
         }
         if (rc < 0 && tx_segs_[sent] > 1 &&

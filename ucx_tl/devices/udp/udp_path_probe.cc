@@ -1,0 +1,160 @@
+/* UDP device: the probes that tell a connection's ports apart by the spine
+ * they reach (udp_path_classes.h), and the ICMP answers they draw.
+ *
+ * A probe is the connection's own ACK request (as a tail-loss probe: the
+ * peer answers for what it has, below the oldest unacknowledged PSN) sent
+ * from one of the iface's sending ports with an IP TTL that expires at the
+ * spine. The spine's ICMP Time Exceeded quotes the probe; the kernel queues
+ * it on that port's socket (IP_RECVERR) with the spine's address. An
+ * answer counts only if it quotes a probe of a connection of this iface:
+ * its header's source QP, that QP's token and the peer's address. A probe
+ * that reaches the peer instead (a peer under the same leaf) is a valid ACK
+ * request and is answered as one.
+ *
+ * IP_RECVERR makes an ICMP error pending on its socket as well: the next
+ * send there fails once with its errno (EHOSTUNREACH for an expired TTL).
+ * The senders read the queue and send again (path_send_error).
+ */
+#include "udp_device.h"
+
+#include <linux/errqueue.h>
+#include <netinet/ip_icmp.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace doorbell::udp {
+
+/// The port of a QP's next packet: a spine in turn once two are known,
+/// else the port table's home or probe.
+uint8_t UdpIface::data_path(UdpQp &qp, bool stamped)
+{
+    if (qp.classes.ready()) {
+        return qp.classes.next();
+    }
+    return qp.path.pick(paths_, stamped);
+}
+
+/// Sends the probes a QP's class table asks for.
+void UdpIface::probe_classes(UdpQp &qp)
+{
+    uint32_t mask = qp.classes.due(now_, paths_);
+    if (mask == 0) {
+        return;
+    }
+    WireHeader h = make_header(Opcode::kAckReq);
+    h.token      = qp.token;
+    h.dst_qp     = qp.remote_qpn;
+    h.src_qp     = qp.qpn;
+    h.psn        = qp.una;
+    h.ts_send    = 0; /* no round trip to sample from an answer */
+    alignas(cmsghdr) uint8_t ctl[CMSG_SPACE(sizeof(int))]{};
+    iovec                    iov{&h, sizeof(h)};
+    msghdr                   m{};
+    m.msg_name       = &qp.peer;
+    m.msg_namelen    = sizeof(qp.peer);
+    m.msg_iov        = &iov;
+    m.msg_iovlen     = 1;
+    m.msg_control    = ctl;
+    m.msg_controllen = sizeof(ctl);
+    cmsghdr *c       = CMSG_FIRSTHDR(&m);
+    c->cmsg_level    = IPPROTO_IP;
+    c->cmsg_type     = IP_TTL;
+    c->cmsg_len      = CMSG_LEN(sizeof(int));
+    int ttl          = kClassTtl;
+    std::memcpy(CMSG_DATA(c), &ttl, sizeof(ttl));
+    for (uint32_t p = 1; p < paths_; ++p) {
+        if ((mask & (1u << p)) == 0) {
+            continue;
+        }
+        ssize_t rc;
+        do {
+            rc = sendmsg(path_fd_[p], &m, 0);
+        } while (rc < 0 && errno == EINTR);
+        if (rc >= 0) {
+            ++class_probes_;
+        }
+    }
+    if (now_ >= class_watch_until_ns_) {
+        class_watch_mask_ = 0;
+    }
+    class_watch_mask_ |= mask;
+    class_watch_until_ns_ = now_ + kClassWatchNs;
+}
+
+/// Reads the ICMP errors queued on the ports probed lately, once per
+/// kClassReadEveryNs: a read is a system call per port, and an answer
+/// waits for it at no cost but a later start of the connection's spraying.
+void UdpIface::read_path_errors()
+{
+    if (now_ < class_read_next_ns_) {
+        return;
+    }
+    class_read_next_ns_ = now_ + kClassReadEveryNs;
+    for (uint32_t p = 1; p < paths_; ++p) {
+        if (class_watch_mask_ & (1u << p)) {
+            read_path_errors(uint8_t(p));
+        }
+    }
+}
+
+void UdpIface::read_path_errors(uint8_t path)
+{
+    for (unsigned n = 0; n < 64; ++n) {
+        uint8_t                  quoted[sizeof(WireHeader)];
+        alignas(cmsghdr) uint8_t ctl[256];
+        sockaddr_in              dst{};
+        iovec                    iov{quoted, sizeof(quoted)};
+        msghdr                   m{};
+        m.msg_name       = &dst;
+        m.msg_namelen    = sizeof(dst);
+        m.msg_iov        = &iov;
+        m.msg_iovlen     = 1;
+        m.msg_control    = ctl;
+        m.msg_controllen = sizeof(ctl);
+        ssize_t len      = recvmsg(path_fd_[path], &m, MSG_ERRQUEUE | MSG_DONTWAIT);
+        if (len < 0) {
+            return; /* empty (EAGAIN) */
+        }
+        const sock_extended_err *ee = nullptr;
+        for (cmsghdr *c = CMSG_FIRSTHDR(&m); c != nullptr; c = CMSG_NXTHDR(&m, c)) {
+            if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_RECVERR &&
+                c->cmsg_len >= CMSG_LEN(sizeof(sock_extended_err) + sizeof(sockaddr_in))) {
+                ee = reinterpret_cast<const sock_extended_err *>(CMSG_DATA(c));
+            }
+        }
+        if (ee == nullptr || ee->ee_origin != SO_EE_ORIGIN_ICMP ||
+            ee->ee_type != ICMP_TIME_EXCEEDED || size_t(len) < sizeof(WireHeader)) {
+            ++class_other_errors_; /* a port unreachable, a quote too short */
+            continue;
+        }
+        sockaddr_in hop;
+        std::memcpy(&hop, SO_EE_OFFENDER(ee), sizeof(hop));
+        WireHeader h;
+        std::memcpy(&h, quoted, sizeof(h));
+        auto it = qp_by_num_.find(h.src_qp);
+        if (hop.sin_family != AF_INET || Opcode(h.opcode) != Opcode::kAckReq ||
+            it == qp_by_num_.end() || !tokens_equal(h.token, it->second->token) ||
+            dst.sin_addr.s_addr != it->second->peer.sin_addr.s_addr ||
+            dst.sin_port != it->second->peer.sin_port) {
+            ++class_other_errors_;
+            continue;
+        }
+        ++class_answers_;
+        it->second->classes.answered(path, hop.sin_addr.s_addr);
+    }
+}
+
+/// Whether a send on `path` failed for an ICMP error pending on its socket
+/// (IP_RECVERR): the queue is read, and the send may go again.
+bool UdpIface::path_send_error(uint8_t path, int err)
+{
+    if (path == 0 || !(err == EHOSTUNREACH || err == ENETUNREACH || err == ECONNREFUSED ||
+                       err == EHOSTDOWN || err == EPROTO)) {
+        return false;
+    }
+    read_path_errors(path);
+    return true;
+}
+
+} // namespace doorbell::udp
