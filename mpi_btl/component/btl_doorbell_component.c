@@ -225,7 +225,9 @@ static int mca_btl_doorbell_component_register(void)
              "Source ports (a socket each) of a UDP device, so that the "
              "fabric's ECMP hash offers a connection several paths: each "
              "connection sends from one and moves to another when its path "
-             "is shared (0: automatic, 8, or 1 on loopback; else 1-16)",
+             "is shared, or, where the fabric answers an expired TTL, sends "
+             "on the spines in turn (0: automatic, 8, or 1 on loopback; "
+             "else 1-16)",
              &cm->paths);
     reg_uint("async_interval",
              "Longest wait in microseconds of background progress "

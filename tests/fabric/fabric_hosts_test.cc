@@ -212,6 +212,33 @@ TEST_F(FabricHosts, DoorbellCarriesNothingInsideAHost)
     EXPECT_GT(d.spine, kSpineCrossed) << "too little crossed the spine";
 }
 
+// The spines answer an expired TTL (doorbell-fabric): a doorbell connection
+// across the spine learns which spine each of its ports reaches from those
+// answers and sends on both (docs/core.md, Multipath, Spines); every check
+// of the job still passes with its packets taking the spines in turn.
+TEST_F(FabricHosts, DoorbellConnectionsAcrossTheSpineLearnBothSpines)
+{
+    if (!std::filesystem::exists(kTransport))
+        GTEST_SKIP() << "doorbell transport not built: " << kTransport << " is absent";
+    const std::string stack = kPmlUcx + "-x LD_PRELOAD=" + kTransport +
+                              " -x UCX_TLS=doorbell,sm,self -x UCX_DOORBELL_STATS=y ";
+    auto r = mpirun("-np 4 " + stack + kP2p);
+    ASSERT_EQ(r.rc, 0) << r.out;
+    EXPECT_NE(r.out.find("p2p OK 432 checks on 4 ranks"), std::string::npos) << r.out;
+    // One line per QP: a QP that sent (srtt known) learned 0, 1 or 2 spines.
+    std::regex qp_line(" qp 0x[0-9a-f]+ .* srtt_us ([0-9.]+) .* spines ([0-9]+) ");
+    int        used = 0, both = 0;
+    for (std::sregex_iterator it(r.out.begin(), r.out.end(), qp_line), end; it != end; ++it) {
+        if (std::stod((*it)[1].str()) == 0)
+            continue;
+        ++used;
+        EXPECT_LE(std::stoi((*it)[2].str()), 2) << "this fabric has two spines\n" << r.out;
+        both += std::stoi((*it)[2].str()) == 2;
+    }
+    EXPECT_GT(used, 0) << r.out;
+    EXPECT_GT(both, 0) << "no connection learned both spines\n" << r.out;
+}
+
 // The tune file's stack (ob1 over btl self, vader and doorbell): on one host
 // the doorbell btl stays closed and vader carries everything; on two hosts
 // every rank's doorbell btl sends and receives over the fabric while the

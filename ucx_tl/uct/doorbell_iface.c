@@ -188,7 +188,9 @@ static ucs_config_field_t uct_doorbell_iface_config_table[] = {
      "Source ports (one socket each), so that a leaf-spine fabric's ECMP hash\n"
      "offers a connection several paths: each connection sends from one, probes\n"
      "the others, and moves when its path turns out to be shared (as PLB moves a\n"
-     "flow label); the receiver executes packets in order whatever their arrival. auto: "
+     "flow label). Where the fabric answers an expired TTL (traceroute), it learns\n"
+     "which spine each port reaches and sends its packets on the spines in turn.\n"
+     "The receiver executes packets in order whatever their arrival. auto: "
      DOORBELL_STRINGIFY(DOORBELL_AUTO_PATHS) ", or 1 on a loopback device.\n"
      "Range: auto or [1, " DOORBELL_STRINGIFY(DOORBELL_MAX_PATHS) "].",
      ucs_offsetof(uct_doorbell_iface_config_t, paths),

@@ -31,8 +31,11 @@
  * of the peer's ports. A connection sends from one port, its home, probes
  * the others with a few stamped packets, and moves when a probe finds an
  * empty path or the home loses a packet (udp_paths.h): one path per
- * connection, away from another's. Packets that overtake each other on
- * different paths (a probe, a move) are held (a copy, bounded per
+ * connection, away from another's. Where the fabric answers an expired TTL,
+ * each connection learns which spine each of its ports reaches and sends
+ * its packets on the spines in turn (udp_path_classes.h): every connection
+ * then loads every spine alike. Packets that overtake each other on
+ * different paths (a probe, a move, the spines in turn) are held (a copy, bounded per
  * connection and per iface) and executed in PSN order when the gap fills;
  * a gap that stays open for kReorderWaitNs is NAKed as a loss.
  *
@@ -42,7 +45,8 @@
  * (progress, receive, staging and sendmmsg), udp_gso.cc (runs of packets to
  * one peer as one UDP_SEGMENT super-datagram), udp_ride_ack.cc (ACKs carried
  * by requests going the other way), udp_reorder.cc (requests held until
- * the gap before them fills).
+ * the gap before them fills), udp_path_probe.cc (the probes that tell the
+ * ports apart by spine, and their ICMP answers).
  */
 #pragma once
 
@@ -548,6 +552,7 @@ private:
 
     /* ports told apart by spine (udp_path_probe.cc) */
     uint8_t data_path(UdpQp &qp, bool stamped);
+    UdpQp  *spines_to(const sockaddr_in &peer);
     void    probe_classes(UdpQp &qp);
     void    read_path_errors();
     void    read_path_errors(uint8_t path);

@@ -35,6 +35,23 @@ uint8_t UdpIface::data_path(UdpQp &qp, bool stamped)
     return qp.path.pick(paths_, stamped);
 }
 
+/// Our QP to the iface at `peer` that knows two spines, if any: the ports
+/// it learned them for reach that socket, whatever the connection.
+UdpQp *UdpIface::spines_to(const sockaddr_in &peer)
+{
+    if (paths_ <= 1) {
+        return nullptr;
+    }
+    for (QpCore *q : qps) {
+        auto *qp = static_cast<UdpQp *>(q);
+        if (qp->classes.ready() && qp->peer.sin_addr.s_addr == peer.sin_addr.s_addr &&
+            qp->peer.sin_port == peer.sin_port) {
+            return qp;
+        }
+    }
+    return nullptr;
+}
+
 /// Sends the probes a QP's class table asks for.
 void UdpIface::probe_classes(UdpQp &qp)
 {

@@ -64,6 +64,10 @@ void UdpIface::flush_deferred_acks(bool all)
 void UdpIface::send_read_response(const Responder &r, const WireHeader &req)
 {
     const uint8_t *src = reinterpret_cast<const uint8_t *>(uintptr_t(req.remote_addr));
+    /* our connection to the requester's iface leaves from the same ports to
+     * the same socket: where it learned the spines, the answers take them
+     * in turn (a read's chunks are of one size) */
+    UdpQp *spines = spines_to(r.peer);
     for (uint32_t off = req.msg_offset; off < req.msg_length; off += req.aux) {
         WireHeader h = make_header(Opcode::kReadResp);
         h.token      = r.token;
@@ -75,8 +79,10 @@ void UdpIface::send_read_response(const Responder &r, const WireHeader &req)
         h.ts_send    = now_;
         h.flags      = off == req.msg_offset ? kFlagFirst : 0;
         h.ts_echo    = req.ts_send;
-        uint8_t path = read_response_path(paths_, req.am_id, h.flags & kFlagFirst, r.path_next,
-                                          r.first_next);
+        uint8_t path = spines != nullptr ?
+                           spines->classes.next() :
+                           read_response_path(paths_, req.am_id, h.flags & kFlagFirst, r.path_next,
+                                              r.first_next);
         stage(h, src + off, h.length, nullptr, 0, r.peer, path,
               seg_header_bytes(Opcode::kReadResp, h.flags & kFlagFirst, false));
     }
