@@ -237,6 +237,17 @@ TEST_F(FabricHosts, DoorbellConnectionsAcrossTheSpineLearnBothSpines)
     }
     EXPECT_GT(used, 0) << r.out;
     EXPECT_GT(both, 0) << "no connection learned both spines\n" << r.out;
+    // Each iface's counters: every answer was drawn by a probe of its own.
+    auto sum = [&](const char *counter) {
+        std::regex line(std::string(" ") + counter + " ([0-9]+)\n");
+        uint64_t   total = 0;
+        for (std::sregex_iterator it(r.out.begin(), r.out.end(), line), end; it != end; ++it)
+            total += std::stoull((*it)[1].str());
+        return total;
+    };
+    const uint64_t probes = sum("spine_probes"), answers = sum("spine_answers");
+    EXPECT_GT(answers, 0u) << r.out;
+    EXPECT_LE(answers, probes) << r.out;
 }
 
 // The tune file's stack (ob1 over btl self, vader and doorbell): on one host

@@ -456,18 +456,17 @@ TEST(UdpDoorbell, CountersDumpAtClose)
      * DISCONNECT when qa goes */
     EXPECT_NE(out.find("lo tx_packets 5\n"), std::string::npos) << out;
     EXPECT_NE(out.find("lo connects 1\n"), std::string::npos) << out;
-    for (const char *name : {"signaled",        "cq_polls",        "rx_packets",
-                             "tx_bytes",        "rx_bytes",        "retransmits",
-                             "rx_dropped",      "rx_duplicates",   "naks",
-                             "ce_marks",        "rtt_samples",     "remote_access_errors",
-                             "timeouts",        "paced_waits",     "busy_naks",
-                             "tail_probes",     "rx_timestamped",  "rx_drop_malformed",
-                             "rx_drop_foreign", "rx_drop_no_conn", "rx_drop_token",
-                             "rx_drop_source",  "rx_drop_psn",     "rx_drop_state",
-                             "conn_refused",    "keepalives",      "reasm_busy",
-                             "reasm_reclaimed", "reasm_peak",      "acks_sent",
-                             "acks_carried",    "packs",           "packed",
-                             "rx_held"}) {
+    for (const char *name :
+         {"signaled",       "cq_polls",          "rx_packets",      "tx_bytes",
+          "rx_bytes",       "retransmits",       "rx_dropped",      "rx_duplicates",
+          "naks",           "ce_marks",          "rtt_samples",     "remote_access_errors",
+          "timeouts",       "paced_waits",       "busy_naks",       "tail_probes",
+          "rx_timestamped", "rx_drop_malformed", "rx_drop_foreign", "rx_drop_no_conn",
+          "rx_drop_token",  "rx_drop_source",    "rx_drop_psn",     "rx_drop_state",
+          "conn_refused",   "keepalives",        "reasm_busy",      "reasm_reclaimed",
+          "reasm_peak",     "acks_sent",         "acks_carried",    "packs",
+          "packed",         "rx_held",           "spine_probes",    "spine_answers",
+          "path_errors"}) {
         EXPECT_NE(out.find(std::string("lo ") + name + " "), std::string::npos) << name;
     }
 }

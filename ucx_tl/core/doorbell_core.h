@@ -284,6 +284,11 @@ typedef struct doorbell_counters {
     uint64_t rx_held;           /* requests that arrived ahead of a gap on a
                                  * multipath connection, held and executed in
                                  * order once it filled (UDP device) */
+    uint64_t spine_probes;      /* ports probed with a TTL that expires at the
+                                 * spine (UDP device, PATHS > 1) */
+    uint64_t spine_answers;     /* ICMP Time Exceeded that answered one */
+    uint64_t path_errors;       /* other errors queued on the sending ports
+                                 * (port unreachable, foreign or short quotes) */
 } doorbell_counters_t;
 void doorbell_iface_get_counters(const doorbell_iface_t *iface, doorbell_counters_t *counters);
 /* Enables the counters dump at close ("<device> <counter> <value>" lines). */

@@ -306,6 +306,9 @@ void IfaceCore::dump_counters() const
         {"packs", c.packs},
         {"packed", c.packed},
         {"rx_held", c.rx_held},
+        {"spine_probes", c.spine_probes},
+        {"spine_answers", c.spine_answers},
+        {"path_errors", c.path_errors},
     };
     print_counters(rows);
 }

@@ -157,6 +157,20 @@ inline bool from_peer(const sockaddr_in &peer, uint32_t paths, const sockaddr_in
            uint16_t(ntohs(from.sin_port) - ntohs(peer.sin_port)) < paths;
 }
 
+/// A socket message of one buffer to or from `addr`, with room for control
+/// messages where `ctl` is given.
+inline msghdr one_iov_msg(sockaddr_in &addr, iovec &iov, void *ctl = nullptr, size_t ctl_len = 0)
+{
+    msghdr m{};
+    m.msg_name       = &addr;
+    m.msg_namelen    = sizeof(addr);
+    m.msg_iov        = &iov;
+    m.msg_iovlen     = 1;
+    m.msg_control    = ctl;
+    m.msg_controllen = ctl_len;
+    return m;
+}
+
 /// One packet a requester sent (or will send) and the peer has not ACKed.
 struct TxPacket {
     uint32_t psn;
@@ -331,10 +345,14 @@ struct Responder {
     uint32_t                     wr_done   = 0; ///< of them, written
     std::unique_ptr<AtomicCache> atomics;       ///< made by the first atomic
     /* multipath (udp_reorder.cc) */
-    uint32_t         peer_paths = 1;                ///< the requester's sending ports (CONNECT)
-    mutable uint32_t path_next  = 0;                ///< our port of the next answer, mod paths
-    mutable uint32_t first_next = 0;                ///< the same, for first read responses
-    std::unordered_map<uint32_t, HeldRequest> held; ///< by PSN, ahead of expected
+    uint32_t         peer_paths = 1; ///< the requester's sending ports (CONNECT)
+    mutable uint32_t path_next  = 0; ///< our port of the next answer, mod paths
+    mutable uint32_t first_next = 0; ///< the same, for first read responses
+    /// our QP to the requester's iface that knows the spines (0: none yet),
+    /// and when to look again if none
+    mutable uint32_t                          spines_qpn     = 0;
+    mutable uint64_t                          spines_look_ns = 0;
+    std::unordered_map<uint32_t, HeldRequest> held;        ///< by PSN, ahead of expected
     uint32_t                                  gap_psn = 0; ///< the PSN missing since gap_since_ns
     uint64_t                                  gap_since_ns = 0; ///< 0: no gap watched
     bool gap_probed = false; ///< a probe from beyond it came (nothing held)
@@ -552,7 +570,7 @@ private:
 
     /* ports told apart by spine (udp_path_probe.cc) */
     uint8_t data_path(UdpQp &qp, bool stamped);
-    UdpQp  *spines_to(const sockaddr_in &peer);
+    UdpQp  *spines_to(const Responder &r);
     void    probe_classes(UdpQp &qp);
     void    read_path_errors();
     void    read_path_errors(uint8_t path);
@@ -564,9 +582,6 @@ private:
     uint64_t                  class_watch_until_ns_ = 0;
     uint64_t                  class_read_next_ns_   = 0;
     uint32_t                  class_watch_mask_     = 0; ///< ports probed in the window
-    uint64_t                  class_probes_         = 0;
-    uint64_t                  class_answers_        = 0;
-    uint64_t                  class_other_errors_   = 0;
 
     int fd_ = -1;
     /// The sockets packets leave from: fd_, then paths_ - 1 more on the

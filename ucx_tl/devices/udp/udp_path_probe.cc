@@ -35,17 +35,31 @@ uint8_t UdpIface::data_path(UdpQp &qp, bool stamped)
     return qp.path.pick(paths_, stamped);
 }
 
-/// Our QP to the iface at `peer` that knows two spines, if any: the ports
-/// it learned them for reach that socket, whatever the connection.
-UdpQp *UdpIface::spines_to(const sockaddr_in &peer)
+/// Our QP to the requester's iface that knows two spines, if any: the ports
+/// it learned them for reach that socket, whatever the connection. Found
+/// once and remembered; a search that finds none waits kClassWatchNs (an
+/// answer takes a round trip), as a read request may come every few us.
+UdpQp *UdpIface::spines_to(const Responder &r)
 {
     if (paths_ <= 1) {
         return nullptr;
     }
+    if (r.spines_qpn != 0) {
+        auto it = qp_by_num_.find(r.spines_qpn);
+        if (it != qp_by_num_.end() && it->second->classes.ready() &&
+            same_peer(it->second->peer, r.peer)) {
+            return it->second;
+        }
+        r.spines_qpn = 0; /* destroyed, or its number taken by another */
+    }
+    if (now_ < r.spines_look_ns) {
+        return nullptr;
+    }
+    r.spines_look_ns = now_ + kClassWatchNs;
     for (QpCore *q : qps) {
         auto *qp = static_cast<UdpQp *>(q);
-        if (qp->classes.ready() && qp->peer.sin_addr.s_addr == peer.sin_addr.s_addr &&
-            qp->peer.sin_port == peer.sin_port) {
+        if (qp->classes.ready() && same_peer(qp->peer, r.peer)) {
+            r.spines_qpn = qp->qpn;
             return qp;
         }
     }
@@ -67,18 +81,12 @@ void UdpIface::probe_classes(UdpQp &qp)
     h.ts_send    = 0; /* no round trip to sample from an answer */
     alignas(cmsghdr) uint8_t ctl[CMSG_SPACE(sizeof(int))]{};
     iovec                    iov{&h, sizeof(h)};
-    msghdr                   m{};
-    m.msg_name       = &qp.peer;
-    m.msg_namelen    = sizeof(qp.peer);
-    m.msg_iov        = &iov;
-    m.msg_iovlen     = 1;
-    m.msg_control    = ctl;
-    m.msg_controllen = sizeof(ctl);
-    cmsghdr *c       = CMSG_FIRSTHDR(&m);
-    c->cmsg_level    = IPPROTO_IP;
-    c->cmsg_type     = IP_TTL;
-    c->cmsg_len      = CMSG_LEN(sizeof(int));
-    int ttl          = kClassTtl;
+    msghdr                   m = one_iov_msg(qp.peer, iov, ctl, sizeof(ctl));
+    cmsghdr                 *c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level              = IPPROTO_IP;
+    c->cmsg_type               = IP_TTL;
+    c->cmsg_len                = CMSG_LEN(sizeof(int));
+    int ttl                    = kClassTtl;
     std::memcpy(CMSG_DATA(c), &ttl, sizeof(ttl));
     for (uint32_t p = 1; p < paths_; ++p) {
         if ((mask & (1u << p)) == 0) {
@@ -89,7 +97,7 @@ void UdpIface::probe_classes(UdpQp &qp)
             rc = sendmsg(path_fd_[p], &m, 0);
         } while (rc < 0 && errno == EINTR);
         if (rc >= 0) {
-            ++class_probes_;
+            ++counters.spine_probes;
         }
     }
     if (now_ >= class_watch_until_ns_) {
@@ -122,14 +130,8 @@ void UdpIface::read_path_errors(uint8_t path)
         alignas(cmsghdr) uint8_t ctl[256];
         sockaddr_in              dst{};
         iovec                    iov{quoted, sizeof(quoted)};
-        msghdr                   m{};
-        m.msg_name       = &dst;
-        m.msg_namelen    = sizeof(dst);
-        m.msg_iov        = &iov;
-        m.msg_iovlen     = 1;
-        m.msg_control    = ctl;
-        m.msg_controllen = sizeof(ctl);
-        ssize_t len      = recvmsg(path_fd_[path], &m, MSG_ERRQUEUE | MSG_DONTWAIT);
+        msghdr                   m   = one_iov_msg(dst, iov, ctl, sizeof(ctl));
+        ssize_t                  len = recvmsg(path_fd_[path], &m, MSG_ERRQUEUE | MSG_DONTWAIT);
         if (len < 0) {
             return; /* empty (EAGAIN) */
         }
@@ -142,7 +144,7 @@ void UdpIface::read_path_errors(uint8_t path)
         }
         if (ee == nullptr || ee->ee_origin != SO_EE_ORIGIN_ICMP ||
             ee->ee_type != ICMP_TIME_EXCEEDED || size_t(len) < sizeof(WireHeader)) {
-            ++class_other_errors_; /* a port unreachable, a quote too short */
+            ++counters.path_errors; /* a port unreachable, a quote too short */
             continue;
         }
         sockaddr_in hop;
@@ -154,10 +156,10 @@ void UdpIface::read_path_errors(uint8_t path)
             it == qp_by_num_.end() || !tokens_equal(h.token, it->second->token) ||
             dst.sin_addr.s_addr != it->second->peer.sin_addr.s_addr ||
             dst.sin_port != it->second->peer.sin_port) {
-            ++class_other_errors_;
+            ++counters.path_errors;
             continue;
         }
-        ++class_answers_;
+        ++counters.spine_answers;
         it->second->classes.answered(path, hop.sin_addr.s_addr);
     }
 }

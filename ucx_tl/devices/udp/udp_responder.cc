@@ -67,7 +67,7 @@ void UdpIface::send_read_response(const Responder &r, const WireHeader &req)
     /* our connection to the requester's iface leaves from the same ports to
      * the same socket: where it learned the spines, the answers take them
      * in turn (a read's chunks are of one size) */
-    UdpQp *spines = spines_to(r.peer);
+    UdpQp *spines = spines_to(r);
     for (uint32_t off = req.msg_offset; off < req.msg_length; off += req.aux) {
         WireHeader h = make_header(Opcode::kReadResp);
         h.token      = r.token;

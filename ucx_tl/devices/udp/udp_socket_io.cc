@@ -190,12 +190,8 @@ int UdpIface::place_read_response()
     uint8_t     head[sizeof(WireHeader)];
     sockaddr_in from{};
     iovec       iov{head, sizeof(head)};
-    msghdr      m{};
-    m.msg_name    = &from;
-    m.msg_namelen = sizeof(from);
-    m.msg_iov     = &iov;
-    m.msg_iovlen  = 1;
-    ssize_t len   = recvmsg(fd_, &m, MSG_PEEK | MSG_DONTWAIT | MSG_TRUNC);
+    msghdr      m   = one_iov_msg(from, iov);
+    ssize_t     len = recvmsg(fd_, &m, MSG_PEEK | MSG_DONTWAIT | MSG_TRUNC);
     if (len < 0) {
         return errno == EINTR ? 0 : -1;
     }
