@@ -44,10 +44,12 @@ UdpQp *UdpIface::spines_to(const Responder &r)
     if (paths_ <= 1) {
         return nullptr;
     }
+    auto knows = [&r](const UdpQp *qp) {
+        return qp->classes.ready() && same_peer(qp->peer, r.peer);
+    };
     if (r.spines_qpn != 0) {
         auto it = qp_by_num_.find(r.spines_qpn);
-        if (it != qp_by_num_.end() && it->second->classes.ready() &&
-            same_peer(it->second->peer, r.peer)) {
+        if (it != qp_by_num_.end() && knows(it->second)) {
             return it->second;
         }
         r.spines_qpn = 0; /* destroyed, or its number taken by another */
@@ -58,7 +60,7 @@ UdpQp *UdpIface::spines_to(const Responder &r)
     r.spines_look_ns = now_ + kClassWatchNs;
     for (QpCore *q : qps) {
         auto *qp = static_cast<UdpQp *>(q);
-        if (qp->classes.ready() && same_peer(qp->peer, r.peer)) {
+        if (knows(qp)) {
             r.spines_qpn = qp->qpn;
             return qp;
         }
@@ -154,8 +156,7 @@ void UdpIface::read_path_errors(uint8_t path)
         auto it = qp_by_num_.find(h.src_qp);
         if (hop.sin_family != AF_INET || Opcode(h.opcode) != Opcode::kAckReq ||
             it == qp_by_num_.end() || !tokens_equal(h.token, it->second->token) ||
-            dst.sin_addr.s_addr != it->second->peer.sin_addr.s_addr ||
-            dst.sin_port != it->second->peer.sin_port) {
+            !same_peer(dst, it->second->peer)) {
             ++counters.path_errors;
             continue;
         }
