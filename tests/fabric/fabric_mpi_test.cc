@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <ostream>
+#include <regex>
 #include <sstream>
 
 #include "fabric_test.h"
@@ -98,6 +99,53 @@ TEST_P(FabricMpi, FourHostsAcrossTheSpine)
     long long crossed = spine_bytes(f) - before;
     EXPECT_GT(crossed, 4ll << 20) << "only " << crossed
                                   << " B crossed the spine: a shared-memory shortcut?";
+}
+
+// Two hosts under each leaf: a doorbell connection between hosts of one
+// leaf learns that no spine lies between (the peer's spine probe reached it,
+// docs/core.md, Spines), and a connection across never does. Every pair
+// talks both ways in the p2p check, so every connection in use has its
+// peer's probes.
+TEST(FabricLeaves, DoorbellConnectionsUnderOneLeafLearnNoSpineLiesBetween)
+{
+    if (std::string why = cannot_build_fabric(); !why.empty())
+        GTEST_SKIP() << why;
+    if (run("command -v mpirun").rc != 0)
+        GTEST_SKIP() << "mpirun is not installed";
+    if (!std::filesystem::exists(kTransport))
+        GTEST_SKIP() << "doorbell transport not built: " << kTransport << " is absent";
+    Fabric f('n');
+    auto   up = f.up();
+    ASSERT_EQ(up.rc, 0) << up.out;
+    const std::string stack = "--mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any "
+                              "--mca osc ^ucx -x LD_PRELOAD=" +
+                              kTransport + " -x UCX_TLS=doorbell,self -x UCX_DOORBELL_STATS=y ";
+    constexpr int kHangSeconds = 180;
+    auto          r = f.mpirun("-np 4 " + stack + DOORBELL_MPI_CHECK + " p2p 65536", kHangSeconds);
+    ASSERT_NE(r.rc, 124) << "mpirun did not finish within " << kHangSeconds << " s\n" << r.out;
+    ASSERT_EQ(r.rc, 0) << r.out;
+    EXPECT_NE(r.out.find("p2p OK"), std::string::npos) << r.out;
+    // One line per QP; hosts are 198.18.<leaf>.<n>.
+    std::regex qp_line(" qp 0x[0-9a-f]+ local 198\\.18\\.([0-9]+)\\.[0-9]+:[0-9]+ "
+                       "peer 198\\.18\\.([0-9]+)\\.[0-9]+:[0-9]+ .* srtt_us ([0-9.]+) .* "
+                       "near ([01])\n");
+    int        lines = 0, near = 0, under_one_leaf = 0;
+    for (std::sregex_iterator it(r.out.begin(), r.out.end(), qp_line), end; it != end; ++it) {
+        ++lines;
+        bool same_leaf = (*it)[1].str() == (*it)[2].str();
+        bool used      = std::stod((*it)[3].str()) != 0;
+        bool learned   = (*it)[4].str() == "1";
+        near += learned;
+        under_one_leaf += same_leaf && used;
+        if (!same_leaf) {
+            EXPECT_FALSE(learned) << "a connection across the spine: " << it->str();
+        } else if (used) {
+            EXPECT_TRUE(learned) << "a connection under one leaf: " << it->str();
+        }
+    }
+    EXPECT_GE(lines, 12) << "every host has a QP to each of the three others\n" << r.out;
+    EXPECT_GE(under_one_leaf, 4) << r.out;
+    EXPECT_GE(near, under_one_leaf);
 }
 
 INSTANTIATE_TEST_SUITE_P(Stacks, FabricMpi, ::testing::ValuesIn(all_cases()), [](const auto &info) {

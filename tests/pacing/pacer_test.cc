@@ -639,3 +639,53 @@ TEST(Pacer, WindowPoliciesExposeTheirWindow)
     EXPECT_NEAR(s->window_bytes(), 250000, 1e-6);
     EXPECT_EQ(make_pacer(base_config(Policy::kDcqcn), nullptr)->window_bytes(), 0);
 }
+
+namespace {
+
+// Segments a pacer lets out at one instant once its bucket is full.
+int burst_at(Pacer &p, uint64_t now, uint32_t bytes)
+{
+    int n = 0;
+    while (p.next_send_ns(now, bytes) <= now && n < 1000) {
+        p.on_send(now, bytes);
+        ++n;
+    }
+    return n;
+}
+
+} // namespace
+
+// A path shown to cross no shared link keeps burst_ns of its rate in the
+// bucket, between two segments and the cap; the depth follows the rate
+// down, so a path that congests is paced segment by segment again.
+TEST(Pacer, ATimedBurstScalesTheBucketWithTheRate)
+{
+    constexpr uint32_t kSeg = 1472, kCap = 24 * 1520;
+    Config             c = base_config(Policy::kNone);
+    c.mtu_bytes          = kSeg;
+    for (auto [rate, depth] : {std::pair{200e6, double(kCap)}, // 100 KB: the cap
+                               std::pair{20e6, 10000.0},       // 500 us of the rate
+                               std::pair{2e6, 2.0 * kSeg}}) {  // 1 KB: two segments
+        c.line_rate_Bps = rate;
+        auto p          = make_pacer(c, nullptr);
+        ASSERT_TRUE(p);
+        EXPECT_EQ(p->burst_depth(), 2.0 * kSeg);
+        p->set_time_burst(500000, kCap);
+        EXPECT_EQ(p->burst_depth(), depth) << rate;
+        uint64_t t = 10000000; // long enough to fill any of these buckets
+        EXPECT_EQ(burst_at(*p, t, kSeg), int(depth / kSeg)) << rate;
+        p->set_time_burst(0, 0);
+        EXPECT_EQ(p->burst_depth(), 2.0 * kSeg) << "off again";
+    }
+    // IBRC: every cut of the rate shrinks the bucket with it.
+    Config h = host_path_config();
+    auto   p = make_pacer(h, nullptr);
+    ASSERT_TRUE(p);
+    p->set_time_burst(500000, kCap);
+    for (uint64_t t = 1000000; t < 20000000; t += 1000000) {
+        p->on_loss(t);
+        double want = std::max(2.0 * kSeg, std::min(p->rate() * 500e-6, double(kCap)));
+        EXPECT_DOUBLE_EQ(p->burst_depth(), want) << "at " << p->rate() << " B/s";
+    }
+    EXPECT_EQ(p->burst_depth(), 2.0 * kSeg) << "cut to its floor: two segments";
+}

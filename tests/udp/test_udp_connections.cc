@@ -884,3 +884,46 @@ TEST(UdpConnections, MutatedPacketsThroughTheWholeReceivePath)
     EXPECT_EQ(DOORBELL_OK, pair.flush(pair.qa));
     EXPECT_EQ(11, target.bytes[0]);
 }
+
+/* A spine probe that reaches the peer (its TTL did not expire: no spine
+ * between) tells the peer's QPs to the prober that their path crosses no
+ * shared link (udp_path_probe.cc, near_path): only from the connection's
+ * requester with its token, only with a TTL that could not cross a spine,
+ * once per QP, and a QP made later learns it at creation. */
+TEST(UdpConnections, ASpineProbeThatReachesThePeerMarksItsQpsNear)
+{
+    LoopbackPair pair(steady_params(), steady_params());
+    Conn         live   = connection(pair.qa);
+    sockaddr_in  a_addr = address_of(pair.a);
+    auto         probe  = [&](uint64_t token, uint32_t ttl) {
+        WireHeader h = make_header(Opcode::kAckReq);
+        h.token      = token;
+        h.dst_qp     = live.remote_qpn;
+        h.src_qp     = 99;
+        h.psn        = live.next_psn;
+        h.aux        = ttl;
+        auto d       = bytes_of(h);
+        inject_datagram(pair.b, d.data(), d.size(), a_addr);
+    };
+    auto near = [&] { return pair.counters(pair.b).near_paths; };
+    ASSERT_EQ(0u, near());
+    probe(live.token, 0);     /* an ordinary ACK request */
+    probe(live.token, 3);     /* a TTL that could have crossed a spine */
+    probe(live.token + 1, 2); /* not the connection's token */
+    EXPECT_EQ(0u, near());
+    probe(live.token, 2);
+    EXPECT_EQ(1u, near()) << "b's QP to a";
+    probe(live.token, 2);
+    EXPECT_EQ(1u, near()) << "a QP learns it once";
+    EXPECT_EQ(0u, pair.counters(pair.a).near_paths) << "a learns from b's probes only";
+    /* b's next QP to a, made after the probe */
+    doorbell_qp_t *again = LoopbackPair::connect(pair.b, pair.a);
+    EXPECT_EQ(2u, near());
+    doorbell_qp_destroy(again);
+    /* the probes were answered as ACK requests: the connection still works */
+    uint64_t v = 7;
+    Region   target(pair.pd, 8, DOORBELL_ACCESS_REMOTE_WRITE);
+    ASSERT_EQ(DOORBELL_OK, doorbell_qp_put_short(pair.qa, &v, 8, target.addr(), target.rkey));
+    ASSERT_EQ(DOORBELL_OK, pair.flush(pair.qa));
+    EXPECT_EQ(0, std::memcmp(target.bytes.data(), &v, 8));
+}

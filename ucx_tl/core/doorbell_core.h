@@ -289,6 +289,9 @@ typedef struct doorbell_counters {
     uint64_t spine_answers;     /* ICMP Time Exceeded that answered one */
     uint64_t path_errors;       /* other errors queued on the sending ports
                                  * (port unreachable, foreign or short quotes) */
+    uint64_t near_paths;        /* QPs that learned no spine lies between
+                                 * them and their peer (a peer's spine probe
+                                 * reached us; UDP device) */
 } doorbell_counters_t;
 void doorbell_iface_get_counters(const doorbell_iface_t *iface, doorbell_counters_t *counters);
 /* Enables the counters dump at close ("<device> <counter> <value>" lines). */

@@ -309,6 +309,7 @@ void IfaceCore::dump_counters() const
         {"spine_probes", c.spine_probes},
         {"spine_answers", c.spine_answers},
         {"path_errors", c.path_errors},
+        {"near_paths", c.near_paths},
     };
     print_counters(rows);
 }

@@ -226,8 +226,24 @@ bool Pacer::in_idle_burst(uint64_t sent_ns) const
 void Pacer::apply_rate(uint64_t now_ns)
 {
     double r = std::visit([](auto &c) { return c.rate(); }, ctrl_);
-    if (r != bucket_.rate())
+    if (r != bucket_.rate()) {
         bucket_.set_rate(now_ns, r);
+        if (burst_ns_ != 0)
+            bucket_.set_depth(depth_at(r));
+    }
+}
+
+double Pacer::depth_at(double rate_Bps) const
+{
+    double timed = std::min<double>(rate_Bps * double(burst_ns_) * 1e-9, burst_max_bytes_);
+    return std::max<double>(config_.burst_bytes, timed);
+}
+
+void Pacer::set_time_burst(uint64_t burst_ns, uint32_t max_bytes)
+{
+    burst_ns_        = burst_ns;
+    burst_max_bytes_ = max_bytes;
+    bucket_.set_depth(depth_at(bucket_.rate()));
 }
 
 void Pacer::on_ack(uint64_t now_ns, uint64_t acked_bytes, uint64_t ce_bytes, uint64_t rtt_ns,

@@ -163,6 +163,17 @@ public:
     // docs/fabric.md). Its CE marks do reach it, and so does every sample
     // while IBRC is in its start (which ends on round trips).
     void on_idle_message(uint64_t now_ns, uint64_t bytes);
+    /// From now the bucket holds burst_ns of the current rate, never less
+    /// than Config::burst_bytes and never more than max_bytes (a burst_ns
+    /// of 0: burst_bytes alone, as configured). For a path shown to cross
+    /// no shared link (a device learns it): two segments of depth at a
+    /// rate of hundreds of MB/s make the sender wait on the pacer every two
+    /// segments, and a process that shares its core sends only on its
+    /// turns, so it keeps little of the rate; the depth scales down with
+    /// the rate, so a path that congests still paces segment by segment.
+    void set_time_burst(uint64_t burst_ns, uint32_t max_bytes);
+    /// The bucket's depth, bytes (for tests).
+    double burst_depth() const { return bucket_.depth(); }
     /// Bytes this path may still send unscheduled.
     uint64_t unscheduled_left() const { return unsched_left_; }
 
@@ -183,7 +194,9 @@ public:
 
 private:
     void apply_rate(uint64_t now_ns);
-    bool in_idle_burst(uint64_t sent_ns) const;
+    // The bucket's depth at a rate (Config::burst_bytes, set_time_burst()).
+    double depth_at(double rate_Bps) const;
+    bool   in_idle_burst(uint64_t sent_ns) const;
     // No round trip has reached the controller yet, or IBRC is in its start.
     bool starting() const;
 
@@ -191,13 +204,15 @@ private:
     std::variant<Ibrc, Dcqcn, Timely, Hpcc, Swift, FixedRate> ctrl_;
     TokenBucket                                               bucket_;
     Counters                                                  counters_;
-    uint64_t unsched_budget_ = 0;     ///< bytes a start may send unscheduled (0 = none)
-    uint64_t unsched_left_   = 0;     ///< granted and not yet sent
-    uint64_t unsched_out_    = 0;     ///< granted and not yet acknowledged
-    bool     idle_grant_     = false; ///< unsched_left_ is an idle burst's
-    uint64_t burst_from_ns_  = 0;     ///< the last idle burst's first send
-    uint64_t burst_left_     = 0;     ///< of its bytes (on_send's), not yet acknowledged
-    uint64_t burst_clear_ns_ = 0;     ///< when the last of them was
+    uint64_t unsched_budget_  = 0; ///< bytes a start may send unscheduled (0 = none)
+    uint64_t burst_ns_        = 0; // set_time_burst()
+    uint32_t burst_max_bytes_ = 0;
+    uint64_t unsched_left_    = 0;     ///< granted and not yet sent
+    uint64_t unsched_out_     = 0;     ///< granted and not yet acknowledged
+    bool     idle_grant_      = false; ///< unsched_left_ is an idle burst's
+    uint64_t burst_from_ns_   = 0;     ///< the last idle burst's first send
+    uint64_t burst_left_      = 0;     ///< of its bytes (on_send's), not yet acknowledged
+    uint64_t burst_clear_ns_  = 0;     ///< when the last of them was
 };
 
 // Parses a policy's name (policies.h: "ibrc", "dcqcn", "timely", "none",

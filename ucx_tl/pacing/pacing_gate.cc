@@ -37,6 +37,10 @@ public:
     {
         pacer_->on_idle_message(now_ns, bytes);
     }
+    void set_time_burst(uint64_t burst_ns, uint32_t max_bytes) override
+    {
+        pacer_->set_time_burst(burst_ns, max_bytes);
+    }
 
 private:
     std::unique_ptr<Pacer> pacer_;

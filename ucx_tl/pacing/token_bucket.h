@@ -50,6 +50,13 @@ public:
         tokens_ -= bytes;
     }
 
+    // A new depth; tokens above it are dropped.
+    void set_depth(double depth_bytes)
+    {
+        depth_  = depth_bytes;
+        tokens_ = std::min(tokens_, depth_);
+    }
+
     // Keeps at most `bytes` of tokens (refilled up to now first).
     void cap(uint64_t now_ns, double bytes)
     {
@@ -59,6 +66,7 @@ public:
 
     double rate() const { return rate_; }
     double tokens() const { return tokens_; }
+    double depth() const { return depth_; }
 
 private:
     void refill(uint64_t now_ns)

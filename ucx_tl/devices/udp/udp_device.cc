@@ -435,6 +435,9 @@ doorbell_status_t UdpIface::create_qp(const void *device_addr, const void *iface
         ctx.max_rate         = params.cc_max_rate;
         qp->gate             = pacing_(ctx);
     }
+    if (near_peer(*qp)) {
+        mark_near(*qp); /* its peer's probe came before it */
+    }
     *qp_p           = qp.get();
     qp_by_num_[qpn] = qp.get();
     qps.push_back(qp.get());
@@ -449,21 +452,23 @@ doorbell_status_t UdpIface::create_qp(const void *device_addr, const void *iface
 /// often it waited, timed out or was told the receiver is busy.
 void UdpIface::dump_qp(const UdpQp &qp) const
 {
-    char ip[INET_ADDRSTRLEN];
+    char ip[INET_ADDRSTRLEN], own[INET_ADDRSTRLEN];
     inet_ntop(AF_INET, &qp.peer.sin_addr, ip, sizeof(ip));
+    inet_ntop(AF_INET, &local_.sin_addr, own, sizeof(own));
     fprintf(stderr,
-            "%s qp 0x%x peer %s:%u rate_MBps %.3f min_rate_MBps %.3f "
+            "%s qp 0x%x local %s:%u peer %s:%u rate_MBps %.3f min_rate_MBps %.3f "
             "base_rtt_us %.1f srtt_us %.1f paced_waits %llu timeouts %llu "
             "busy_naks %llu tail_probes %llu home %u moves %u peer_home %u peer_moves %u "
-            "spines %u spine_unanswered %u\n",
-            name.c_str(), qp.qpn, ip, ntohs(qp.peer.sin_port),
+            "spines %u spine_unanswered %u near %d\n",
+            name.c_str(), qp.qpn, own, ntohs(local_.sin_port), ip, ntohs(qp.peer.sin_port),
             qp.gate ? qp.gate->rate() / 1e6 : 0.0, qp.min_rate / 1e6,
             qp.gate ? qp.gate->base_rtt_ns() / 1e3 : 0.0, qp.srtt_ns / 1e3,
             static_cast<unsigned long long>(qp.paced_waits),
             static_cast<unsigned long long>(qp.timeouts),
             static_cast<unsigned long long>(qp.busy_naks),
             static_cast<unsigned long long>(qp.tail_probes), qp.path.home(), qp.path.moves(),
-            qp.peer_path.home(), qp.peer_path.moves(), qp.classes.classes(), qp.classes.failed());
+            qp.peer_path.home(), qp.peer_path.moves(), qp.classes.classes(), qp.classes.failed(),
+            int(qp.near));
 }
 
 void UdpIface::destroy_qp(UdpQp &qp)

@@ -9,7 +9,9 @@
  * answer counts only if it quotes a probe of a connection of this iface:
  * its header's source QP, that QP's token and the peer's address. A probe
  * that reaches the peer instead (a peer under the same leaf) is a valid ACK
- * request and is answered as one.
+ * request and is answered as one; its aux names the TTL it left with, so
+ * the peer learns that fewer routers than that lie between: no spine, no
+ * link another leaf's hosts share (near_path()).
  *
  * IP_RECVERR makes an ICMP error pending on its socket as well: the next
  * send there fails once with its errno (EHOSTUNREACH for an expired TTL).
@@ -20,6 +22,7 @@
 #include <linux/errqueue.h>
 #include <netinet/ip_icmp.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -68,6 +71,52 @@ UdpQp *UdpIface::spines_to(const Responder &r)
     return nullptr;
 }
 
+/// A spine probe of the requester of connection r reached us (an ACK
+/// request whose aux is the TTL it left with, at most kClassTtl): no spine
+/// lies between its iface and ours. Our QPs to that iface, those there are
+/// and those made later, learn it (mark_near()). Only a peer that holds the
+/// connection's token can say so, and all it gains is that we burst more
+/// towards itself.
+void UdpIface::near_path(const Responder &r, const WireHeader &h)
+{
+    if (h.aux == 0 || h.aux > uint32_t(kClassTtl)) {
+        return;
+    }
+    bool known = std::any_of(near_peers_.begin(), near_peers_.end(),
+                             [&](const sockaddr_in &p) { return same_peer(p, r.peer); });
+    if (!known) {
+        near_peers_.push_back(r.peer); /* one per peer iface: authenticated peers */
+    }
+    for (QpCore *q : qps) {
+        auto *qp = static_cast<UdpQp *>(q);
+        if (same_peer(qp->peer, r.peer)) {
+            mark_near(*qp);
+        }
+    }
+}
+
+/// Whether a QP's peer iface was shown to be under our leaf (near_path()).
+bool UdpIface::near_peer(const UdpQp &qp) const
+{
+    return std::any_of(near_peers_.begin(), near_peers_.end(),
+                       [&](const sockaddr_in &p) { return same_peer(p, qp.peer); });
+}
+
+/// A QP whose path crosses no spine: its pacer's bucket keeps
+/// kHostNearBurstNs of its rate, up to kHostIdleBurstSegments segments.
+void UdpIface::mark_near(UdpQp &qp)
+{
+    if (qp.near) {
+        return;
+    }
+    qp.near = true;
+    ++counters.near_paths;
+    if (qp.gate) {
+        qp.gate->set_time_burst(kHostNearBurstNs,
+                                kHostIdleBurstSegments * (mtu_ + uint32_t(sizeof(WireHeader))));
+    }
+}
+
 /// Sends the probes a QP's class table asks for.
 void UdpIface::probe_classes(UdpQp &qp)
 {
@@ -81,6 +130,7 @@ void UdpIface::probe_classes(UdpQp &qp)
     h.src_qp     = qp.qpn;
     h.psn        = qp.una;
     h.ts_send    = 0; /* no round trip to sample from an answer */
+    h.aux        = uint32_t(kClassTtl);
     alignas(cmsghdr) uint8_t ctl[CMSG_SPACE(sizeof(int))]{};
     iovec                    iov{&h, sizeof(h)};
     msghdr                   m = one_iov_msg(qp.peer, iov, ctl, sizeof(ctl));

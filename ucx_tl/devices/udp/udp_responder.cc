@@ -97,6 +97,9 @@ void UdpIface::handle_request(Responder &r, const WireHeader &h, uint8_t *buf,
         erase_responder(r.id); /* its requester's QP is gone */
         return;
     }
+    if (Opcode(h.opcode) == Opcode::kAckReq && h.aux != 0) {
+        near_path(r, h); /* a spine probe that reached us */
+    }
     int32_t d = psn_diff(h.psn, r.expected);
     if (d > kPsnWindow || d < -kPsnWindow) {
         /* no requester has a window this wide: not an answerable packet */

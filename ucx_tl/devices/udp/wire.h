@@ -53,7 +53,9 @@ enum class Opcode : uint8_t {
     kAck      = 5, ///< cumulative: psn = next expected PSN
     kNak      = 6, ///< psn = next expected PSN; am_id = NakCode
     kAckReq   = 7, ///< probe: ACK now; psn = the sender's next PSN (a gap
-                   ///< below it is NAKed at once: tail-loss detection)
+                   ///< below it is NAKed at once: tail-loss detection);
+                   ///< aux = the IP TTL it left with when it is a spine
+                   ///< probe (udp_path_probe.cc), else 0
     kSignal = 8,   ///< 8-byte signal update at remote_addr (PUT_SIGNAL, after
                    ///< its WRITE segments); am_id = doorbell_signal_op,
                    ///< payload = the operand
@@ -131,7 +133,8 @@ struct [[gnu::packed]] WireHeader {
                           * of its RTT sample) */
     uint32_t aux;        /* ACK/NAK: CE-marked bytes; READ_REQ: chunk size;
                           * READ_RESP: 0 (answered as it is processed);
-                          * CONNECT/ACCEPT: the sender's paths */
+                          * CONNECT/ACCEPT: the sender's paths; ACK_REQ:
+                          * a spine probe's TTL, else 0 */
     uint64_t ts_send;    /* sender's monotonic clock, ns; a requester's
                           * low 4 bits name the port it left from
                           * (udp_paths.h) */
