@@ -435,7 +435,7 @@ doorbell_status_t UdpIface::create_qp(const void *device_addr, const void *iface
         ctx.max_rate         = params.cc_max_rate;
         qp->gate             = pacing_(ctx);
     }
-    if (near_peer(*qp)) {
+    if (near_peer(qp->peer)) {
         mark_near(*qp); /* its peer's probe came before it */
     }
     *qp_p           = qp.get();

@@ -583,7 +583,7 @@ private:
     UdpQp  *spines_to(const Responder &r);
     void    probe_classes(UdpQp &qp);
     void    near_path(const Responder &r, const WireHeader &h);
-    bool    near_peer(const UdpQp &qp) const;
+    bool    near_peer(const sockaddr_in &peer) const;
     void    mark_near(UdpQp &qp);
     void    read_path_errors();
     void    read_path_errors(uint8_t path);

@@ -82,11 +82,10 @@ void UdpIface::near_path(const Responder &r, const WireHeader &h)
     if (h.aux == 0 || h.aux > uint32_t(kClassTtl)) {
         return;
     }
-    bool known = std::any_of(near_peers_.begin(), near_peers_.end(),
-                             [&](const sockaddr_in &p) { return same_peer(p, r.peer); });
-    if (!known) {
-        near_peers_.push_back(r.peer); /* one per peer iface: authenticated peers */
+    if (near_peer(r.peer)) {
+        return; /* known: its QPs were marked then, later ones at creation */
     }
+    near_peers_.push_back(r.peer); /* one per peer iface: authenticated peers */
     for (QpCore *q : qps) {
         auto *qp = static_cast<UdpQp *>(q);
         if (same_peer(qp->peer, r.peer)) {
@@ -95,11 +94,12 @@ void UdpIface::near_path(const Responder &r, const WireHeader &h)
     }
 }
 
-/// Whether a QP's peer iface was shown to be under our leaf (near_path()).
-bool UdpIface::near_peer(const UdpQp &qp) const
+/// Whether the peer iface at `peer` was shown to be under our leaf
+/// (near_path()).
+bool UdpIface::near_peer(const sockaddr_in &peer) const
 {
     return std::any_of(near_peers_.begin(), near_peers_.end(),
-                       [&](const sockaddr_in &p) { return same_peer(p, qp.peer); });
+                       [&](const sockaddr_in &p) { return same_peer(p, peer); });
 }
 
 /// A QP whose path crosses no spine: its pacer's bucket keeps
