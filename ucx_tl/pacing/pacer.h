@@ -166,7 +166,8 @@ public:
     /// From now the bucket holds burst_ns of the current rate, never less
     /// than Config::burst_bytes and never more than max_bytes (a burst_ns
     /// of 0: burst_bytes alone, as configured). For a path shown to cross
-    /// no shared link (a device learns it): two segments of depth at a
+    /// no spine (a device learns it; its only shared links are the two
+    /// hosts' own, which the rate's cuts still see): two segments of depth at a
     /// rate of hundreds of MB/s make the sender wait on the pacer every two
     /// segments, and a process that shares its core sends only on its
     /// turns, so it keeps little of the rate; the depth scales down with

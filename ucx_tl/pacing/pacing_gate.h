@@ -41,7 +41,7 @@ public:
     /// A message of bytes (on the wire) is about to begin on a path with
     /// nothing in flight (pacing::Pacer::on_idle_message()).
     virtual void on_idle_message(uint64_t /*now_ns*/, uint64_t /*bytes*/) {}
-    /// The path crosses no shared link: the bucket may hold burst_ns of the
+    /// The path crosses no spine: the bucket may hold burst_ns of the
     /// rate, up to max_bytes (pacing::Pacer::set_time_burst()).
     virtual void set_time_burst(uint64_t /*burst_ns*/, uint32_t /*max_bytes*/) {}
 };

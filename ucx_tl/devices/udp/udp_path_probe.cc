@@ -10,8 +10,8 @@
  * its header's source QP, that QP's token and the peer's address. A probe
  * that reaches the peer instead (a peer under the same leaf) is a valid ACK
  * request and is answered as one; its aux names the TTL it left with, so
- * the peer learns that fewer routers than that lie between: no spine, no
- * link another leaf's hosts share (near_path()).
+ * the peer learns that fewer routers than that lie between: no spine, only
+ * the two hosts' own links to their leaf (near_path()).
  *
  * IP_RECVERR makes an ICMP error pending on its socket as well: the next
  * send there fails once with its errno (EHOSTUNREACH for an expired TTL).
