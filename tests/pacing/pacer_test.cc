@@ -655,7 +655,7 @@ int burst_at(Pacer &p, uint64_t now, uint32_t bytes)
 
 } // namespace
 
-// A path shown to cross no shared link keeps burst_ns of its rate in the
+// A path shown to cross no spine keeps burst_ns of its rate in the
 // bucket, between two segments and the cap; the depth follows the rate
 // down, so a path that congests is paced segment by segment again.
 TEST(Pacer, ATimedBurstScalesTheBucketWithTheRate)

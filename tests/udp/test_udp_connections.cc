@@ -887,7 +887,7 @@ TEST(UdpConnections, MutatedPacketsThroughTheWholeReceivePath)
 
 /* A spine probe that reaches the peer (its TTL did not expire: no spine
  * between) tells the peer's QPs to the prober that their path crosses no
- * shared link (udp_path_probe.cc, near_path): only from the connection's
+ * spine (udp_path_probe.cc, near_path): only from the connection's
  * requester with its token, only with a TTL that could not cross a spine,
  * once per QP, and a QP made later learns it at creation. */
 TEST(UdpConnections, ASpineProbeThatReachesThePeerMarksItsQpsNear)

@@ -430,7 +430,7 @@ doorbell_status_t UdpIface::create_qp(const void *device_addr, const void *iface
         ctx.ce_gain          = kHostCeGain;
         ctx.ce_beta          = kHostCeBeta;
         ctx.probe_step       = kHostProbeStep;
-        ctx.idle_burst_bytes = kHostIdleBurstSegments * (mtu_ + uint32_t(sizeof(WireHeader)));
+        ctx.idle_burst_bytes = host_burst_bytes();
         ctx.min_rate         = params.cc_min_rate;
         ctx.max_rate         = params.cc_max_rate;
         qp->gate             = pacing_(ctx);

@@ -477,17 +477,23 @@ private:
     void       drop_reassembly(Responder &r);
 
     /* requester (udp_requester.cc) */
-    void        transmit(UdpQp &qp);
-    bool        cut_packet(UdpQp &qp);
-    void        send_packet(UdpQp &qp, const TxPacket &pkt);
-    bool        wants_ack(const UdpQp &qp, const TxPacket &pkt, const doorbell_wqe_t &w,
-                          bool resend) const;
-    void        note_sent(UdpQp &qp, const TxPacket &pkt, bool resend, uint32_t bytes);
-    bool        stamp_due(const UdpQp &qp) const;
-    bool        feedback_due(const UdpQp &qp) const;
-    void        note_stamp(UdpQp &qp, bool stamped) const;
-    bool        packable(const TxPacket &pkt) const;
-    uint32_t    pack_limit() const;
+    void     transmit(UdpQp &qp);
+    bool     cut_packet(UdpQp &qp);
+    void     send_packet(UdpQp &qp, const TxPacket &pkt);
+    bool     wants_ack(const UdpQp &qp, const TxPacket &pkt, const doorbell_wqe_t &w,
+                       bool resend) const;
+    void     note_sent(UdpQp &qp, const TxPacket &pkt, bool resend, uint32_t bytes);
+    bool     stamp_due(const UdpQp &qp) const;
+    bool     feedback_due(const UdpQp &qp) const;
+    void     note_stamp(UdpQp &qp, bool stamped) const;
+    bool     packable(const TxPacket &pkt) const;
+    uint32_t pack_limit() const;
+    /// kHostIdleBurstSegments full segments on the wire, bytes: a quiet
+    /// QP's unscheduled message, and a near QP's deepest bucket
+    uint32_t host_burst_bytes() const
+    {
+        return kHostIdleBurstSegments * (mtu_ + uint32_t(sizeof(WireHeader)));
+    }
     void        send_pack(UdpQp &qp);
     void        send_probe(UdpQp &qp, uint32_t psn);
     uint64_t    tlp_timeout(const UdpQp &qp) const;

@@ -112,8 +112,7 @@ void UdpIface::mark_near(UdpQp &qp)
     qp.near = true;
     ++counters.near_paths;
     if (qp.gate) {
-        qp.gate->set_time_burst(kHostNearBurstNs,
-                                kHostIdleBurstSegments * (mtu_ + uint32_t(sizeof(WireHeader))));
+        qp.gate->set_time_burst(kHostNearBurstNs, host_burst_bytes());
     }
 }
 

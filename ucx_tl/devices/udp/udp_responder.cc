@@ -97,8 +97,8 @@ void UdpIface::handle_request(Responder &r, const WireHeader &h, uint8_t *buf,
         erase_responder(r.id); /* its requester's QP is gone */
         return;
     }
-    if (Opcode(h.opcode) == Opcode::kAckReq && h.aux != 0) {
-        near_path(r, h); /* a spine probe that reached us */
+    if (Opcode(h.opcode) == Opcode::kAckReq) {
+        near_path(r, h); /* a spine probe that reached us, if it is one */
     }
     int32_t d = psn_diff(h.psn, r.expected);
     if (d > kPsnWindow || d < -kPsnWindow) {
