@@ -1,11 +1,13 @@
 /*
- * doorbell_udp_bench [-t] [--mtu BYTES] [--no-gso] [device]: the UDP device
+ * doorbell_udp_bench [-t] [--mtu BYTES] [--no-gso] [--no-gro] [device]: the UDP device
  * alone, two ifaces in one process. Default: one thread progresses both ends
  * in turn (the cost of the whole software path, both sides serialized;
  * immune to scheduling on a loaded machine). -t: one thread per iface, as
  * two processes would run. --mtu: payload bytes per packet (lo's 64 KiB
  * otherwise; 1472 is a 1500-byte network's). --no-gso: one datagram per
- * packet (udp_gso.h), for before/after. The bulk and rate lines add the
+ * packet (udp_gso.h), for before/after; --no-gro: the receiving socket
+ * takes no merged buffers (udp_gro.h), so the kernel cuts super-datagrams
+ * into datagrams at its queue. The bulk and rate lines add the
  * process's CPU time per byte moved (both ends, in one process).
  * Prints numbers; asserts none.
  *   am ping-pong latency (8 B, one way = round trip / 2)
@@ -13,6 +15,7 @@
  *   put_short message rate (8 B, batched doorbells)
  */
 #include "core/doorbell_core.h"
+#include "devices/udp/udp_gro.h"
 #include "devices/udp/udp_gso.h"
 
 #include <arpa/inet.h>
@@ -67,7 +70,7 @@ double seconds(Clock::time_point a, Clock::time_point b)
 
 int main(int argc, char **argv)
 {
-    bool        threads = false, gso = true;
+    bool        threads = false, gso = true, gro = true;
     uint32_t    mtu = 0;
     const char *dev = "lo";
     for (int i = 1; i < argc; ++i) {
@@ -75,6 +78,8 @@ int main(int argc, char **argv)
             threads = true;
         } else if (std::strcmp(argv[i], "--no-gso") == 0) {
             gso = false;
+        } else if (std::strcmp(argv[i], "--no-gro") == 0) {
+            gro = false;
         } else if (std::strcmp(argv[i], "--mtu") == 0 && i + 1 < argc) {
             mtu = uint32_t(std::strtoul(argv[++i], nullptr, 0));
         } else {
@@ -95,6 +100,10 @@ int main(int argc, char **argv)
     }
     doorbell::udp::set_gso(a.iface, gso);
     doorbell::udp::set_gso(b.iface, gso);
+    if (!gro) { /* else on with the first bulk data, where the kernel takes it */
+        doorbell::udp::set_gro(a.iface, false);
+        doorbell::udp::set_gro(b.iface, false);
+    }
     for (Side *s : {&a, &b}) {
         Side   *peer = s == &a ? &b : &a;
         uint8_t da[8], ia[8];
@@ -300,6 +309,10 @@ int main(int argc, char **argv)
     printf("udp-device %s gso %s: %llu super-datagrams of %.1f datagrams on average\n", dev,
            g.enabled ? "on" : "off", (unsigned long long)g.sends,
            g.sends ? double(g.segments) / double(g.sends) : 0.0);
+    doorbell::udp::GroStats r = doorbell::udp::gro_stats(b.iface);
+    printf("udp-device %s gro %s: %llu merged buffers of %.1f datagrams on average received\n", dev,
+           r.enabled ? "on" : "off", (unsigned long long)r.buffers,
+           r.buffers ? double(r.segments) / double(r.buffers) : 0.0);
 
     doorbell_mr_deregister(pd, mr);
     doorbell_qp_destroy(a.qp);

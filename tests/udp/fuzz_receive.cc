@@ -12,13 +12,16 @@
  * iface token, for a CONNECT; bit 3: the token and QP number of the
  * receiver's own connection the other way over the last 32 bytes, where an
  * ACK riding on a request is; bit 4: the receiver's QP at 4, where a pack
- * names it), the rest is the datagram. */
+ * names it), the rest is the datagram. Bits 3-7 of byte 0, when not 0,
+ * make it a merged buffer (GRO) of datagrams of 8 times that many bytes,
+ * each spliced as above. */
 #include "core/doorbell_core.h"
 #include "devices/udp/udp_device.h"
 #include "devices/udp/wire.h"
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -128,28 +131,36 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint64_t             token  = 0;
     uint32_t             remote = 0, psn = 0;
     connection_of(peer_qp, &token, &remote, &psn);
-    if ((data[1] & 1) && d.size() >= 16) {
-        std::memcpy(d.data() + 8, &token, 8);
-    }
-    if ((data[1] & 2) && d.size() >= 20) {
-        std::memcpy(d.data() + 16, &remote, 4);
-    }
-    if ((data[1] & 4) && d.size() >= 16) {
-        uint64_t it = to_b ? w.ib.token : w.ia.token;
-        std::memcpy(d.data() + 8, &it, 8);
-    }
-    if ((data[1] & 16) && d.size() >= 8) {
-        std::memcpy(d.data() + offsetof(PackHeader, dst_qp), &remote, 4);
-    }
-    if ((data[1] & 8) && d.size() >= sizeof(PackHeader) + sizeof(RideAck)) {
-        doorbell_qp_t *own        = to_b ? w.qb : w.qa; /* acknowledged by a rider */
-        uint64_t       own_token  = 0;
-        uint32_t       own_remote = 0, own_psn = 0;
-        connection_of(own, &own_token, &own_remote, &own_psn);
-        uint32_t qpn = static_cast<doorbell::QpCore *>(own)->qpn;
-        size_t   at  = d.size() - sizeof(RideAck);
-        std::memcpy(d.data() + at + offsetof(RideAck, token), &own_token, 8);
-        std::memcpy(d.data() + at + offsetof(RideAck, qp), &qpn, 4);
+    /* the splices, at the start (and end) of each datagram of the buffer */
+    auto splice = [&](uint8_t *p, size_t n) {
+        if ((data[1] & 1) && n >= 16) {
+            std::memcpy(p + 8, &token, 8);
+        }
+        if ((data[1] & 2) && n >= 20) {
+            std::memcpy(p + 16, &remote, 4);
+        }
+        if ((data[1] & 4) && n >= 16) {
+            uint64_t it = to_b ? w.ib.token : w.ia.token;
+            std::memcpy(p + 8, &it, 8);
+        }
+        if ((data[1] & 16) && n >= 8) {
+            std::memcpy(p + offsetof(PackHeader, dst_qp), &remote, 4);
+        }
+        if ((data[1] & 8) && n >= sizeof(PackHeader) + sizeof(RideAck)) {
+            doorbell_qp_t *own        = to_b ? w.qb : w.qa; /* acknowledged by a rider */
+            uint64_t       own_token  = 0;
+            uint32_t       own_remote = 0, own_psn = 0;
+            connection_of(own, &own_token, &own_remote, &own_psn);
+            uint32_t qpn = static_cast<doorbell::QpCore *>(own)->qpn;
+            size_t   at  = n - sizeof(RideAck);
+            std::memcpy(p + at + offsetof(RideAck, token), &own_token, 8);
+            std::memcpy(p + at + offsetof(RideAck, qp), &qpn, 4);
+        }
+    };
+    size_t segment = size_t(data[0] >> 3) * 8;
+    size_t step    = segment != 0 ? segment : d.size();
+    for (size_t at = 0; at < d.size(); at += step) {
+        splice(d.data() + at, std::min(step, d.size() - at));
     }
     sockaddr_in from = to_b ? w.addr_a : w.addr_b;
     switch ((data[0] >> 1) & 3) {
@@ -163,7 +174,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     default:
         break;
     }
-    inject_datagram(rx, d.data(), d.size(), from);
+    inject_datagram(rx, d.data(), d.size(), from, segment);
     doorbell_iface_progress(w.a);
     doorbell_iface_progress(w.b);
     return 0;

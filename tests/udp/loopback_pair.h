@@ -190,6 +190,18 @@ inline doorbell_status_t put_zcopy(doorbell_qp_t *qp, const std::vector<uint8_t>
     return doorbell_qp_put_zcopy(qp, &iov, 1, to.addr(), to.rkey, &c);
 }
 
+/// Bytes an AM's pack callback copies (doorbell_qp_am_bcopy with pack_bytes).
+struct Bytes {
+    std::vector<uint8_t> v;
+};
+
+inline size_t pack_bytes(void *dest, void *arg)
+{
+    auto *b = static_cast<Bytes *>(arg);
+    std::memcpy(dest, b->v.data(), b->v.size());
+    return b->v.size();
+}
+
 /// A deterministic byte pattern.
 inline std::vector<uint8_t> pattern(size_t size, uint32_t seed)
 {

@@ -42,17 +42,6 @@ doorbell_status_t log_am(void *arg, uint8_t am_id, void *data, size_t length)
     return DOORBELL_OK;
 }
 
-struct Bytes {
-    std::vector<uint8_t> v;
-};
-
-size_t pack_bytes(void *dest, void *arg)
-{
-    auto *b = static_cast<Bytes *>(arg);
-    std::memcpy(dest, b->v.data(), b->v.size());
-    return b->v.size();
-}
-
 /// Posts n AMs back to back (no progress between them): the first rings at
 /// once, the rest wait behind the busy queue's doorbell for one batch.
 /// Message i has AM id 1 + i % 7 and 10 + 37 * i bytes of pattern i.

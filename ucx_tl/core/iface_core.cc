@@ -310,6 +310,8 @@ void IfaceCore::dump_counters() const
         {"spine_answers", c.spine_answers},
         {"path_errors", c.path_errors},
         {"near_paths", c.near_paths},
+        {"rx_merged", c.rx_merged},
+        {"rx_merged_datagrams", c.rx_merged_datagrams},
     };
     print_counters(rows);
 }

@@ -446,7 +446,7 @@ void UdpIface::connection_of(const UdpQp &qp, uint64_t *token, uint32_t *remote_
     *next_psn   = qp.next_psn;
 }
 
-void UdpIface::inject(const uint8_t *bytes, size_t len, const sockaddr_in &from)
+void UdpIface::inject(const uint8_t *bytes, size_t len, const sockaddr_in &from, size_t segment)
 {
     if (len > kBufSize - kRxLead) {
         return;
@@ -457,7 +457,11 @@ void UdpIface::inject(const uint8_t *bytes, size_t len, const sockaddr_in &from)
     std::memcpy(buf + kRxLead, bytes, len); /* as a receive lands */
     held_injected_ = false;
     rx_ts_         = now_;
-    handle_datagram(buf + kRxLead, len, from, false, kNoSlot);
+    if (segment != 0 && len > segment) {
+        handle_merged(buf + kRxLead, len, segment, from, false, kNoSlot);
+    } else {
+        handle_datagram(buf + kRxLead, len, from, false, kNoSlot);
+    }
     if (!held_injected_) {
         give_buffer(buf);
     }
@@ -485,10 +489,11 @@ bool connection_of(doorbell_qp_t *qp, uint64_t *token, uint32_t *remote_qpn, uin
 }
 
 void inject_datagram(doorbell_iface_t *iface, const void *bytes, size_t len,
-                     const sockaddr_in &from)
+                     const sockaddr_in &from, size_t segment)
 {
     if (iface != nullptr && iface->kind == DOORBELL_DEVICE_UDP) {
-        static_cast<UdpIface *>(iface)->inject(static_cast<const uint8_t *>(bytes), len, from);
+        static_cast<UdpIface *>(iface)->inject(static_cast<const uint8_t *>(bytes), len, from,
+                                               segment);
     }
 }
 

@@ -252,7 +252,7 @@ doorbell_status_t UdpIface::init(const sockaddr_in &addr, uint32_t if_mtu, bool 
     }
 
     /* ECT(0) on every packet; CE marks of received ones come as cmsg once
-     * bulk traffic arrives (enable_ce) */
+     * bulk traffic arrives (enable_bulk_receive) */
     int tos = 0x02, off = 0;
     if (setsockopt(fd_, IPPROTO_IP, IP_TOS, &tos, sizeof(tos)) != 0 ||
         setsockopt(fd_, IPPROTO_IP, IP_RECVTOS, &off, sizeof(off)) != 0) {

@@ -54,6 +54,7 @@
 #include "fault_injector.h"
 #include "pacing/pacing_gate.h"
 #include "parser.h"
+#include "udp_gro.h"
 #include "udp_gso.h"
 #include "udp_path_classes.h"
 #include "udp_paths.h"
@@ -129,8 +130,9 @@ static constexpr uint32_t kPlaceMin = 8192;     ///< MTU from which read data is
 /// CE reading (IP_RECVTOS) starts with the first datagram of at least
 /// kCeBulkBytes (a segment of bulk data) or the first receive that finds
 /// kCeQueuedDatagrams waiting (a stream of small ones): the traffic that
-/// builds queues (enable_ce). Fewer do not tell: a connection's set-up
-/// messages, or an ACK beside a reply, arrive in twos and threes.
+/// builds queues (enable_bulk_receive, which turns GRO on too). Fewer do
+/// not tell: a connection's set-up messages, or an ACK beside a reply,
+/// arrive in twos and threes.
 static constexpr size_t   kCeBulkBytes       = 1024;
 static constexpr unsigned kCeQueuedDatagrams = 8;
 static constexpr size_t   kLinearTx          = 1024; ///< payload bytes a lone packet
@@ -412,6 +414,11 @@ public:
     /// Ports this iface sends from (multipath), the first its address's.
     uint32_t paths() const { return paths_; }
     GsoStats gso_stats() const { return {gso_, gso_sends_, gso_segments_, gso_fallbacks_}; }
+    void     set_gro(bool on);
+    GroStats gro_stats() const
+    {
+        return {rx_gro_, counters.rx_merged, counters.rx_merged_datagrams, gro_truncated_};
+    }
     /// A keepalive probe now (doorbell_qp_check).
     doorbell_status_t check_qp(UdpQp &qp);
     /// The connection handshake now, if it has not started (connect_now).
@@ -421,8 +428,9 @@ public:
     /// all but one respect.
     void connection_of(const UdpQp &qp, uint64_t *token, uint32_t *remote_qpn,
                        uint32_t *next_psn) const;
-    /// Test seam: a datagram as if it had arrived from `from`.
-    void     inject(const uint8_t *bytes, size_t len, const sockaddr_in &from);
+    /// Test seam: a datagram as if it had arrived from `from`; segment != 0:
+    /// a merged buffer (GRO) of datagrams of that size.
+    void     inject(const uint8_t *bytes, size_t len, const sockaddr_in &from, size_t segment = 0);
     uint16_t port() const { return ntohs(local_.sin_port); }
     uint32_t payload_mtu() const { return mtu_; }
     /// Payload of a segment of op (the datagram of a full-header packet less
@@ -436,7 +444,7 @@ public:
     }
     /// The datagram socket (tests set its TOS byte to send CE-marked packets).
     int socket_fd() const { return fd_; }
-    /// Whether CE marks of received datagrams are read (enable_ce).
+    /// Whether CE marks of received datagrams are read (enable_bulk_receive).
     bool reads_ce() const { return rx_ce_; }
     /// The pacing policy in force (doorbell_iface_params_t::cc resolved by
     /// pacing::resolve_pacing_policy).
@@ -567,7 +575,10 @@ private:
     int      place_read_response();
     int      receive_batch(unsigned want);
     void     rearm_rx(unsigned count);
-    void handle_datagram(uint8_t *buf, size_t len, const sockaddr_in &from, bool ce, size_t slot);
+    /// later: a datagram after the first of a merged buffer (GRO), which
+    /// may have lent the buffer already
+    void handle_datagram(uint8_t *buf, size_t len, const sockaddr_in &from, bool ce, size_t slot,
+                         bool later = false);
     /// The connection a packet names, its token and its source checked (the
     /// first thing done with any datagram); the drop is counted when there is
     /// none. CONNECT: *qp and *r stay null and the iface token is checked.
@@ -579,9 +590,12 @@ private:
     unsigned stage_batch(unsigned from, bool gso, uint8_t path); /* udp_socket_io.cc */
     void     send_staged(uint8_t path, unsigned n);
     struct TxSlot;
-    void     send_linear(const TxSlot &s);
-    void     enable_rx_timestamps();
-    void     enable_ce();
+    void send_linear(const TxSlot &s);
+    void enable_rx_timestamps();
+    void enable_bulk_receive();
+    void receive_merged(unsigned i, size_t len, size_t segment, bool ce);
+    void handle_merged(uint8_t *buf, size_t len, size_t segment, const sockaddr_in &from, bool ce,
+                       size_t slot);
     uint64_t kernel_rx_time(const cmsghdr *c, int64_t rt_to_mono) const;
 
     /* ports told apart by spine (udp_path_probe.cc) */
@@ -683,10 +697,15 @@ private:
     std::unordered_map<uint8_t *, Held> held_;
     bool rx_lent_ = false; ///< the datagram in hand: its receive buffer is lent to
                            ///< a handler (what follows in it is not headroom)
-    std::array<mmsghdr, kRxBatch>                 rx_msgs_{};
-    std::array<iovec, kRxBatch>                   rx_iov_{};
-    std::array<sockaddr_in, kRxBatch>             rx_addr_{};
-    std::array<std::array<uint8_t, 64>, kRxBatch> rx_cmsg_{};
+    std::array<mmsghdr, kRxBatch>     rx_msgs_{};
+    std::array<iovec, kRxBatch>       rx_iov_{};
+    std::array<sockaddr_in, kRxBatch> rx_addr_{};
+    /* TOS, timestamp and UDP_GRO messages: 24 + 32 + 24 bytes */
+    std::array<std::array<uint8_t, 128>, kRxBatch> rx_cmsg_{};
+    /* GRO (udp_gro.h) */
+    bool     rx_gro_        = false; ///< UDP_GRO is on: a receive may hold a run
+    bool     gro_allowed_   = true;  ///< false: never turned on (a test's)
+    uint64_t gro_truncated_ = 0;
     bool     held_injected_ = false; ///< inject(): the AM handler kept the buffer
     unsigned rx_want_       = 1;     ///< datagrams the next recvmmsg asks for
     unsigned rx_singles_    = 0;     ///< receives in a row that got the one asked for
@@ -744,8 +763,9 @@ bool connection_of(doorbell_qp_t *qp, uint64_t *token, uint32_t *remote_qpn, uin
 /// would (a QP never used sends nothing, doorbell_qp_check included).
 void connect_now(doorbell_qp_t *qp);
 
-/// Test seam: len bytes handled as a datagram that arrived from `from`.
+/// Test seam: len bytes handled as a datagram that arrived from `from`, or
+/// (segment != 0) as a merged buffer (GRO) of datagrams of segment bytes.
 void inject_datagram(doorbell_iface_t *iface, const void *bytes, size_t len,
-                     const sockaddr_in &from);
+                     const sockaddr_in &from, size_t segment = 0);
 
 } // namespace doorbell::udp

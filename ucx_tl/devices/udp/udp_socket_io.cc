@@ -128,9 +128,10 @@ unsigned UdpIface::receive(size_t &bytes)
             break;
         }
         for (int i = 0; i < n; ++i) {
-            msghdr &m  = rx_msgs_[i].msg_hdr;
-            bool    ce = false;
-            rx_ts_     = now_;
+            msghdr &m       = rx_msgs_[i].msg_hdr;
+            bool    ce      = false;
+            size_t  segment = 0; /* a merged buffer's datagram size (GRO) */
+            rx_ts_          = now_;
             for (cmsghdr *c = CMSG_FIRSTHDR(&m); c != nullptr; c = CMSG_NXTHDR(&m, c)) {
                 if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS &&
                     c->cmsg_len >= CMSG_LEN(1)) {
@@ -143,20 +144,33 @@ unsigned UdpIface::receive(size_t &bytes)
                     }
                     rx_ts_ = kernel_rx_time(c, rt_to_mono);
                     ++counters.rx_timestamped;
+                } else if (size_t s = gro_segment(c); s != 0) {
+                    segment = s;
                 }
+            }
+            size_t len = rx_msgs_[i].msg_len;
+            if (rx_gro_ && (m.msg_flags & MSG_CTRUNC)) {
+                /* a merged buffer whose datagram size was cut off would be
+                 * read as one datagram: lost instead, and resent */
+                ++counters.rx_packets;
+                drop(&doorbell_counters_t::rx_drop_malformed);
+                continue;
+            }
+            if (segment != 0 && (len > segment || (m.msg_flags & MSG_TRUNC))) {
+                bytes += len;
+                receive_merged(unsigned(i), len, segment, ce);
+                continue;
             }
             if (m.msg_flags & MSG_TRUNC) {
                 ++counters.rx_packets;
                 drop(&doorbell_counters_t::rx_drop_malformed);
                 continue;
             }
-            if (!rx_ce_ &&
-                (unsigned(n) >= kCeQueuedDatagrams || rx_msgs_[i].msg_len >= kCeBulkBytes)) {
-                enable_ce();
+            if (!rx_ce_ && (unsigned(n) >= kCeQueuedDatagrams || len >= kCeBulkBytes)) {
+                enable_bulk_receive();
             }
-            bytes += rx_msgs_[i].msg_len;
-            handle_datagram(rx_slots_[i] + kRxLead, rx_msgs_[i].msg_len, rx_addr_[i], ce,
-                            size_t(i));
+            bytes += len;
+            handle_datagram(rx_slots_[i] + kRxLead, len, rx_addr_[i], ce, size_t(i));
         }
         rearm_rx(unsigned(n));
         for (Responder *r : ack_list_) {
@@ -179,6 +193,35 @@ unsigned UdpIface::receive(size_t &bytes)
     return total;
 }
 
+/// The datagrams of a merged buffer (GRO) in receive entry i, each as if it
+/// had come alone. Only whole ones: a buffer cut short by the receive
+/// buffer loses its last, partial datagram (resent).
+void UdpIface::receive_merged(unsigned i, size_t len, size_t segment, bool ce)
+{
+    const bool   truncated = rx_msgs_[i].msg_hdr.msg_flags & MSG_TRUNC;
+    const size_t whole     = gro_whole_bytes(len, segment, truncated);
+    if (whole < len || truncated) {
+        ++gro_truncated_;
+        ++counters.rx_packets;
+        drop(&doorbell_counters_t::rx_drop_malformed);
+    }
+    handle_merged(rx_slots_[i] + kRxLead, whole, segment, rx_addr_[i], ce, i);
+}
+
+/// The datagrams of segment bytes (the last may be shorter) in len bytes at
+/// buf, in order. The first may be lent to the AM handler in place, and the
+/// slot then gets a new buffer: the rest follow in the lent one, which lives
+/// until its AM is released.
+void UdpIface::handle_merged(uint8_t *buf, size_t len, size_t segment, const sockaddr_in &from,
+                             bool ce, size_t slot)
+{
+    ++counters.rx_merged;
+    for (size_t at = 0; at < len; at += segment) {
+        ++counters.rx_merged_datagrams;
+        handle_datagram(buf + at, std::min(segment, len - at), from, ce, slot, at != 0);
+    }
+}
+
 /// A read's data lands where it belongs, not in a receive buffer copied
 /// from: peeks at the header of the datagram at the head of the socket and,
 /// when it is a READ_RESP chunk a piece still waits for (checked exactly as
@@ -187,16 +230,27 @@ unsigned UdpIface::receive(size_t &bytes)
 /// the datagram takes the normal path, -1 when the socket is empty.
 int UdpIface::place_read_response()
 {
-    uint8_t     head[sizeof(WireHeader)];
-    sockaddr_in from{};
-    iovec       iov{head, sizeof(head)};
-    msghdr      m   = one_iov_msg(from, iov);
-    ssize_t     len = recvmsg(fd_, &m, MSG_PEEK | MSG_DONTWAIT | MSG_TRUNC);
+    uint8_t                  head[sizeof(WireHeader)];
+    sockaddr_in              from{};
+    iovec                    iov{head, sizeof(head)};
+    msghdr                   m = one_iov_msg(from, iov);
+    std::array<uint8_t, 128> control;
+    if (rx_gro_) {
+        /* a merged buffer (GRO) is not one chunk: it takes the normal path */
+        m.msg_control    = control.data();
+        m.msg_controllen = control.size();
+    }
+    ssize_t len = recvmsg(fd_, &m, MSG_PEEK | MSG_DONTWAIT | MSG_TRUNC);
     if (len < 0) {
         return errno == EINTR ? 0 : -1;
     }
     if (size_t(len) > kBufSize) {
         return 0;
+    }
+    for (cmsghdr *c = rx_gro_ ? CMSG_FIRSTHDR(&m) : nullptr; c != nullptr; c = CMSG_NXTHDR(&m, c)) {
+        if (gro_segment(c) != 0) {
+            return 0;
+        }
     }
     /* the connection and its token first, as for every datagram; anything
      * that does not pass takes the normal path, which counts the drop */
@@ -247,7 +301,7 @@ int UdpIface::receive_batch(unsigned want)
     }
     msghdr &m = rx_msgs_[0].msg_hdr;
     ssize_t len;
-    if (!rx_ce_ && !rx_timestamps_ && rx_placed_ == nullptr) {
+    if (!rx_ce_ && !rx_timestamps_ && !rx_gro_ && rx_placed_ == nullptr) {
         socklen_t alen = sizeof(sockaddr_in);
         /* MSG_TRUNC: the length of the datagram, even one that did not fit */
         len = recvfrom(fd_, rx_slots_[0] + kRxLead, kBufSize - kRxLead, MSG_DONTWAIT | MSG_TRUNC,
@@ -289,12 +343,14 @@ void UdpIface::rearm_rx(unsigned count)
 }
 
 void UdpIface::handle_datagram(uint8_t *buf, size_t len, const sockaddr_in &from, bool ce,
-                               size_t slot)
+                               size_t slot, bool later)
 {
     /* entry 0 may have been received in place: its payload is in a read's
      * destination already (and its header must be the one peeked at) */
     const uint8_t *placed = slot == 0 ? std::exchange(rx_placed_, nullptr) : nullptr;
-    rx_lent_              = false;
+    if (!later) {
+        rx_lent_ = false;
+    }
     ++counters.rx_packets;
     counters.rx_bytes += len;
     if (faults_ && faults_->rx_drop()) {
@@ -571,19 +627,33 @@ void UdpIface::enable_rx_timestamps()
     rx_timestamps_ = setsockopt(fd_, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof(on)) == 0;
 }
 
-/// CE marks are read from here on. A mark says a queue on the path passed
-/// its threshold, and queues are built by bulk traffic: a segment of at
-/// least kCeBulkBytes, or a receive that finds kCeQueuedDatagrams waiting.
-/// Until such traffic arrives, a latency-bound exchange of small
-/// messages does not pay for the TOS control message, 0.2-0.25 us per
-/// datagram on lo here (docs/transport.md). A receiver that reads no marks
-/// echoes none, so a sender of small messages alone is paced by delay.
-void UdpIface::enable_ce()
+/// CE marks are read, and merged buffers (GRO) taken, from here on. A mark
+/// says a queue on the path passed its threshold, and queues are built by
+/// bulk traffic: a segment of at least kCeBulkBytes, or a receive that
+/// finds kCeQueuedDatagrams waiting. Until such traffic arrives, a
+/// latency-bound exchange of small messages does not pay for the control
+/// messages, 0.2-0.25 us per datagram on lo here for TOS alone
+/// (docs/transport.md). A receiver that reads no marks echoes none, so a
+/// sender of small messages alone is paced by delay.
+void UdpIface::enable_bulk_receive()
 {
     int on = 1;
     /* tried once: IPv4 sockets on Linux always accept it (checked at open) */
     setsockopt(fd_, IPPROTO_IP, IP_RECVTOS, &on, sizeof(on));
     rx_ce_ = true;
+    if (gro_allowed_ && !rx_gro_) {
+        rx_gro_ = gro_enable(fd_);
+    }
+}
+
+void UdpIface::set_gro(bool on)
+{
+    if (!on) {
+        gro_allowed_ = rx_gro_; /* once on, merged buffers may be queued */
+        return;
+    }
+    gro_allowed_ = true;
+    rx_gro_      = rx_gro_ || gro_enable(fd_);
 }
 
 /// The kernel's arrival time of a datagram (SCM_TIMESTAMPNS) on the

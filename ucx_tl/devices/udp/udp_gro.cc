@@ -1,0 +1,51 @@
+#include "udp_gro.h"
+
+#include "udp_device.h"
+
+#include <netinet/udp.h>
+
+#include <cstring>
+
+namespace doorbell::udp {
+
+bool gro_enable(int fd)
+{
+    int on = 1;
+    return setsockopt(fd, SOL_UDP, UDP_GRO, &on, sizeof(on)) == 0;
+}
+
+size_t gro_segment(const cmsghdr *c)
+{
+    if (c == nullptr || c->cmsg_level != SOL_UDP || c->cmsg_type != UDP_GRO ||
+        c->cmsg_len < CMSG_LEN(sizeof(int))) {
+        return 0;
+    }
+    int size = 0;
+    std::memcpy(&size, CMSG_DATA(c), sizeof(size));
+    return size > 0 ? size_t(size) : 0;
+}
+
+size_t gro_whole_bytes(size_t len, size_t segment, bool truncated)
+{
+    if (!truncated || segment == 0) {
+        return truncated ? 0 : len;
+    }
+    return len / segment * segment;
+}
+
+void set_gro(doorbell_iface_t *iface, bool on)
+{
+    if (iface != nullptr && iface->kind == DOORBELL_DEVICE_UDP) {
+        static_cast<UdpIface *>(iface)->set_gro(on);
+    }
+}
+
+GroStats gro_stats(const doorbell_iface_t *iface)
+{
+    if (iface == nullptr || iface->kind != DOORBELL_DEVICE_UDP) {
+        return {};
+    }
+    return static_cast<const UdpIface *>(iface)->gro_stats();
+}
+
+} // namespace doorbell::udp
