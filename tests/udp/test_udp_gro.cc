@@ -26,6 +26,14 @@ doorbell_iface_params_t mtu(uint32_t bytes)
     return p;
 }
 
+/// With lo's quick retransmission timer (a test that loses datagrams).
+doorbell_iface_params_t lo_mtu(uint32_t bytes)
+{
+    doorbell_iface_params_t p = lo_params();
+    p.mtu                     = bytes;
+    return p;
+}
+
 /// A control buffer holding one message of level/type with an int.
 struct Control {
     alignas(cmsghdr) uint8_t buf[CMSG_SPACE(sizeof(int))] = {};
@@ -178,6 +186,22 @@ TEST(UdpGro, MessagesOfAMergedBufferAreDeliveredAndKeptIntact)
         doorbell_iface_release_am(pair.b, data);
     }
     EXPECT_EQ(DOORBELL_OK, pair.flush(pair.qa));
+}
+
+// A merged buffer larger than the receive may fill is cut short: b keeps
+// its whole datagrams, counts the rest as lost, and the sender's
+// retransmissions (themselves merged and cut) deliver every byte intact.
+TEST(UdpGro, ATruncatedMergedBufferLosesOnlyItsTailAndTheDataArrives)
+{
+    LoopbackPair pair(lo_mtu(1000), lo_mtu(1000));
+    REQUIRE_GSO_GRO(pair);
+    set_rx_room(pair.b, 5000); /* four datagrams of 1064 bytes and a piece */
+    put_256k(pair, 41);
+    GroStats g = gro_stats(pair.b);
+    EXPECT_GT(g.truncated, 0u);
+    EXPECT_GT(g.buffers, 0u);
+    EXPECT_GE(pair.counters(pair.b).rx_drop_malformed, g.truncated);
+    EXPECT_GT(pair.counters(pair.a).retransmits, 0u);
 }
 
 // Without GRO (the kernel cuts the super-datagrams at b's socket) nothing

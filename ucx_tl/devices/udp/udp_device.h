@@ -415,6 +415,10 @@ public:
     uint32_t paths() const { return paths_; }
     GsoStats gso_stats() const { return {gso_, gso_sends_, gso_segments_, gso_fallbacks_}; }
     void     set_gro(bool on);
+    /// Test seam: the bytes a receive may fill (a datagram or merged buffer
+    /// beyond them is truncated), at most kBufSize - kRxLead; between
+    /// progress calls only.
+    void     set_rx_room(size_t bytes);
     GroStats gro_stats() const
     {
         return {rx_gro_, counters.rx_merged, counters.rx_merged_datagrams, gro_truncated_};
@@ -702,6 +706,7 @@ private:
     std::array<sockaddr_in, kRxBatch> rx_addr_{};
     /* TOS, timestamp and UDP_GRO messages: 24 + 32 + 24 bytes */
     std::array<std::array<uint8_t, 128>, kRxBatch> rx_cmsg_{};
+    size_t rx_room_ = kBufSize - kRxLead; ///< bytes a receive may fill
     /* GRO (udp_gro.h) */
     bool     rx_gro_        = false; ///< UDP_GRO is on: a receive may hold a run
     bool     gro_allowed_   = true;  ///< false: never turned on (a test's)

@@ -40,6 +40,13 @@ void set_gro(doorbell_iface_t *iface, bool on)
     }
 }
 
+void set_rx_room(doorbell_iface_t *iface, size_t bytes)
+{
+    if (iface != nullptr && iface->kind == DOORBELL_DEVICE_UDP) {
+        static_cast<UdpIface *>(iface)->set_rx_room(bytes);
+    }
+}
+
 GroStats gro_stats(const doorbell_iface_t *iface)
 {
     if (iface == nullptr || iface->kind != DOORBELL_DEVICE_UDP) {

@@ -41,9 +41,11 @@ size_t gro_segment(const cmsghdr *c);
 /// resent).
 size_t gro_whole_bytes(size_t len, size_t segment, bool truncated);
 
-/* Test seam (not a production knob): GRO on now (where the kernel takes
- * it), or never, for an iface that has not turned it on yet. */
+/* Test seams (not production knobs): GRO on now (where the kernel takes
+ * it), or never, for an iface that has not turned it on yet; the bytes a
+ * receive may fill, to truncate merged buffers (between progress calls). */
 void set_gro(doorbell_iface_t *iface, bool on);
+void set_rx_room(doorbell_iface_t *iface, size_t bytes);
 
 struct GroStats {
     bool     enabled;   ///< the socket takes merged buffers now

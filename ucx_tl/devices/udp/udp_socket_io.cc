@@ -304,14 +304,14 @@ int UdpIface::receive_batch(unsigned want)
     if (!rx_ce_ && !rx_timestamps_ && !rx_gro_ && rx_placed_ == nullptr) {
         socklen_t alen = sizeof(sockaddr_in);
         /* MSG_TRUNC: the length of the datagram, even one that did not fit */
-        len = recvfrom(fd_, rx_slots_[0] + kRxLead, kBufSize - kRxLead, MSG_DONTWAIT | MSG_TRUNC,
+        len = recvfrom(fd_, rx_slots_[0] + kRxLead, rx_room_, MSG_DONTWAIT | MSG_TRUNC,
                        reinterpret_cast<sockaddr *>(&rx_addr_[0]), &alen);
         if (len < 0) {
             return -1;
         }
         m.msg_controllen    = 0;
-        m.msg_flags         = size_t(len) > kBufSize - kRxLead ? MSG_TRUNC : 0;
-        rx_msgs_[0].msg_len = unsigned(std::min<size_t>(size_t(len), kBufSize - kRxLead));
+        m.msg_flags         = size_t(len) > rx_room_ ? MSG_TRUNC : 0;
+        rx_msgs_[0].msg_len = unsigned(std::min<size_t>(size_t(len), rx_room_));
         return 1;
     }
     len = recvmsg(fd_, &m, MSG_DONTWAIT);
@@ -329,7 +329,7 @@ int UdpIface::receive_batch(unsigned want)
 void UdpIface::rearm_rx(unsigned count)
 {
     for (unsigned i = 0; i < count; ++i) {
-        rx_iov_[i]       = {rx_slots_[i] + kRxLead, kBufSize - kRxLead};
+        rx_iov_[i]       = {rx_slots_[i] + kRxLead, rx_room_};
         msghdr &m        = rx_msgs_[i].msg_hdr;
         m.msg_name       = &rx_addr_[i];
         m.msg_namelen    = sizeof(sockaddr_in);
@@ -644,6 +644,12 @@ void UdpIface::enable_bulk_receive()
     if (gro_allowed_ && !rx_gro_) {
         rx_gro_ = gro_enable(fd_);
     }
+}
+
+void UdpIface::set_rx_room(size_t bytes)
+{
+    rx_room_ = std::clamp<size_t>(bytes, 1, kBufSize - kRxLead);
+    rearm_rx(kRxBatch);
 }
 
 void UdpIface::set_gro(bool on)
