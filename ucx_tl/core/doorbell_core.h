@@ -268,7 +268,7 @@ typedef struct doorbell_counters {
     uint64_t rx_drop_source;      /* right token, sent from another address */
     uint64_t rx_drop_psn;         /* not the PSN expected (ahead of it: a gap) */
     uint64_t rx_drop_state;       /* valid, but not now (a stale response, a request
-                                 * after an error, a reply to no handshake) */
+                                   * after an error, a reply to no handshake) */
     uint64_t connects;            /* connections accepted (as responder) */
     uint64_t conn_refused;        /* handshakes refused: the table is full */
     uint64_t keepalives;          /* keepalive probes sent */
@@ -279,21 +279,21 @@ typedef struct doorbell_counters {
     uint64_t acks_sent;           /* ACK datagrams sent (UDP device) */
     uint64_t acks_carried;        /* ACKs that rode on a request instead */
     uint64_t packs;               /* datagrams that carried active messages in a pack
-                                 * (UDP device; wire.h PackHeader) */
+                                   * (UDP device; wire.h PackHeader) */
     uint64_t packed;              /* messages in those packs */
     uint64_t rx_held;             /* requests that arrived ahead of a gap on a
-                                 * multipath connection, held and executed in
-                                 * order once it filled (UDP device) */
+                                   * multipath connection, held and executed in
+                                   * order once it filled (UDP device) */
     uint64_t spine_probes;        /* ports probed with a TTL that expires at the
-                                 * spine (UDP device, PATHS > 1) */
+                                   * spine (UDP device, PATHS > 1) */
     uint64_t spine_answers;       /* ICMP Time Exceeded that answered one */
     uint64_t path_errors;         /* other errors queued on the sending ports
-                                 * (port unreachable, foreign or short quotes) */
+                                   * (port unreachable, foreign or short quotes) */
     uint64_t near_paths;          /* QPs that learned no spine lies between
-                                 * them and their peer (a peer's spine probe
-                                 * reached us; UDP device) */
+                                   * them and their peer (a peer's spine probe
+                                   * reached us; UDP device) */
     uint64_t rx_merged;           /* receives that held several datagrams the
-                                 * kernel merged (UDP GRO; UDP device) */
+                                   * kernel merged (UDP GRO; UDP device) */
     uint64_t rx_merged_datagrams; /* datagrams in those */
 } doorbell_counters_t;
 void doorbell_iface_get_counters(const doorbell_iface_t *iface, doorbell_counters_t *counters);

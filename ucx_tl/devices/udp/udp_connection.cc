@@ -491,9 +491,8 @@ bool connection_of(doorbell_qp_t *qp, uint64_t *token, uint32_t *remote_qpn, uin
 void inject_datagram(doorbell_iface_t *iface, const void *bytes, size_t len,
                      const sockaddr_in &from, size_t segment)
 {
-    if (iface != nullptr && iface->kind == DOORBELL_DEVICE_UDP) {
-        static_cast<UdpIface *>(iface)->inject(static_cast<const uint8_t *>(bytes), len, from,
-                                               segment);
+    if (UdpIface *udp = udp_iface(iface)) {
+        udp->inject(static_cast<const uint8_t *>(bytes), len, from, segment);
     }
 }
 

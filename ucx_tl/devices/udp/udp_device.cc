@@ -627,8 +627,8 @@ void UdpIface::set_faults(const FaultConfig *config)
 
 void set_fault_injection(doorbell_iface_t *iface, const FaultConfig *config)
 {
-    if (iface != nullptr && iface->kind == DOORBELL_DEVICE_UDP) {
-        static_cast<UdpIface *>(iface)->set_faults(config);
+    if (UdpIface *udp = udp_iface(iface)) {
+        udp->set_faults(config);
     }
 }
 

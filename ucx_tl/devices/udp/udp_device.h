@@ -141,6 +141,9 @@ static_assert(kBufSize >= kMaxDatagram + kRxLead + 256, "datagram fits a buffer"
 static_assert(DOORBELL_MAX_SEG_SIZE + 64 <= kBufSize, "an AM fits a receive buffer");
 static_assert(DOORBELL_MAX_MTU + 64 <= kMaxDatagram, "a packet fits a datagram");
 static constexpr size_t kNoSlot = ~size_t(0); ///< a datagram not in a receive slot
+/// Control bytes per receive: TOS, timestamp and UDP_GRO messages (24 + 32 +
+/// 24, CMSG_SPACE each).
+static constexpr size_t kRxControlBytes = 128;
 /// PSNs further than this from the one expected are outside any window a
 /// requester can have: dropped without an answer.
 static constexpr int32_t kPsnWindow = 1 << 23;
@@ -701,11 +704,10 @@ private:
     std::unordered_map<uint8_t *, Held> held_;
     bool rx_lent_ = false; ///< the datagram in hand: its receive buffer is lent to
                            ///< a handler (what follows in it is not headroom)
-    std::array<mmsghdr, kRxBatch>     rx_msgs_{};
-    std::array<iovec, kRxBatch>       rx_iov_{};
-    std::array<sockaddr_in, kRxBatch> rx_addr_{};
-    /* TOS, timestamp and UDP_GRO messages: 24 + 32 + 24 bytes */
-    std::array<std::array<uint8_t, 128>, kRxBatch> rx_cmsg_{};
+    std::array<mmsghdr, kRxBatch>                              rx_msgs_{};
+    std::array<iovec, kRxBatch>                                rx_iov_{};
+    std::array<sockaddr_in, kRxBatch>                          rx_addr_{};
+    std::array<std::array<uint8_t, kRxControlBytes>, kRxBatch> rx_cmsg_{};
     size_t rx_room_ = kBufSize - kRxLead; ///< bytes a receive may fill
     /* GRO (udp_gro.h) */
     bool     rx_gro_        = false; ///< UDP_GRO is on: a receive may hold a run
@@ -759,6 +761,18 @@ private:
 
 /// Devices: the host's interfaces with an IPv4 address that are up.
 int query_devices(doorbell_device_info_t *devices, int max);
+
+/// The UDP iface behind a core iface; nullptr for none or another device
+/// (what every test seam below takes).
+inline UdpIface *udp_iface(doorbell_iface_t *iface)
+{
+    return iface != nullptr && iface->kind == DOORBELL_DEVICE_UDP ? static_cast<UdpIface *>(iface) :
+                                                                    nullptr;
+}
+inline const UdpIface *udp_iface(const doorbell_iface_t *iface)
+{
+    return udp_iface(const_cast<doorbell_iface_t *>(iface));
+}
 
 /// Test seam: a UDP QP's connection as its peer sees it (the token, the
 /// peer's QP number for it, the next PSN); false if not connected yet.

@@ -27,32 +27,30 @@ size_t gro_segment(const cmsghdr *c)
 
 size_t gro_whole_bytes(size_t len, size_t segment, bool truncated)
 {
-    if (!truncated || segment == 0) {
-        return truncated ? 0 : len;
+    if (!truncated) {
+        return len;
     }
-    return len / segment * segment;
+    return segment == 0 ? 0 : len / segment * segment;
 }
 
 void set_gro(doorbell_iface_t *iface, bool on)
 {
-    if (iface != nullptr && iface->kind == DOORBELL_DEVICE_UDP) {
-        static_cast<UdpIface *>(iface)->set_gro(on);
+    if (UdpIface *udp = udp_iface(iface)) {
+        udp->set_gro(on);
     }
 }
 
 void set_rx_room(doorbell_iface_t *iface, size_t bytes)
 {
-    if (iface != nullptr && iface->kind == DOORBELL_DEVICE_UDP) {
-        static_cast<UdpIface *>(iface)->set_rx_room(bytes);
+    if (UdpIface *udp = udp_iface(iface)) {
+        udp->set_rx_room(bytes);
     }
 }
 
 GroStats gro_stats(const doorbell_iface_t *iface)
 {
-    if (iface == nullptr || iface->kind != DOORBELL_DEVICE_UDP) {
-        return {};
-    }
-    return static_cast<const UdpIface *>(iface)->gro_stats();
+    const UdpIface *udp = udp_iface(iface);
+    return udp != nullptr ? udp->gro_stats() : GroStats{};
 }
 
 } // namespace doorbell::udp

@@ -51,24 +51,22 @@ size_t gso_control(void *buf, uint16_t size)
 
 void set_tx_syscall(doorbell_iface_t *iface, TxSyscall call)
 {
-    if (iface != nullptr && iface->kind == DOORBELL_DEVICE_UDP) {
-        static_cast<UdpIface *>(iface)->set_tx_syscall(call);
+    if (UdpIface *udp = udp_iface(iface)) {
+        udp->set_tx_syscall(call);
     }
 }
 
 void set_gso(doorbell_iface_t *iface, bool on)
 {
-    if (iface != nullptr && iface->kind == DOORBELL_DEVICE_UDP) {
-        static_cast<UdpIface *>(iface)->set_gso(on);
+    if (UdpIface *udp = udp_iface(iface)) {
+        udp->set_gso(on);
     }
 }
 
 GsoStats gso_stats(const doorbell_iface_t *iface)
 {
-    if (iface == nullptr || iface->kind != DOORBELL_DEVICE_UDP) {
-        return {};
-    }
-    return static_cast<const UdpIface *>(iface)->gso_stats();
+    const UdpIface *udp = udp_iface(iface);
+    return udp != nullptr ? udp->gso_stats() : GsoStats{};
 }
 
 } // namespace doorbell::udp

@@ -149,21 +149,18 @@ unsigned UdpIface::receive(size_t &bytes)
                 }
             }
             size_t len = rx_msgs_[i].msg_len;
-            if (rx_gro_ && (m.msg_flags & MSG_CTRUNC)) {
-                /* a merged buffer whose datagram size was cut off would be
-                 * read as one datagram: lost instead, and resent */
+            bool   cut = m.msg_flags & MSG_TRUNC;
+            /* a datagram cut short is lost (and resent); so is a buffer
+             * whose merged datagrams' size was cut off (GRO): it would be
+             * read as one datagram */
+            if ((cut && segment == 0) || (rx_gro_ && (m.msg_flags & MSG_CTRUNC))) {
                 ++counters.rx_packets;
                 drop(&doorbell_counters_t::rx_drop_malformed);
                 continue;
             }
-            if (segment != 0 && (len > segment || (m.msg_flags & MSG_TRUNC))) {
+            if (segment != 0 && (len > segment || cut)) {
                 bytes += len;
                 receive_merged(unsigned(i), len, segment, ce);
-                continue;
-            }
-            if (m.msg_flags & MSG_TRUNC) {
-                ++counters.rx_packets;
-                drop(&doorbell_counters_t::rx_drop_malformed);
                 continue;
             }
             if (!rx_ce_ && (unsigned(n) >= kCeQueuedDatagrams || len >= kCeBulkBytes)) {
@@ -200,7 +197,7 @@ void UdpIface::receive_merged(unsigned i, size_t len, size_t segment, bool ce)
 {
     const bool   truncated = rx_msgs_[i].msg_hdr.msg_flags & MSG_TRUNC;
     const size_t whole     = gro_whole_bytes(len, segment, truncated);
-    if (whole < len || truncated) {
+    if (truncated) {
         ++gro_truncated_;
         ++counters.rx_packets;
         drop(&doorbell_counters_t::rx_drop_malformed);
@@ -230,11 +227,11 @@ void UdpIface::handle_merged(uint8_t *buf, size_t len, size_t segment, const soc
 /// the datagram takes the normal path, -1 when the socket is empty.
 int UdpIface::place_read_response()
 {
-    uint8_t                  head[sizeof(WireHeader)];
-    sockaddr_in              from{};
-    iovec                    iov{head, sizeof(head)};
-    msghdr                   m = one_iov_msg(from, iov);
-    std::array<uint8_t, 128> control;
+    uint8_t                              head[sizeof(WireHeader)];
+    sockaddr_in                          from{};
+    iovec                                iov{head, sizeof(head)};
+    msghdr                               m = one_iov_msg(from, iov);
+    std::array<uint8_t, kRxControlBytes> control;
     if (rx_gro_) {
         /* a merged buffer (GRO) is not one chunk: it takes the normal path */
         m.msg_control    = control.data();
