@@ -8,6 +8,7 @@
 #include "raw_peer.h"
 
 #include <arpa/inet.h>
+#include <poll.h>
 
 #include <map>
 #include <set>
@@ -218,4 +219,74 @@ TEST(UdpMultipath, AGapThatStaysOpenIsNakedAsALoss)
     member.send_to(pair.b, member.request(write_of(target, 0), value(4), 1000));
     ASSERT_TRUE(pair.wait([&] { return at(target, 8) == 5; }));
     EXPECT_EQ(4u, at(target, 0));
+}
+
+namespace {
+
+/// This process's UDP socket bound to 127.0.0.1:port (an iface's sending
+/// port), or -1.
+int own_socket_at(uint16_t port)
+{
+    for (int fd = 3; fd < 4096; ++fd) {
+        sockaddr_in a{};
+        socklen_t   len  = sizeof(a);
+        int         type = 0;
+        socklen_t   tlen = sizeof(type);
+        if (getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len) == 0 &&
+            a.sin_family == AF_INET && ntohs(a.sin_port) == port &&
+            getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tlen) == 0 && type == SOCK_DGRAM) {
+            return fd;
+        }
+    }
+    return -1;
+}
+
+} // namespace
+
+/* QPs made together probe the same ports for their spines, and the answer
+ * to one QP's probe makes an error pending on that port (IP_RECVERR): the
+ * next send from it fails once. A probe that meets such an error reads the
+ * port's queue and is sent again, so the next QP's try is not lost (it was:
+ * that QP kept to one port, one spine, until a retry 1.1 s later). Here
+ * the pending errors are ICMP port unreachables from lo, made before the
+ * iface's first QP probes. */
+TEST(UdpMultipath, ASpineProbeIsSentAgainAfterAnErrorPendingOnItsPort)
+{
+    doorbell_iface_params_t p = steady_params();
+    p.paths                   = 4;
+    doorbell_pd_t    *pd      = nullptr;
+    doorbell_iface_t *a = nullptr, *b = nullptr;
+    ASSERT_EQ(DOORBELL_OK, doorbell_pd_create(&pd));
+    ASSERT_EQ(DOORBELL_OK, doorbell_iface_open(pd, &p, &a)) << doorbell_last_error();
+    ASSERT_EQ(DOORBELL_OK, doorbell_iface_open(pd, &p, &b)) << doorbell_last_error();
+    /* a port nothing listens on */
+    int closed = socket_at(0);
+    ASSERT_GE(closed, 0);
+    sockaddr_in dead{};
+    socklen_t   len = sizeof(dead);
+    ASSERT_EQ(0, getsockname(closed, reinterpret_cast<sockaddr *>(&dead), &len));
+    close(closed);
+    uint16_t port = ntohs(iface_address(a).port);
+    for (uint16_t k : {1, 2}) { /* the ports a QP's first try probes */
+        int fd = own_socket_at(uint16_t(port + k));
+        ASSERT_GE(fd, 0) << "a's sending port " << port + k;
+        ASSERT_EQ(1, sendto(fd, "x", 1, 0, reinterpret_cast<sockaddr *>(&dead), sizeof(dead)));
+        pollfd pfd{fd, 0, 0};
+        ASSERT_EQ(1, poll(&pfd, 1, 10000)) << "no ICMP error came back on port " << port + k;
+        ASSERT_TRUE(pfd.revents & POLLERR);
+    }
+    doorbell_qp_t *qp       = LoopbackPair::connect(a, b);
+    auto           progress = [&] {
+        doorbell_iface_progress(a);
+        doorbell_iface_progress(b);
+    };
+    /* the errors are read when a probe meets them, or (a probe lost) when
+     * the iface watches its probed ports for answers */
+    ASSERT_TRUE(wait_progressing(progress, [&] { return counters_of(a).path_errors >= 2; }))
+        << "the pending errors were never read";
+    EXPECT_GE(counters_of(a).spine_probes, 2u) << "a probe that met a pending error was lost";
+    doorbell_qp_destroy(qp);
+    doorbell_iface_close(a);
+    doorbell_iface_close(b);
+    doorbell_pd_destroy(pd);
 }

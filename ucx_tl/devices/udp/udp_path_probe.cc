@@ -15,7 +15,9 @@
  *
  * IP_RECVERR makes an ICMP error pending on its socket as well: the next
  * send there fails once with its errno (EHOSTUNREACH for an expired TTL).
- * The senders read the queue and send again (path_send_error).
+ * The senders, probes included, read the queue and send again
+ * (path_send_error): QPs made together probe the same ports, and the
+ * answers to the first QP's probes failed the next QP's.
  */
 #include "udp_device.h"
 
@@ -143,10 +145,14 @@ void UdpIface::probe_classes(UdpQp &qp)
         if ((mask & (1u << p)) == 0) {
             continue;
         }
-        ssize_t rc;
+        /* an answer to another QP's probe from this port, not read yet,
+         * fails the send once (IP_RECVERR): read it and send again, or
+         * this QP keeps to one port for a retry's second */
+        ssize_t  rc;
+        unsigned icmp = 0;
         do {
             rc = sendmsg(path_fd_[p], &m, 0);
-        } while (rc < 0 && errno == EINTR);
+        } while (rc < 0 && (errno == EINTR || (icmp++ < 2 && path_send_error(uint8_t(p), errno))));
         if (rc >= 0) {
             ++counters.spine_probes;
         }
