@@ -614,7 +614,7 @@ private:
     void    mark_near(UdpQp &qp);
     void    read_path_errors();
     void    read_path_errors(uint8_t path);
-    bool    path_send_error(uint8_t path, int err);
+    bool    send_again(uint8_t path, unsigned &icmp_tries);
     /// How long after a try the sending ports' error queues are read (ns):
     /// an answer comes a round trip after its probe.
     static constexpr uint64_t kClassWatchNs         = 20000000;

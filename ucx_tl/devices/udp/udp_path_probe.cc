@@ -16,7 +16,7 @@
  * IP_RECVERR makes an ICMP error pending on its socket as well: the next
  * send there fails once with its errno (EHOSTUNREACH for an expired TTL).
  * The senders, probes included, read the queue and send again
- * (path_send_error): QPs made together probe the same ports, and the
+ * (send_again): QPs made together probe the same ports, and the
  * answers to the first QP's probes failed the next QP's.
  */
 #include "udp_device.h"
@@ -152,7 +152,7 @@ void UdpIface::probe_classes(UdpQp &qp)
         unsigned icmp = 0;
         do {
             rc = sendmsg(path_fd_[p], &m, 0);
-        } while (rc < 0 && (errno == EINTR || (icmp++ < 2 && path_send_error(uint8_t(p), errno))));
+        } while (rc < 0 && send_again(uint8_t(p), icmp));
         if (rc >= 0) {
             ++counters.spine_probes;
         }
@@ -220,12 +220,18 @@ void UdpIface::read_path_errors(uint8_t path)
     }
 }
 
-/// Whether a send on `path` failed for an ICMP error pending on its socket
-/// (IP_RECVERR): the queue is read, and the send may go again.
-bool UdpIface::path_send_error(uint8_t path, int err)
+/// Whether a send on `path` that just failed (errno) may go again: it was
+/// interrupted, or it failed for an ICMP error pending on its socket
+/// (IP_RECVERR), at most twice per send (icmp_tries), and the queue is read.
+bool UdpIface::send_again(uint8_t path, unsigned &icmp_tries)
 {
-    if (path == 0 || !(err == EHOSTUNREACH || err == ENETUNREACH || err == ECONNREFUSED ||
-                       err == EHOSTDOWN || err == EPROTO)) {
+    int err = errno;
+    if (err == EINTR) {
+        return true;
+    }
+    if (path == 0 || icmp_tries++ >= 2 ||
+        !(err == EHOSTUNREACH || err == ENETUNREACH || err == ECONNREFUSED || err == EHOSTDOWN ||
+          err == EPROTO)) {
         return false;
     }
     read_path_errors(path);

@@ -469,7 +469,7 @@ void UdpIface::send_linear(const TxSlot &s)
     do {
         rc = sendto(path_fd_[s.path], p, len, 0, reinterpret_cast<const sockaddr *>(&s.to),
                     sizeof(s.to));
-    } while (rc < 0 && (errno == EINTR || (icmp++ < 2 && path_send_error(s.path, errno))));
+    } while (rc < 0 && send_again(s.path, icmp));
     if (rc >= 0) { /* else lost; retransmission recovers it */
         counters.tx_bytes += uint64_t(rc);
         ++counters.tx_packets;
@@ -594,7 +594,7 @@ void UdpIface::send_staged(uint8_t path, unsigned n)
             sent += unsigned(rc);
             continue;
         }
-        if (rc < 0 && (errno == EINTR || (icmp++ < 2 && path_send_error(path, errno)))) {
+        if (rc < 0 && send_again(path, icmp)) {
             continue;
         }
         if (rc < 0 && tx_segs_[sent] > 1 &&
