@@ -645,7 +645,9 @@ TEST(UdpPacing, IbrcGateSeesTheTraffic)
         EXPECT_EQ(DOORBELL_OK, c.status);
         EXPECT_EQ(0, std::memcmp(target.bytes.data(), data.data(), len));
         doorbell_counters_t ca = pair.counters(pair.a);
-        EXPECT_EQ(g_record.sends, ca.tx_packets);
+        /* every packet but the probes of an idle tail (a slow host's gap of
+         * two round trips) and keepalives passed the gate */
+        EXPECT_EQ(g_record.sends, ca.tx_packets - ca.tail_probes - ca.keepalives);
         EXPECT_GE(g_record.sent_bytes, len);
     }
     EXPECT_GE(g_record.asks, g_record.sends);
