@@ -8,10 +8,13 @@
 #include "raw_peer.h"
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <poll.h>
 
 #include <map>
 #include <set>
+#include <string>
 
 using namespace doorbell::test;
 using namespace doorbell::udp;
@@ -69,6 +72,22 @@ uint64_t at(const Region &r, size_t off)
     return v;
 }
 
+/// The name of an interface that is up, not loopback, with an IPv4
+/// address; empty when the machine has none.
+std::string a_network_device()
+{
+    ifaddrs    *all = nullptr;
+    std::string name;
+    if (getifaddrs(&all) != 0)
+        return name;
+    for (ifaddrs *i = all; i != nullptr && name.empty(); i = i->ifa_next)
+        if (i->ifa_addr != nullptr && i->ifa_addr->sa_family == AF_INET &&
+            (i->ifa_flags & IFF_UP) != 0 && (i->ifa_flags & IFF_LOOPBACK) == 0)
+            name = i->ifa_name;
+    freeifaddrs(all);
+    return name;
+}
+
 doorbell_counters_t counters_of(doorbell_iface_t *iface)
 {
     doorbell_counters_t c;
@@ -117,6 +136,26 @@ TEST(UdpMultipath, AnIfaceSendsFromItsConsecutivePorts)
     p.paths = 0;
     ASSERT_EQ(DOORBELL_OK, doorbell_iface_open(pd, &p, &iface)) << doorbell_last_error();
     EXPECT_EQ(1u, static_cast<UdpIface *>(iface)->paths());
+    doorbell_iface_close(iface);
+    doorbell_pd_destroy(pd);
+}
+
+/* Automatic on a network device: DOORBELL_AUTO_PATHS ports (the seven after
+ * the first are the ones a connection probes for its spines). */
+TEST(UdpMultipath, AnIfaceOnANetworkDeviceOpensTheAutomaticPortCount)
+{
+    std::string dev = a_network_device();
+    if (dev.empty())
+        GTEST_SKIP() << "no network device with an IPv4 address is up (only loopback)";
+    doorbell_iface_params_t p = lo_params();
+    p.device                  = dev.c_str();
+    p.paths                   = 0;
+    doorbell_pd_t    *pd;
+    doorbell_iface_t *iface = nullptr;
+    ASSERT_EQ(DOORBELL_OK, doorbell_pd_create(&pd));
+    ASSERT_EQ(DOORBELL_OK, doorbell_iface_open(pd, &p, &iface)) << doorbell_last_error();
+    EXPECT_EQ(8u, uint32_t(DOORBELL_AUTO_PATHS)) << "docs/transport.md and docs/btl.md say 8";
+    EXPECT_EQ(uint32_t(DOORBELL_AUTO_PATHS), static_cast<UdpIface *>(iface)->paths()) << dev;
     doorbell_iface_close(iface);
     doorbell_pd_destroy(pd);
 }

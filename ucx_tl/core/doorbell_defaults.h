@@ -39,9 +39,14 @@
  * time). 2048 messages of the default 8 KiB. */
 #define DOORBELL_DEFAULT_RX_REASSEMBLY_MB 16
 /* Multipath (UDP device): 0 = automatic, DOORBELL_AUTO_PATHS source ports
- * (each hashed by the fabric's ECMP onto a path of its own: with 8, both of
- * two spines carry a share of every connection unless all 8 hash alike, 1 in
- * 128), one on a loopback device, which has one path. */
+ * (each hashed by the fabric's ECMP onto a path of its own), or half as many
+ * while that many consecutive ports cannot be had; one on a loopback device,
+ * which has one path. A connection learns its spines from the ports after
+ * the first: with 8 (7 probed) all of them hash onto one of two spines for 1
+ * connection in 64, which then keeps that spine (5 of 242 cross-spine
+ * connections on the emulated fabric). 16 ports made that 1 of 462, but the
+ * 4 x 1 allreduce of 32-128 KiB 12-15 % slower in three A/B runs, for a
+ * reason not found (docs/fabric.md, twelfth round): 8 stays. */
 #define DOORBELL_DEFAULT_PATHS 0
 #define DOORBELL_AUTO_PATHS    8
 

@@ -241,11 +241,13 @@ doorbell_status_t UdpIface::bind_sockets(const sockaddr_in &addr, uint32_t paths
 doorbell_status_t UdpIface::init(const sockaddr_in &addr, uint32_t if_mtu, bool loopback)
 {
     /* PATHS 0: automatic, one path on loopback (it has no other), else
-     * DOORBELL_AUTO_PATHS, or one where the ports cannot be had */
+     * DOORBELL_AUTO_PATHS, or half as many while that many consecutive ports
+     * cannot be had, down to one */
     uint32_t          paths = params.paths != 0 ? params.paths : loopback ? 1 : DOORBELL_AUTO_PATHS;
     doorbell_status_t status = bind_sockets(addr, paths);
-    if (status != DOORBELL_OK && params.paths == 0 && paths > 1) {
-        status = bind_sockets(addr, 1);
+    while (status != DOORBELL_OK && params.paths == 0 && paths > 1) {
+        paths /= 2;
+        status = bind_sockets(addr, paths);
     }
     if (status != DOORBELL_OK) {
         return status;
