@@ -221,6 +221,32 @@ TEST(MpiConfig, OutOfRangeValuesFailAtStartupNamingThem)
 
 } // namespace
 
+// The tune file as shipped, two ranks of one host: vader carries every size,
+// messages up to 32 KiB on its eager path (btl_vader_eager_limit, which the
+// tune file raises from 4 KiB), and every byte arrives.
+TEST(TuneInsideAHost, VaderCarriesEverySizeEagerTo32KiB)
+{
+    auto under_tune = [](const char *ranks, std::vector<std::string> program) {
+        std::vector<std::string> argv = {"timeout", "-k",
+                                         "10",      "240",
+                                         "mpirun",  "--allow-run-as-root",
+                                         "-np",     ranks,
+                                         "--tune",  DOORBELL_TUNE_FILE,
+                                         "-x",      "UCX_NET_DEVICES=lo"};
+        argv.insert(argv.end(), program.begin(), program.end());
+        return run(argv);
+    };
+    Child info = under_tune("1",
+                            {"ompi_info", "--param", "btl", "vader", "--level", "9", "--parsable"});
+    ASSERT_EQ(info.status, 0) << info.output;
+    EXPECT_TRUE(std::regex_search(info.output, std::regex("btl_vader_eager_limit:value:32768\\s")))
+        << info.output;
+    Child c = under_tune("2", {DOORBELL_P2P_CHECK});
+    ASSERT_EQ(c.status, 0) << c.output;
+    EXPECT_TRUE(contains(c.output, "2 ranks")) << c.output;
+    EXPECT_TRUE(contains(c.output, ", 0 wrong bytes")) << c.output;
+}
+
 // The tune file also selects the coll component: MPI_Allreduce runs in it, on
 // a UCP context over doorbell and shared memory, and the results are checked.
 // On one host every peer is written through a shared-memory mapping.
