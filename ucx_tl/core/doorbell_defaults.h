@@ -45,8 +45,8 @@
  * the first: with 8 (7 probed) all of them hash onto one of two spines for 1
  * connection in 64, which then keeps that spine (5 of 242 cross-spine
  * connections on the emulated fabric). 16 ports made that 1 of 462, but the
- * 4 x 1 allreduce of 32-128 KiB 12-15 % slower in three A/B runs, for a
- * reason not found (docs/fabric.md, twelfth round): 8 stays. */
+ * 4 x 1 allreduce of 32-128 KiB slower in three A/B runs (medians 3-21 %),
+ * for a reason not found (docs/fabric.md, twelfth round): 8 stays. */
 #define DOORBELL_DEFAULT_PATHS 0
 #define DOORBELL_AUTO_PATHS    8
 
