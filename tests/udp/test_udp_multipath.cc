@@ -8,10 +8,9 @@
 #include "raw_peer.h"
 
 #include <arpa/inet.h>
-#include <ifaddrs.h>
-#include <net/if.h>
 #include <poll.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <string>
@@ -72,20 +71,16 @@ uint64_t at(const Region &r, size_t off)
     return v;
 }
 
-/// The name of an interface that is up, not loopback, with an IPv4
-/// address; empty when the machine has none.
+/// A device the UDP transport lists other than loopback; empty when the
+/// machine has none.
 std::string a_network_device()
 {
-    ifaddrs    *all = nullptr;
-    std::string name;
-    if (getifaddrs(&all) != 0)
-        return name;
-    for (ifaddrs *i = all; i != nullptr && name.empty(); i = i->ifa_next)
-        if (i->ifa_addr != nullptr && i->ifa_addr->sa_family == AF_INET &&
-            (i->ifa_flags & IFF_UP) != 0 && (i->ifa_flags & IFF_LOOPBACK) == 0)
-            name = i->ifa_name;
-    freeifaddrs(all);
-    return name;
+    doorbell_device_info_t devs[32];
+    int                    n = doorbell_query_devices(devs, 32);
+    for (int i = 0; i < std::min(n, 32); ++i)
+        if (devs[i].kind == DOORBELL_DEVICE_UDP && std::string(devs[i].name) != "lo")
+            return devs[i].name;
+    return {};
 }
 
 doorbell_counters_t counters_of(doorbell_iface_t *iface)
