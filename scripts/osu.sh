@@ -126,7 +126,8 @@ if [[ -n ${omb[allreduce]:-} ]]; then
   grep -q -- '--validation' <<<"$allreduce_help" \
     || die "${omb[allreduce]} has no -c (validation): use OSU Micro-Benchmarks 7.0 or later"
   # Validate on MPI_INT: OSU's check of an MPI_CHAR sum (its default type)
-  # overflows a char with 4 ranks and reports Fail on the stock stacks too.
+  # overflows a char with 4 ranks and expects it to wrap; Open MPI's op/avx
+  # saturates it, so the stock stacks report Fail (docs/coll.md).
   bench_opts[allreduce]="-c"
   grep -q -- '--type' <<<"$allreduce_help" && bench_opts[allreduce]+=" -T mpi_int"
 fi

@@ -54,7 +54,11 @@ static doorbell_coll_dtype_t int_of(size_t size, int is_signed)
 static void build_dtype_map(void)
 {
     dtype_map_len = 0;
-    /* C integers */
+    /* C integers. MPI defines no reduction on MPI_CHAR, but Open MPI
+     * reduces it as int8_t (its op table maps MPI_CHAR to INT8_T, signed
+     * whatever the platform's char), and the OSU collectives reduce
+     * MPI_CHAR by default: so does this component. */
+    map_dtype(MPI_CHAR, DOORBELL_COLL_DT_INT8);
     map_dtype(MPI_SIGNED_CHAR, DOORBELL_COLL_DT_INT8);
     map_dtype(MPI_UNSIGNED_CHAR, DOORBELL_COLL_DT_UINT8);
     map_dtype(MPI_SHORT, int_of(sizeof(short), 1));

@@ -46,6 +46,7 @@ typedef struct {
 
 static const type_t types[] = {
     /* clang-format off */
+    T(MPI_CHAR, K_SINT, 1, 0, 0, 0, 1), /* not MPI's, but Open MPI's int8_t */
     T(MPI_SIGNED_CHAR, K_SINT, 1, 0, 0, 0, 1),
     T(MPI_UNSIGNED_CHAR, K_UINT, 1, 0, 0, 0, 1),
     T(MPI_SHORT, K_SINT, sizeof(short), 0, 0, 0, sizeof(short)),

@@ -13,6 +13,7 @@
 
 #include "../common/mpi_output.h"
 
+using doorbell::test::kTypeCases;
 using doorbell::test::whole_lines_of;
 
 namespace {
@@ -193,14 +194,15 @@ TEST_P(CollMpiHierarchical, EveryOpAndTypeOnEmulatedHosts)
                                                       " --mca coll_doorbell_pipeline_block 4096",
                                       "1 types"));
     ASSERT_EQ(r.status, 0) << r.out.substr(r.out.size() > 6000 ? r.out.size() - 6000 : 0);
-    EXPECT_NE(r.out.find("TYPES OK 837 cases on " + std::to_string(np) + " ranks"),
+    EXPECT_NE(r.out.find("TYPES OK " + std::to_string(kTypeCases) + " cases on " +
+                         std::to_string(np) + " ranks"),
               std::string::npos)
         << r.out.substr(r.out.size() > 6000 ? r.out.size() - 6000 : 0);
     EXPECT_EQ(count(r.out, "TYPES FAIL"), 0u);
     EXPECT_EQ(count(r.out, "running fallback"), 0u);
     // every call ran hierarchical (a line per call and rank), none went to
     // the module below
-    EXPECT_GE(count(r.out, ", hierarchical"), whole_lines_of(static_cast<size_t>(np) * 837));
+    EXPECT_GE(count(r.out, ", hierarchical"), whole_lines_of(static_cast<size_t>(np) * kTypeCases));
     EXPECT_EQ(count(r.out, ", previous"), 0u);
     const std::string peers = std::to_string(l.per_host - 1) + " peers mapped, " +
                               std::to_string(np - l.per_host) + " by UCP puts";
@@ -251,13 +253,15 @@ TEST_P(CollMpiPrevious, DelegationGivesTheSameBitsAsOwnSchedules)
                               "1 types"));
         ASSERT_EQ(r.status, 0) << r.out.substr(r.out.size() > 6000 ? r.out.size() - 6000 : 0);
         std::smatch m;
-        ASSERT_TRUE(std::regex_search(
-            r.out, m, std::regex(R"(TYPES OK 837 cases on 4 ranks, digest ([0-9a-f]{16}))")))
+        ASSERT_TRUE(std::regex_search(r.out, m,
+                                      std::regex("TYPES OK " + std::to_string(kTypeCases) +
+                                                 " cases on 4 ranks, digest ([0-9a-f]{16})")))
             << r.out.substr(r.out.size() > 6000 ? r.out.size() - 6000 : 0);
         digest[delegated] = m[1];
         EXPECT_EQ(count(r.out, "TYPES FAIL"), 0u);
         if (delegated) {
-            EXPECT_GE(count(r.out, ", previous\n"), whole_lines_of(static_cast<size_t>(np) * 837));
+            EXPECT_GE(count(r.out, ", previous\n"),
+                      whole_lines_of(static_cast<size_t>(np) * kTypeCases));
             EXPECT_EQ(count(r.out, std::string(", ") + l.own), 0u);
         } else {
             EXPECT_EQ(count(r.out, ", previous\n"), 0u);

@@ -16,4 +16,9 @@ inline size_t whole_lines_of(size_t n)
     return n - n / 100;
 }
 
+/// Cases `coll_mpi_check 1 types` runs (tests/coll/allreduce_types_check.c):
+/// every op on every predefined type it is defined on, three counts, and the
+/// floating-point sums. Each is one MPI_Allreduce per rank.
+inline constexpr size_t kTypeCases = 867;
+
 } // namespace doorbell::test

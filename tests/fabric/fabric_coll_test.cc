@@ -17,6 +17,7 @@
 #include "fabric_test.h"
 
 namespace doorbell::fabric_test {
+using doorbell::test::kTypeCases;
 using doorbell::test::whole_lines_of;
 namespace {
 
@@ -32,8 +33,7 @@ const std::string kColl = "--mca pml ob1 --mca btl self,vader,tcp --mca mca_base
                           ":/usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3"
                           " --mca coll_doorbell_priority 100 -x LD_PRELOAD=" +
                           kTransport + " ";
-// Cases of `coll_mpi_check 1 types` (every pair, three counts, float sums).
-const std::string kTypesOk = "TYPES OK 837 cases on ";
+const std::string kTypesOk = "TYPES OK " + std::to_string(kTypeCases) + " cases on ";
 // A hang detector, not a speed check.
 constexpr int kHangSeconds = 240;
 // Loopback bytes per host of a job whose ranks keep their bytes in shared
@@ -142,7 +142,7 @@ TEST_F(FabricColl, EachPeerGetsTheLaneAUserExpects)
     r               = mpirun("-np 4 " + job);
     ASSERT_EQ(r.rc, 0) << r.out;
     EXPECT_NE(r.out.find(kTypesOk + "4 ranks"), std::string::npos) << r.out;
-    EXPECT_GE(count(r.out, ", hierarchical"), whole_lines_of(4u * 837))
+    EXPECT_GE(count(r.out, ", hierarchical"), whole_lines_of(4u * kTypeCases))
         << "auto did not pick hierarchical";
     auto all = lanes(r.out);
     ASSERT_EQ(all.size(), 12u) << r.out;
@@ -176,7 +176,7 @@ TEST_F(FabricColl, HierarchicalEveryOpAndTypeTwoHostsByThree)
     ASSERT_EQ(r.rc, 0) << r.out;
     EXPECT_NE(r.out.find(kTypesOk + "6 ranks"), std::string::npos) << r.out;
     EXPECT_EQ(count(r.out, "TYPES FAIL"), 0u);
-    EXPECT_GE(count(r.out, ", hierarchical"), whole_lines_of(6u * 837))
+    EXPECT_GE(count(r.out, ", hierarchical"), whole_lines_of(6u * kTypeCases))
         << "auto did not pick hierarchical";
     EXPECT_GE(count(r.out, "2 peers mapped, 3 by UCP puts"), 6u) << r.out;
 }
@@ -192,7 +192,7 @@ TEST_F(FabricColl, HierarchicalEveryOpAndTypeThreeHostsByOne)
                     kCheck + " 1 types");
     ASSERT_EQ(r.rc, 0) << r.out;
     EXPECT_NE(r.out.find(kTypesOk + "3 ranks"), std::string::npos) << r.out;
-    EXPECT_GE(count(r.out, ", hierarchical"), whole_lines_of(3u * 837));
+    EXPECT_GE(count(r.out, ", hierarchical"), whole_lines_of(3u * kTypeCases));
     EXPECT_GE(count(r.out, "leaves yes, 0 peers mapped, 2 by UCP puts"), 3u) << r.out;
 }
 
