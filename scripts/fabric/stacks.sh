@@ -94,8 +94,11 @@ else
   # machine's own NIC between ranks of one host.
   stack_if=lo
   stack_tcp_if=lo
-  # More ranks than cores: waiting ranks must yield.
-  common=(--oversubscribe --mca mpi_yield_when_idle 1)
+  # More ranks than cores: waiting ranks must yield. Every stack's ranks are
+  # bound to the cores in turn (4 ranks: 2 per core). Unbound, the scheduler
+  # put them 2 + 2 or 3 + 1 from job to job, and a small allreduce took 12 or
+  # 22 us by that alone, in every stack (docs/fabric.md).
+  common=(--oversubscribe --bind-to core:overload-allowed --mca mpi_yield_when_idle 1)
 fi
 
 stack_args() {
