@@ -189,6 +189,12 @@ void doorbell_coll_tuning_default(doorbell_coll_tuning_t *tuning_p)
     // 270-295 against 740-785 us; below 4 KiB the leader's fewer steps win
     // by 10-12 us (40-46 against 52-62 us).
     tuning_p->hier_slice_min = 4096;
+    // From 128 KiB one leader per node again: a leader's QP now spreads its
+    // packets over every port, so every spine, which the slices were for,
+    // and one flow per host meets fewer others at the spines. 2 hosts x 2
+    // ranks, 5 alternating rounds of the main job's loop: 128 KiB-1 MiB
+    // 2796-23154 against 3106-25001 us with slices; 16 KiB 380 against 353.
+    tuning_p->hier_slice_max = 131072;
     tuning_p->ring_min       = 131072;
     // Over the network Rabenseifner at every size on 2^k ranks: nearest
     // partner first, it crosses a two-leaf fabric's spine with m bytes per

@@ -165,6 +165,8 @@ typedef struct doorbell_coll_tuning {
                                 default SIZE_MAX, every size */
     size_t hier_slice_min;   /* >= : hierarchical with every rank of a node
                                 owning a slice (smaller: node leaders only) */
+    size_t hier_slice_max;   /* >= : node leaders only again; SIZE_MAX:
+                                slices at every size from hier_slice_min */
     size_t ring_min;         /* >= : ring, else Rabenseifner (2^k ranks);
                                 peers read in place (one node) */
     size_t net_ring_min;     /* the same, some peer reached over the network;

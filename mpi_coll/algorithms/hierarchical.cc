@@ -87,7 +87,7 @@ Hierarchy make_hierarchy(const doorbell_coll_team_t &team)
 HierPlan hierarchical_plan(const Hierarchy &h, size_t bytes, const doorbell_coll_tuning_t &tuning)
 {
     HierPlan p;
-    bool     large    = bytes >= tuning.hier_slice_min;
+    bool     large    = bytes >= tuning.hier_slice_min && bytes < tuning.hier_slice_max;
     p.slices          = large ? h.min_node : 1;
     p.spine_tree_high = large;
     return p;

@@ -57,6 +57,7 @@ typedef struct mca_coll_doorbell_component_t {
     int    direct_max_ranks; /* direct exchange up to this many ranks */
     size_t hier_max;         /* bytes; hierarchical up to here */
     size_t hier_slice_min;   /* bytes; hierarchical with a slice per rank */
+    size_t hier_slice_max;   /* bytes; from here one leader per node again */
     size_t ring_min;         /* bytes; ring from here (one node) */
     size_t net_ring_min;     /* bytes; the same over the network */
     size_t pipeline_block;   /* bytes per ring sub-block */

@@ -36,7 +36,7 @@ mca_coll_doorbell_component_t mca_coll_doorbell_component = {
     2,          /* doorbell_np */
     NULL,       /* doorbell_allreduce_algorithm */
     DOORBELL_COLL_ALG_AUTO,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* thresholds: from doorbell_coll_tuning_default() */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* thresholds: from doorbell_coll_tuning_default() */
     1048576,    /* doorbell_scratch_size: two halves stay in cache */
     2048,       /* doorbell_am_max */
     NULL,       /* doorbell_tls */

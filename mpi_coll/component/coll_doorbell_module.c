@@ -157,6 +157,7 @@ mca_coll_base_module_t *mca_coll_doorbell_comm_query(
     module->tuning.direct_max_ranks  = cm->direct_max_ranks;
     module->tuning.hier_max          = cm->hier_max;
     module->tuning.hier_slice_min    = cm->hier_slice_min;
+    module->tuning.hier_slice_max    = cm->hier_slice_max;
     module->tuning.ring_min          = cm->ring_min;
     module->tuning.net_ring_min      = cm->net_ring_min;
     module->tuning.pipeline_block    = cm->pipeline_block;

@@ -218,6 +218,7 @@ void mca_coll_doorbell_params_register(void)
     cm->direct_max_ranks = d.direct_max_ranks;
     cm->hier_max         = d.hier_max;
     cm->hier_slice_min   = d.hier_slice_min;
+    cm->hier_slice_max   = d.hier_slice_max;
     cm->ring_min         = d.ring_min;
     cm->net_ring_min     = d.net_ring_min;
     cm->pipeline_block   = d.pipeline_block;
@@ -275,6 +276,11 @@ void mca_coll_doorbell_params_register(void)
         "per rank of the smallest node, each reduced and exchanged between nodes by its "
         "owner; smaller ones go through one leader per node",
         0, GIB, &cm->hier_slice_min);
+    add_size_or_inf(
+        "hier_slice_max",
+        "Hierarchical algorithm: messages of at least this many bytes go through one leader "
+        "per node again (inf: slices at every size from hier_slice_min)",
+        0, GIB, &cm->hier_slice_max);
     add_size(
         "ring_min",
         "auto, peers read in place (one node), more than direct_max_ranks ranks: messages "

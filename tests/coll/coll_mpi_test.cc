@@ -350,14 +350,26 @@ TEST(CollMpiParams, OmpiInfoListsParameters)
         "--level 9");
     if (r.status != 0)
         GTEST_SKIP() << "ompi_info not usable: " << r.out.substr(0, 500);
-    for (const char *p :
-         {"coll_doorbell_priority", "coll_doorbell_verbose", "coll_doorbell_enable",
-          "coll_doorbell_np", "coll_doorbell_allreduce_algorithm", "coll_doorbell_small_max",
-          "coll_doorbell_net_small_max", "coll_doorbell_hier_max", "coll_doorbell_hier_slice_min",
-          "coll_doorbell_ring_min", "coll_doorbell_net_ring_min", "coll_doorbell_tls",
-          "coll_doorbell_timeout", "coll_doorbell_leaves", "coll_doorbell_topology_file",
-          "coll_doorbell_scratch_size", "coll_doorbell_am_max", "coll_doorbell_previous_max",
-          "coll_doorbell_net_previous_max"})
+    for (const char *p : {"coll_doorbell_priority",
+                          "coll_doorbell_verbose",
+                          "coll_doorbell_enable",
+                          "coll_doorbell_np",
+                          "coll_doorbell_allreduce_algorithm",
+                          "coll_doorbell_small_max",
+                          "coll_doorbell_net_small_max",
+                          "coll_doorbell_hier_max",
+                          "coll_doorbell_hier_slice_min",
+                          "coll_doorbell_hier_slice_max",
+                          "coll_doorbell_ring_min",
+                          "coll_doorbell_net_ring_min",
+                          "coll_doorbell_tls",
+                          "coll_doorbell_timeout",
+                          "coll_doorbell_leaves",
+                          "coll_doorbell_topology_file",
+                          "coll_doorbell_scratch_size",
+                          "coll_doorbell_am_max",
+                          "coll_doorbell_previous_max",
+                          "coll_doorbell_net_previous_max"})
         EXPECT_NE(r.out.find(p), std::string::npos) << p;
 }
 

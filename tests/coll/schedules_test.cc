@@ -339,6 +339,7 @@ protected:
     {
         doorbell_coll_tuning_t t = tuning();
         t.hier_slice_min         = sliced ? 0 : SIZE_MAX;
+        t.hier_slice_max         = SIZE_MAX;
         return t;
     }
 };
@@ -416,6 +417,11 @@ TEST(SchedulesHierarchicalPlan, SlicesFollowTheSizeAndTheSmallestNode)
     EXPECT_EQ(h.nodes[1].me, 1);
     EXPECT_EQ(hierarchical_plan(h, 4095, t).slices, 1);
     EXPECT_EQ(hierarchical_plan(h, 4096, t).slices, 2);
+    t.hier_slice_max = 65536; // and leaders again from hier_slice_max
+    EXPECT_EQ(hierarchical_plan(h, 65535, t).slices, 2);
+    EXPECT_EQ(hierarchical_plan(h, 65536, t).slices, 1);
+    EXPECT_FALSE(hierarchical_plan(h, 65536, t).spine_tree_high);
+    t.hier_slice_max = SIZE_MAX;
     Segment  seg{nullptr, 1000, 8, DOORBELL_COLL_DT_DOUBLE, DOORBELL_COLL_OP_SUM};
     HierPlan p = hierarchical_plan(h, 8000, t);
     EXPECT_EQ(hierarchical_pipeline(p, seg, 0), 1);
