@@ -183,17 +183,17 @@ void doorbell_coll_tuning_default(doorbell_coll_tuning_t *tuning_p)
     // 200 Mb/s spine links) the flat ring over mixed peers took 77 and 155 ms
     // at 512 KiB and 1 MiB, hierarchical 22 and 71 ms (ucx sm,tcp: 27, 75).
     tuning_p->hier_max = std::numeric_limits<size_t>::max();
-    // Slices from 4 KiB: every rank of a node carries its slice between
-    // nodes, a flow each, where one leader's flow takes one path of the
-    // fabric. 2 hosts x 2 ranks (OSU -c): 8 KiB 130 against 300 us, 16 KiB
-    // 270-295 against 740-785 us; below 4 KiB the leader's fewer steps win
-    // by 10-12 us (40-46 against 52-62 us).
+    // Slices from 4 KiB to below 128 KiB: every rank of a node carries its
+    // slice between nodes, a flow each. Chosen when a QP took one path of
+    // the fabric (2 hosts x 2 ranks, OSU -c: 16 KiB 270-295 against 740-785
+    // us); since a QP spreads over every port the two are within a few
+    // percent at 4-64 KiB (16 KiB 353 against 380 us). Below 4 KiB the
+    // leader's fewer steps win by 10-12 us (40-46 against 52-62 us).
     tuning_p->hier_slice_min = 4096;
-    // From 128 KiB one leader per node again: a leader's QP now spreads its
-    // packets over every port, so every spine, which the slices were for,
-    // and one flow per host meets fewer others at the spines. 2 hosts x 2
-    // ranks, 5 alternating rounds of the main job's loop: 128 KiB-1 MiB
-    // 2796-23154 against 3106-25001 us with slices; 16 KiB 380 against 353.
+    // From 128 KiB one leader per node: one flow per host meets fewer others
+    // at the spines. Main job's loop, alternating rounds, 128 KiB-1 MiB:
+    // 2 x 2 2796-23154 against 3106-25001 us with slices, 2 x 3 2930-23833
+    // against 4778-25048.
     tuning_p->hier_slice_max = 131072;
     tuning_p->ring_min       = 131072;
     // Over the network Rabenseifner at every size on 2^k ranks: nearest
