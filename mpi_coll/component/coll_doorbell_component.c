@@ -14,7 +14,7 @@ static int mca_coll_doorbell_close(void);
 
 /* clang-format off */
 mca_coll_doorbell_component_t mca_coll_doorbell_component = {
-    {
+    .super = {
         .collm_version = {
             MCA_COLL_BASE_VERSION_2_0_0,
             .mca_component_name            = "doorbell",
@@ -30,23 +30,25 @@ mca_coll_doorbell_component_t mca_coll_doorbell_component = {
         .collm_init_query = mca_coll_doorbell_init_query,
         .collm_comm_query = mca_coll_doorbell_comm_query,
     },
-    0,          /* doorbell_priority: used only when raised */
-    0,          /* doorbell_verbose */
-    1,          /* doorbell_enable */
-    2,          /* doorbell_np */
-    NULL,       /* doorbell_allreduce_algorithm */
-    DOORBELL_COLL_ALG_AUTO,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* thresholds: from doorbell_coll_tuning_default() */
-    1048576,    /* doorbell_scratch_size: two halves stay in cache */
-    2048,       /* doorbell_am_max */
-    NULL,       /* doorbell_tls */
-    30000,      /* doorbell_timeout (ms) */
-    NULL,       /* doorbell_leaves */
-    NULL,       /* doorbell_topology_file */
-    0,          /* doorbell_emulate_ranks_per_node */
-    -1,         /* output */
-    0,          /* config_error */
-    {0},        /* ucp: set up on first use */
+    /* Named fields: a new member cannot shift the values of the others.
+     * The size thresholds stay 0 here; doorbell_coll_tuning_default() sets
+     * them when the parameters are registered. */
+    .priority               = 0, /* used only when raised */
+    .verbose                = 0,
+    .enable                 = 1,
+    .np                     = 2,
+    .algorithm_str          = NULL,
+    .algorithm              = DOORBELL_COLL_ALG_AUTO,
+    .scratch_size           = 1048576, /* two halves stay in cache */
+    .am_max                 = 2048,
+    .tls                    = NULL,
+    .timeout_ms             = 30000,
+    .leaves                 = NULL,
+    .topology_file          = NULL,
+    .emulate_ranks_per_node = 0,
+    .output                 = -1,
+    .config_error           = 0,
+    /* .ucp: zero, set up on first use */
 };
 /* clang-format on */
 
