@@ -6,8 +6,8 @@
 # The stacks run in alternating rounds (each stack once per round, the order
 # rotating); the table shows every cell's median over the rounds with its
 # min-max, doorbell's speed against plain mpirun and against the best stock
-# stack, geometric means, plots, and the checks of issue 18 as PASS/FAIL
-# lines, in results/<timestamp>/ (scripts/report/mpi_report.py).
+# stack, geometric means, plots, and the checks of issues 18 and 19 as
+# PASS/FAIL lines, in results/<timestamp>/ (scripts/report/mpi_report.py).
 #
 #   scripts/run.sh                4 ranks on this host; the point-to-point
 #                                 pair is two ranks of this host

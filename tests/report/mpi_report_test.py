@@ -144,10 +144,47 @@ class Outputs(Canned):
             "8 B-1 MiB (lowest 0.92x at 8 B; 2 of 3 sizes below)",
         ])
 
-    def test_fabric_4x1_names_no_check(self):
+    def test_fabric_4x1_checks_every_size_against_the_best_stock_stack(self):
         set_env(self.dir, mode="fabric", layout="4x1")
         self.run_report()
-        self.assertEqual(self.checks(), ["No checks are named for this run (fabric, layout 4x1)."])
+        self.assertEqual(self.checks(), [
+            "PASS  fabric 4x1: allreduce at least 1.00x of the best stock stack at every size 8 B-1 MiB "
+            "(lowest 1.00x at 1 KiB)",
+            "FAIL  fabric 4x1, across the spine: latency at least 1.00x of the best stock stack at every size "
+            "8 B-1 MiB (lowest 0.95x at 1 MiB; 2 of 3 sizes below)",
+            "FAIL  fabric 4x1, across the spine: bandwidth at least 1.00x of the best stock stack at every size "
+            "8 B-1 MiB (lowest 0.92x at 8 B; 2 of 3 sizes below)",
+        ])
+
+    def test_other_layouts_name_no_check(self):
+        set_env(self.dir, mode="fabric", layout="2x3")
+        self.run_report()
+        self.assertEqual(self.checks(), ["No checks are named for this run (fabric, layout 2x3)."])
+
+    def test_osu_bidirectional_and_multi_pair_bandwidth_are_checked_across_the_spine(self):
+        # the canned bandwidth as osu_bibw, and its latency figures as
+        # osu_mbw_mr's rates, where the higher is the better: the best stock
+        # stack is then ucx at 8 B and 1 KiB, plain at 1 MiB, and doorbell's
+        # speeds 2.1/3.2 = 0.66x, 4.1/5.0 = 0.82x and 95/100 = 0.95x
+        names = {"bandwidth": "bibw", "latency": "mbw_mr"}
+        for name in os.listdir(self.dir):
+            if name.endswith(".csv"):
+                path = os.path.join(self.dir, name)
+                with open(path) as f:
+                    lines = [x for x in f if not x.startswith("allreduce,")]
+                with open(path, "w") as f:
+                    for line in lines:
+                        bench, sep, rest = line.partition(",")
+                        f.write(names.get(bench, bench) + sep + rest)
+        set_env(self.dir, mode="fabric", layout="2x2", suite="osu")
+        self.run_report()
+        where = "fabric 2x2, across the spine: "
+        self.assertEqual(self.checks(), [
+            "FAIL  " + where + "osu_bibw at least 1.00x of the best stock stack at every size "
+            "8 B-1 MiB (lowest 0.92x at 8 B; 2 of 3 sizes below)",
+            "FAIL  " + where + "osu_mbw_mr at least 1.00x of the best stock stack at every size "
+            "8 B-1 MiB (lowest 0.66x at 8 B; 3 of 3 sizes below)",
+        ])
 
     def test_a_one_sided_run_checks_its_own_benchmarks_only(self):
         # the canned latency, bandwidth and allreduce as put latency, get
