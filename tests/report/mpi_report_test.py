@@ -69,6 +69,19 @@ class Canned(unittest.TestCase):
     def checks(self):
         return self.read("checks.txt").splitlines()
 
+    def rename_benches(self, names, drop=()):
+        """Rewrites every round's csv: benchmarks renamed by `names`, those
+        in `drop` left out."""
+        for name in os.listdir(self.dir):
+            if name.endswith(".csv"):
+                path = os.path.join(self.dir, name)
+                with open(path) as f:
+                    lines = [x for x in f if x.partition(",")[0] not in drop]
+                with open(path, "w") as f:
+                    for line in lines:
+                        bench, sep, rest = line.partition(",")
+                        f.write(names.get(bench, bench) + sep + rest)
+
 
 class Numbers(Canned):
     def test_medians_min_max_and_rounds(self):
@@ -179,16 +192,7 @@ class Outputs(Canned):
         # speeds 2.1/3.2 = 0.66x, 4.1/5.0 = 0.82x and 95/100 = 0.95x; at 8 B
         # doorbell's rounds reach 30 against ucx's 3.0-3.4, so only 1 KiB and
         # 1 MiB, where every round is the same, are beyond the rounds' spread
-        names = {"bandwidth": "bibw", "latency": "mbw_mr"}
-        for name in os.listdir(self.dir):
-            if name.endswith(".csv"):
-                path = os.path.join(self.dir, name)
-                with open(path) as f:
-                    lines = [x for x in f if not x.startswith("allreduce,")]
-                with open(path, "w") as f:
-                    for line in lines:
-                        bench, sep, rest = line.partition(",")
-                        f.write(names.get(bench, bench) + sep + rest)
+        self.rename_benches({"bandwidth": "bibw", "latency": "mbw_mr"}, drop=("allreduce",))
         set_env(self.dir, mode="fabric", layout="2x2", suite="osu")
         self.run_report()
         where = "fabric 2x2, across the spine: "
@@ -202,16 +206,7 @@ class Outputs(Canned):
     def test_a_one_sided_run_checks_its_own_benchmarks_only(self):
         # the canned latency, bandwidth and allreduce as put latency, get
         # bandwidth and accumulate latency (the same directions)
-        names = {"latency": "put_latency", "bandwidth": "get_bw", "allreduce": "acc_latency"}
-        for name in os.listdir(self.dir):
-            if name.endswith(".csv"):
-                path = os.path.join(self.dir, name)
-                with open(path) as f:
-                    lines = f.readlines()
-                with open(path, "w") as f:
-                    for line in lines:
-                        bench, sep, rest = line.partition(",")
-                        f.write(names.get(bench, bench) + sep + rest)
+        self.rename_benches({"latency": "put_latency", "bandwidth": "get_bw", "allreduce": "acc_latency"})
         set_env(self.dir, mode="fabric", layout="4x1", suite="osu")
         self.run_report()
         where = "fabric 4x1, one-sided across hosts: "
