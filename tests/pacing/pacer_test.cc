@@ -259,6 +259,46 @@ TEST(PacerUnscheduled, AStartEndsOnTheRoundTripsOfBursts)
     EXPECT_EQ(p->counters().unscheduled, 200 * 2 * 1472u);
 }
 
+// A path under one leaf whose messages all leave as idle bursts of 24
+// segments, each acknowledged 0.4-0.86 ms after it left (the ends' turns on
+// their cores): the start ends on those round trips, and without the floor
+// the rate stays far below what every burst was delivered at (35 KB in
+// 0.86 ms, 41 MB/s), so a longer message would crawl behind its burst. With
+// the floor it is at least half of that; a CE mark drops the floor, and the
+// cut it brings stands.
+TEST(PacerUnscheduled, ANearPathKeepsHalfTheRateItsBurstsWereDeliveredAt)
+{
+    Config c        = host_path_config();
+    c.line_rate_Bps = 1.25e9;
+    auto floored    = make_pacer(c, nullptr);
+    auto plain      = make_pacer(c, nullptr);
+    ASSERT_TRUE(floored && plain);
+    floored->set_delivery_floor(true);
+    const double delivered = 24 * 1472 / 860e-6;
+    uint64_t     t         = 0;
+    for (int i = 0; i < 40; ++i, t += 5000000) {
+        for (auto *p : {floored.get(), plain.get()}) {
+            p->on_idle_message(t, 24 * 1472);
+            for (int j = 0; j < 24; ++j)
+                p->on_send(t, 1472);
+            for (int j = 0; j < 24; ++j) {
+                uint64_t now = t + 400000 + uint64_t(j) * 20000;
+                p->on_ack(now, 1472, 0, now - t, t);
+            }
+        }
+    }
+    EXPECT_EQ(floored->counters().unscheduled, 40 * 24 * 1472u);
+    EXPECT_GE(floored->rate(), 0.49 * delivered);
+    EXPECT_LT(plain->rate(), 0.25 * delivered) << "the rate the bursts' start left";
+    // A paced packet comes back marked a loop time later: the cut stands.
+    double before = floored->rate();
+    for (int i = 0; i < 4; ++i, t += 1000000) {
+        floored->on_send(t, 1472);
+        floored->on_ack(t + 50000, 1472, 1472, 50000, t);
+    }
+    EXPECT_LT(floored->rate(), before);
+}
+
 TEST(PacerUnscheduled, LongMessagesLaterMessagesAndOtherPoliciesArePaced)
 {
     Config c      = base_config(Policy::kIbrc);

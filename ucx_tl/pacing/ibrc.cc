@@ -199,6 +199,7 @@ void Ibrc::on_send(uint64_t now_ns, uint64_t bytes)
 
 void Ibrc::on_loss(uint64_t now_ns)
 {
+    delivered_Bps_ = 0; // what the path delivered before is no share now
     cut(now_ns, 1 - kIbrcLossBeta);
     note_rate(now_ns);
 }
@@ -246,7 +247,8 @@ void Ibrc::update(uint64_t now_ns)
     win_acked_ = win_ce_ = 0;
 
     if (ce_frac > 0) {
-        empties_ = 0;
+        delivered_Bps_ = 0;
+        empties_       = 0;
         churn_.reset();
         cut(now_ns, 1 - params_.ce_beta * alpha_);
         return;
@@ -478,12 +480,45 @@ void Ibrc::end_start(uint64_t now_ns, double rate)
 {
     started_ns_ = now_ns;
     starting_   = false;
-    rate_       = rate;
+    rate_       = std::max(rate, delivered_floor(now_ns));
     clamp();
     // It counts as the loop time's cut: marks of the same queue that arrive
     // after it are not a second signal.
     have_cut_    = true;
     last_cut_ns_ = now_ns;
+}
+
+// A path under one leaf whose messages mostly leave as idle bursts: the
+// start takes the bursts' round trips, which measure the queue each burst
+// built (with more ranks than cores, milliseconds of both ends' turns), and
+// ended at 1-5 MB/s; past the start the bursts' round trips are kept from the
+// law, which then moves on the few paced packets between them. The next
+// message longer than a burst was paced at that rate: on 4 x 1, 128 KiB
+// allreduces after 32 KiB ones took 6-85 ms against 3.3-3.6 unpaced
+// (docs/fabric.md, fifteenth round). What a burst was delivered at is what
+// the path carries; the best of the window, halved, is the floor, and marks
+// and losses, which a queue on the hosts' links would raise, drop it.
+void Ibrc::note_delivered(uint64_t now_ns, double rate_Bps)
+{
+    if (!delivery_floor_)
+        return;
+    if (rate_Bps > delivered_Bps_ || now_ns - delivered_ns_ > kIbrcDeliveredWindowNs) {
+        delivered_Bps_ = rate_Bps;
+        delivered_ns_  = now_ns;
+    }
+    double floor = delivered_floor(now_ns);
+    if (starting_ || rate_ >= floor)
+        return;
+    rate_ = floor;
+    clamp();
+    note_rate(now_ns);
+}
+
+double Ibrc::delivered_floor(uint64_t now_ns) const
+{
+    if (!delivery_floor_ || now_ns - delivered_ns_ > kIbrcDeliveredWindowNs)
+        return 0;
+    return kIbrcDeliveredFraction * delivered_Bps_;
 }
 
 // The rate the flow had at `t_ns` (during the start: before or after its

@@ -115,6 +115,9 @@ static constexpr double   kIbrcStandingFraction = 0.5; ///< a first sample above
 static constexpr uint32_t kIbrcShareSamples   = 8;    ///< samples a newcomer reads its share from
 static constexpr double   kIbrcUnscheduledBdp = 1;    ///< a message of up to 1 BDP goes
                                                       ///< unscheduled during a path's start
+// A path with a delivery floor (note_delivered()).
+static constexpr double   kIbrcDeliveredFraction = 0.5; ///< the floor: half the best delivery
+static constexpr uint64_t kIbrcDeliveredWindowNs = 100000000; ///< a best this old gives way
 // clang-format on
 
 // The normalized loop coefficients (a, p) for a crossover w_c (rad per loop
@@ -200,6 +203,16 @@ public:
     // short enough may then go unscheduled (Pacer::on_message()).
     bool     starting() const { return starting_; }
     uint64_t base_rtt_ns() const { return have_base() ? base_ns() : 0; }
+    // The path's only shared links are its two hosts' own (no spine): from
+    // now its rate stays at or above kIbrcDeliveredFraction of the best rate
+    // its recent idle bursts were delivered at (a best older than
+    // kIbrcDeliveredWindowNs gives way to the next burst's), and so does the
+    // end of its start. A CE mark or a loss drops that best.
+    void set_delivery_floor(bool on) { delivery_floor_ = on; }
+    // The owner sent a burst unscheduled, and all of it was acknowledged at
+    // `rate_Bps`: its bytes over the time from its first send to its last
+    // acknowledgement, a rate the path delivered.
+    void note_delivered(uint64_t now_ns, double rate_Bps);
 
 private:
     // The base RTT: the windowed minimum of the samples, and never above the
@@ -231,13 +244,17 @@ private:
     void   note_rate(uint64_t now_ns);
     double rate_at(uint64_t t_ns) const;
     void   clamp();
+    double delivered_floor(uint64_t now_ns) const;
 
     IbrcParams  params_;
     IbrcLoop    design_;
     WindowedMin base_;
     double      rate_;
-    uint64_t    last_update_ns_ = 0; ///< time of the last law update
-    uint64_t    last_cut_ns_    = 0; ///< time of the last multiplicative cut
+    bool        delivery_floor_ = false; ///< set_delivery_floor()
+    double      delivered_Bps_  = 0;     ///< the best delivery in the window
+    uint64_t    delivered_ns_   = 0;     ///< when it was measured
+    uint64_t    last_update_ns_ = 0;     ///< time of the last law update
+    uint64_t    last_cut_ns_    = 0;     ///< time of the last multiplicative cut
     bool        have_cut_       = false;
     double      sum_delay_ns_   = 0; ///< queueing delay samples since the update
     uint32_t    n_delay_        = 0;

@@ -272,8 +272,10 @@ void Pacer::on_feedback(const Feedback &feedback)
     }
     if (burst_left_ > 0) {
         burst_left_ -= std::min(burst_left_, f.acked_bytes);
-        if (burst_left_ == 0)
+        if (burst_left_ == 0) {
             burst_clear_ns_ = f.now_ns;
+            note_delivered(f.now_ns);
+        }
     }
     counters_.acks++;
     counters_.acked_bytes += f.acked_bytes;
@@ -336,9 +338,12 @@ void Pacer::on_send(uint64_t now_ns, uint32_t bytes)
         if (idle_grant_) {
             // The burst's window opens at its first send (or stays open
             // while an earlier burst is still unacknowledged).
-            if (burst_left_ == 0)
+            if (burst_left_ == 0) {
                 burst_from_ns_ = now_ns;
+                burst_bytes_   = 0;
+            }
             burst_left_ += n;
+            burst_bytes_ += n;
         }
         unsched_left_ -= n;
         if (unsched_left_ == 0)
@@ -348,6 +353,22 @@ void Pacer::on_send(uint64_t now_ns, uint32_t bytes)
     }
     if (bytes)
         bucket_.consume(now_ns, bytes);
+}
+
+void Pacer::note_delivered(uint64_t now_ns)
+{
+    if (burst_bytes_ < uint64_t(kDeliveredMinSegments) * config_.mtu_bytes ||
+        burst_clear_ns_ <= burst_from_ns_)
+        return;
+    double rate = double(burst_bytes_) * 1e9 / double(burst_clear_ns_ - burst_from_ns_);
+    if (auto *i = std::get_if<Ibrc>(&ctrl_))
+        i->note_delivered(now_ns, rate);
+}
+
+void Pacer::set_delivery_floor(bool on)
+{
+    if (auto *i = std::get_if<Ibrc>(&ctrl_))
+        i->set_delivery_floor(on);
 }
 
 double Pacer::ibrc_gain() const

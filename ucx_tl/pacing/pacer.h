@@ -96,6 +96,11 @@ struct Config {
 // 400 Gb/s with 4 KiB), when Config::target_delay_ns is auto.
 static constexpr uint32_t kBaselineAllowanceSegments = 8;
 
+// An idle burst's delivery rate (its bytes over the time from its first send
+// to its last acknowledgement) counts from this many segments: a shorter
+// burst's time is mostly its round trip.
+static constexpr uint32_t kDeliveredMinSegments = 8;
+
 // Counters a device can expose; all monotonic.
 struct Counters {
     uint64_t acks          = 0; ///< on_ack calls
@@ -173,6 +178,11 @@ public:
     /// turns, so it keeps little of the rate; the depth scales down with
     /// the rate, so a path that congests still paces segment by segment.
     void set_time_burst(uint64_t burst_ns, uint32_t max_bytes);
+    /// IBRC: from now the rate stays at or above half the best rate an
+    /// idle burst of at least kDeliveredMinSegments segments was delivered
+    /// at lately (Ibrc::set_delivery_floor()), for a path shown to cross no
+    /// spine.
+    void set_delivery_floor(bool on);
     /// The bucket's depth, bytes (for tests).
     double burst_depth() const { return bucket_.depth(); }
     /// Bytes this path may still send unscheduled.
@@ -198,6 +208,7 @@ private:
     // The bucket's depth at a rate (Config::burst_bytes, set_time_burst()).
     double depth_at(double rate_Bps) const;
     bool   in_idle_burst(uint64_t sent_ns) const;
+    void   note_delivered(uint64_t now_ns);
     // No round trip has reached the controller yet, or IBRC is in its start.
     bool starting() const;
 
@@ -214,6 +225,7 @@ private:
     uint64_t burst_from_ns_   = 0;     ///< the last idle burst's first send
     uint64_t burst_left_      = 0;     ///< of its bytes (on_send's), not yet acknowledged
     uint64_t burst_clear_ns_  = 0;     ///< when the last of them was
+    uint64_t burst_bytes_     = 0;     ///< its bytes (on_send's)
 };
 
 // Parses a policy's name (policies.h: "ibrc", "dcqcn", "timely", "none",

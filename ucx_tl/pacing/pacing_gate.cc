@@ -41,6 +41,7 @@ public:
     {
         pacer_->set_time_burst(burst_ns, max_bytes);
     }
+    void set_delivery_floor(bool on) override { pacer_->set_delivery_floor(on); }
 
 private:
     std::unique_ptr<Pacer> pacer_;

@@ -44,6 +44,10 @@ public:
     /// The path crosses no spine: the bucket may hold burst_ns of the
     /// rate, up to max_bytes (pacing::Pacer::set_time_burst()).
     virtual void set_time_burst(uint64_t /*burst_ns*/, uint32_t /*max_bytes*/) {}
+    /// The path crosses no spine: its rate stays at or above half of what
+    /// its idle bursts were delivered at lately
+    /// (pacing::Pacer::set_delivery_floor()).
+    virtual void set_delivery_floor(bool /*on*/) {}
 };
 
 /// What a gate is created for.

@@ -105,7 +105,8 @@ bool UdpIface::near_peer(const sockaddr_in &peer) const
 }
 
 /// A QP whose path crosses no spine: its pacer's bucket keeps
-/// kHostNearBurstNs of its rate, up to kHostIdleBurstSegments segments.
+/// kHostNearBurstNs of its rate, up to kHostIdleBurstSegments segments, and
+/// its rate stays at or above half what its idle bursts were delivered at.
 void UdpIface::mark_near(UdpQp &qp)
 {
     if (qp.near) {
@@ -115,6 +116,7 @@ void UdpIface::mark_near(UdpQp &qp)
     ++counters.near_paths;
     if (qp.gate) {
         qp.gate->set_time_burst(kHostNearBurstNs, host_burst_bytes());
+        qp.gate->set_delivery_floor(true);
     }
 }
 
