@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <initializer_list>
 #include <utility>
 
 #include "pacer.h"
@@ -297,6 +298,65 @@ TEST(PacerUnscheduled, ANearPathKeepsHalfTheRateItsBurstsWereDeliveredAt)
         floored->on_ack(t + 50000, 1472, 1472, 50000, t);
     }
     EXPECT_LT(floored->rate(), before);
+}
+
+namespace {
+
+// A stream on an empty host path past its start: a segment every 100 us,
+// each answered 20 us later.
+uint64_t settle(std::initializer_list<Pacer *> pacers)
+{
+    uint64_t t = 0;
+    for (int i = 0; i < 400; ++i, t += 100000) {
+        for (auto *p : pacers) {
+            p->on_send(t, 1472);
+            p->on_ack(t + 20000, 1472, 0, 20000, t);
+        }
+    }
+    return t;
+}
+
+} // namespace
+
+// A queue 2 ms deep marks every packet in it, and its marks come back over
+// 4 ms, twenty of the host path's 200 us loop times. Those sent before the
+// first cut are the queue that cut answered: a pacer that knows when each
+// marked packet left cuts once, where one that does not cut once per loop
+// time; the next packet marked after the cut cuts again. (The device's
+// reaction to marks: DCTCP's estimate with weight 1/16, quarter cuts.)
+TEST(PacerMarks, MarksOnPacketsSentBeforeTheCutCutOnce)
+{
+    Config c   = host_path_config();
+    c.ce_gain  = 1.0 / 16;
+    c.ce_beta  = 0.25;
+    auto told  = make_pacer(c, nullptr);
+    auto blind = make_pacer(c, nullptr);
+    ASSERT_TRUE(told && blind);
+    uint64_t t      = settle({told.get(), blind.get()});
+    double   before = told->rate();
+    ASSERT_EQ(blind->rate(), before);
+    // 80 packets sent 25 us apart, all before the first answer; answered
+    // 50 us apart from 2 ms on (the queue grows), every one marked.
+    for (int i = 0; i < 80; ++i) {
+        uint64_t sent = t + uint64_t(i) * 25000;
+        for (auto *p : {told.get(), blind.get()})
+            p->on_send(sent, 1472);
+    }
+    for (int i = 0; i < 80; ++i) {
+        uint64_t sent = t + uint64_t(i) * 25000;
+        uint64_t now  = t + 2000000 + uint64_t(i) * 50000;
+        told->on_ack(now, 1472, 1472, now - sent, sent);
+        blind->on_ack(now, 1472, 1472, now - sent, 0);
+    }
+    double once = told->rate();
+    EXPECT_LT(once, before) << "the first marks cut";
+    EXPECT_GT(once, 0.9 * before) << "a quarter of the CE estimate, once";
+    EXPECT_LT(blind->rate(), 0.5 * before) << "a cut per loop time";
+    // A packet sent after the cut, marked: a new signal.
+    t += 2000000 + 80 * 50000;
+    told->on_send(t, 1472);
+    told->on_ack(t + 2000000, 1472, 1472, 2000000, t);
+    EXPECT_LT(told->rate(), once);
 }
 
 TEST(PacerUnscheduled, LongMessagesLaterMessagesAndOtherPoliciesArePaced)

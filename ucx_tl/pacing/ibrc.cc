@@ -104,10 +104,13 @@ double Ibrc::gain() const
     return churn_scale_ * ibrc_derived_gain(base_ns() + params_.target_ns);
 }
 
-void Ibrc::on_ack(uint64_t now_ns, uint64_t acked_bytes, uint64_t ce_bytes, uint64_t rtt_ns)
+void Ibrc::on_ack(uint64_t now_ns, uint64_t acked_bytes, uint64_t ce_bytes, uint64_t rtt_ns,
+                  uint64_t sent_ns)
 {
     win_acked_ += acked_bytes;
     win_ce_ += ce_bytes;
+    if (sent_ns == 0 || !have_cut_ || sent_ns + kSentSlackNs >= last_cut_ns_)
+        win_ce_fresh_ += ce_bytes;
     if (rtt_ns) {
         base_.update(now_ns, rtt_ns);
         uint64_t delay = rtt_ns > base_ns() ? rtt_ns - base_ns() : 0;
@@ -244,13 +247,21 @@ void Ibrc::update(uint64_t now_ns)
     sum_delay_ns_       = 0;
     n_delay_            = 0;
     max_delay_ns_       = 0;
-    win_acked_ = win_ce_ = 0;
+    uint64_t fresh_ce   = win_ce_fresh_;
+    win_acked_ = win_ce_ = win_ce_fresh_ = 0;
 
     if (ce_frac > 0) {
         delivered_Bps_ = 0;
         empties_       = 0;
         churn_.reset();
-        cut(now_ns, 1 - params_.ce_beta * alpha_);
+        // Marks only on packets that left before the last cut are the queue
+        // that cut answered. The loop time is the base RTT plus the target,
+        // but a queue's marks return over the queue's own delay: on a host
+        // path (a 200 us loop time) a spine queue of a few ms cut a flow
+        // once per loop time, 25 % each, to its floor (docs/fabric.md,
+        // sixteenth round).
+        if (fresh_ce > 0)
+            cut(now_ns, 1 - params_.ce_beta * alpha_);
         return;
     }
     if (!have_delay)

@@ -42,6 +42,7 @@
 #include <cstdint>
 
 #include "churn.h"
+#include "feedback.h"
 #include "windowed_min.h"
 
 namespace doorbell::pacing {
@@ -183,7 +184,16 @@ class Ibrc {
 public:
     explicit Ibrc(const IbrcParams &params);
 
-    void   on_ack(uint64_t now_ns, uint64_t acked_bytes, uint64_t ce_bytes, uint64_t rtt_ns);
+    // `sent_ns`: when the packet the ACK answers left (0 = unknown). Marks
+    // on packets sent before the last cut report the queue that cut answered
+    // (TCP's CWR): they count in alpha and drop the delivery floor, but cut
+    // nothing.
+    void on_ack(uint64_t now_ns, uint64_t acked_bytes, uint64_t ce_bytes, uint64_t rtt_ns,
+                uint64_t sent_ns = 0);
+    void on_feedback(const Feedback &f)
+    {
+        on_ack(f.now_ns, f.acked_bytes, f.ce_bytes, f.rtt_ns, f.sent_ns);
+    }
     void   on_loss(uint64_t now_ns);
     void   on_send(uint64_t now_ns, uint64_t bytes);
     double rate() const { return rate_; }
@@ -260,6 +270,7 @@ private:
     uint32_t    n_delay_        = 0;
     uint64_t    win_acked_      = 0; ///< bytes acked since the update
     uint64_t    win_ce_         = 0; ///< of which CE-marked
+    uint64_t    win_ce_fresh_   = 0; ///< of those, sent after the last cut (or at an unknown time)
     double      alpha_          = 1; ///< estimated CE fraction (DCTCP's alpha)
     double      prev_err_       = 0; ///< e of the previous update, RTTs
     bool        have_prev_      = false;
