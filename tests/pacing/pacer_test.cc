@@ -86,6 +86,7 @@ TEST(PacerConfig, FactoryRejectsBadValues)
         {[](Config &c) { c.ce_beta = 1; }, "CE cut"},
         {[](Config &c) { c.probe_step = -0.1; }, "probe step"},
         {[](Config &c) { c.base_rtt_ns = 2000000000; }, "base RTT"},
+        {[](Config &c) { c.min_window_segments = 65; }, "smallest window"},
         {[](Config &c) { c.policy = Policy::kHpcc; }, "telemetry"},
     };
     for (const auto &[spoil, word] : bad) {
@@ -357,6 +358,36 @@ TEST(PacerMarks, MarksOnPacketsSentBeforeTheCutCutOnce)
     told->on_send(t, 1472);
     told->on_ack(t + 2000000, 1472, 1472, 2000000, t);
     EXPECT_LT(told->rate(), once);
+}
+
+// Marks on every packet cut a host path's rate toward the ceiling / 2048;
+// with a smallest window of one segment it stays at a segment per smoothed
+// round trip, and that floor falls as the round trips grow with a queue.
+TEST(PacerMarks, TheSmallestWindowKeepsASegmentPerRoundTrip)
+{
+    Config c              = host_path_config();
+    auto   bare           = make_pacer(c, nullptr);
+    c.min_window_segments = 1;
+    auto windowed         = make_pacer(c, nullptr);
+    ASSERT_TRUE(bare && windowed);
+    uint64_t t = settle({bare.get(), windowed.get()});
+    // Every packet marked, round trips of 100 us, for 200 ms.
+    for (int i = 0; i < 2000; ++i, t += 100000) {
+        for (auto *p : {bare.get(), windowed.get()}) {
+            p->on_send(t, 1472);
+            p->on_ack(t + 100000, 1472, 1472, 100000, t);
+        }
+    }
+    const double segment_per_rtt = 1472 / 100e-6; // 14.7 MB/s
+    EXPECT_LT(bare->rate(), 0.1 * segment_per_rtt);
+    EXPECT_GE(windowed->rate(), 0.95 * segment_per_rtt);
+    // The queue grows to 2 ms: the floor follows it down.
+    for (int i = 0; i < 200; ++i, t += 100000) {
+        windowed->on_send(t, 1472);
+        windowed->on_ack(t + 2000000, 1472, 1472, 2000000, t);
+    }
+    EXPECT_LT(windowed->rate(), 1.1 * 1472 / 2e-3);
+    EXPECT_GE(windowed->rate(), 0.95 * 1472 / 2e-3);
 }
 
 TEST(PacerUnscheduled, LongMessagesLaterMessagesAndOtherPoliciesArePaced)

@@ -113,6 +113,7 @@ void Ibrc::on_ack(uint64_t now_ns, uint64_t acked_bytes, uint64_t ce_bytes, uint
         win_ce_fresh_ += ce_bytes;
     if (rtt_ns) {
         base_.update(now_ns, rtt_ns);
+        srtt_ns_       = srtt_ns_ > 0 ? 0.875 * srtt_ns_ + 0.125 * double(rtt_ns) : double(rtt_ns);
         uint64_t delay = rtt_ns > base_ns() ? rtt_ns - base_ns() : 0;
         if (!sampled_) {
             // The first sample sets the first rate (ibrc_initial_rate() of
@@ -641,9 +642,23 @@ double Ibrc::equilibrium_slope_ns(double rate) const
     return own + params_.additive * params_.mtu_bytes / rate * 1e9;
 }
 
+// The smallest window's rate: a window-based sender never sends less than
+// one window per round trip, and the round trip it takes grows with the
+// queue, so the floor falls as a queue builds and N flows at it hold about
+// N windows queued. Without it a host path's rate fell to the floor of
+// the ceiling / 2048 (0.6 MB/s) under others' idle bursts and stayed: a
+// 64 KiB cross-spine step then took 100 ms (docs/fabric.md, sixteenth
+// round), where TCP at its smallest window sends a segment per round trip.
+double Ibrc::window_floor() const
+{
+    if (params_.min_window_bytes <= 0 || srtt_ns_ <= 0)
+        return 0;
+    return params_.min_window_bytes * 1e9 / srtt_ns_;
+}
+
 void Ibrc::clamp()
 {
-    rate_ = std::clamp(rate_, params_.min_rate_Bps, params_.max_rate_Bps);
+    rate_ = std::clamp(std::max(rate_, window_floor()), params_.min_rate_Bps, params_.max_rate_Bps);
 }
 
 } // namespace doorbell::pacing

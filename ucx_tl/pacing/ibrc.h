@@ -178,6 +178,8 @@ struct IbrcParams {
                                                ///< 1: it rises below the ceiling
     double additive = kIbrcAdditive;           ///< additive step, segments per loop time per
                                                ///< loop time, times a; 0 = none
+    double min_window_bytes = 0;               ///< the rate stays at or above this many bytes per
+                                               ///< smoothed RTT (window_floor()); 0 = none
 };
 
 class Ibrc {
@@ -255,6 +257,7 @@ private:
     double rate_at(uint64_t t_ns) const;
     void   clamp();
     double delivered_floor(uint64_t now_ns) const;
+    double window_floor() const;
 
     IbrcParams  params_;
     IbrcLoop    design_;
@@ -263,6 +266,7 @@ private:
     bool        delivery_floor_ = false; ///< set_delivery_floor()
     double      delivered_Bps_  = 0;     ///< the best delivery in the window
     uint64_t    delivered_ns_   = 0;     ///< when it was measured
+    double      srtt_ns_        = 0;     ///< smoothed RTT of the samples taken, ns
     uint64_t    last_update_ns_ = 0;     ///< time of the last law update
     uint64_t    last_cut_ns_    = 0;     ///< time of the last multiplicative cut
     bool        have_cut_       = false;

@@ -17,13 +17,16 @@ using Controller = std::variant<Ibrc, Dcqcn, Timely, Hpcc, Swift, FixedRate>;
 Controller make_controller(const Config &c)
 {
     switch (c.policy) {
-    case Policy::kIbrc:
-        return Ibrc({c.line_rate_Bps, c.min_rate_Bps, c.max_rate_Bps, c.init_rate_Bps,
+    case Policy::kIbrc: {
+        IbrcParams p{c.line_rate_Bps, c.min_rate_Bps, c.max_rate_Bps, c.init_rate_Bps,
                      c.target_delay_ns, c.gain, c.mtu_bytes, c.base_rtt_ns, c.ce_gain, c.ce_beta,
                      c.probe_step, c.fairness,
                      // The own target pivots at the ceiling on a path with a
                      // target floor (it never falls below the floor).
-                     c.target_floor_ns ? 1 : kIbrcFairnessPivot});
+                     c.target_floor_ns ? 1 : kIbrcFairnessPivot};
+        p.min_window_bytes = double(c.min_window_segments) * c.mtu_bytes;
+        return Ibrc(p);
+    }
     case Policy::kHpcc:
         return Hpcc({c.min_rate_Bps, c.max_rate_Bps, c.base_rtt_ns});
     case Policy::kSwift:
@@ -118,6 +121,8 @@ bool resolve_config(const Config &in, Config *out_p, std::string *error_p)
         err << "probe step " << c.probe_step << " outside [0, 1)";
     else if (!(c.fairness >= 0 && c.fairness <= 16))
         err << "fairness spread " << c.fairness << " outside [0, 16] targets";
+    else if (c.min_window_segments > 64)
+        err << "smallest window " << c.min_window_segments << " segments above 64";
     else if (!(c.unscheduled_bdp >= 0 && c.unscheduled_bdp <= 16))
         err << "unscheduled budget " << c.unscheduled_bdp << " BDP outside [0, 16]";
     else if (c.base_rtt_ns > 1000000000ull)

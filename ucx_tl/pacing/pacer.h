@@ -88,6 +88,11 @@ struct Config {
     /// a message that begins on a path with nothing in flight goes
     /// unscheduled up to this many bytes (on_idle_message()); 0 = none
     uint32_t idle_burst_bytes = 0;
+    /// IBRC: the rate never falls below this many segments per smoothed
+    /// round trip of the samples the law takes (queueing included), as a
+    /// window never shrinks below TCP's smallest; 0 = none (the fabric's
+    /// law: only min_rate_Bps)
+    uint32_t min_window_segments = 0;
 };
 
 // TIMELY's thresholds and Swift's fabric target are set in their papers for

@@ -54,17 +54,18 @@ bool pacing_config_for(const PacingContext &ctx, Config *config_p, std::string *
         *error_p = ctx.device + ": " + *error_p;
         return false;
     }
-    c.gain             = ctx.gain;
-    c.line_rate_Bps    = ctx.line_rate;
-    c.mtu_bytes        = ctx.mtu;
-    c.target_delay_ns  = ctx.target_delay_ns;
-    c.target_floor_ns  = ctx.target_floor_ns;
-    c.min_rate_Bps     = ctx.min_rate;
-    c.max_rate_Bps     = ctx.max_rate;
-    c.ce_gain          = ctx.ce_gain;
-    c.ce_beta          = ctx.ce_beta;
-    c.probe_step       = ctx.probe_step;
-    c.idle_burst_bytes = ctx.idle_burst_bytes;
+    c.gain                = ctx.gain;
+    c.line_rate_Bps       = ctx.line_rate;
+    c.mtu_bytes           = ctx.mtu;
+    c.target_delay_ns     = ctx.target_delay_ns;
+    c.target_floor_ns     = ctx.target_floor_ns;
+    c.min_rate_Bps        = ctx.min_rate;
+    c.max_rate_Bps        = ctx.max_rate;
+    c.ce_gain             = ctx.ce_gain;
+    c.ce_beta             = ctx.ce_beta;
+    c.probe_step          = ctx.probe_step;
+    c.idle_burst_bytes    = ctx.idle_burst_bytes;
+    c.min_window_segments = ctx.min_window_segments;
     Config resolved;
     if (!resolve_config(c, &resolved, error_p)) {
         *error_p = ctx.device + ": pacing " + ctx.policy + ": " + *error_p;

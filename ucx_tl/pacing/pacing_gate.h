@@ -71,6 +71,9 @@ struct PacingContext {
     /// a message beginning with nothing in flight goes unscheduled up to
     /// this many bytes (pacing::Config::idle_burst_bytes; 0 = none)
     uint32_t idle_burst_bytes = 0;
+    /// IBRC: the rate stays at or above this many segments per smoothed
+    /// round trip (pacing::Config::min_window_segments; 0 = none)
+    uint32_t min_window_segments = 0;
 };
 
 /// Creates the gate of a new QP, or nullptr for "unlimited".

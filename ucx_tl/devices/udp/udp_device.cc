@@ -422,20 +422,21 @@ doorbell_status_t UdpIface::create_qp(const void *device_addr, const void *iface
     auto     qp         = std::make_unique<UdpQp>(*this, qpn, peer, peer_token);
     if (pacing_) {
         pacing::PacingContext ctx;
-        ctx.device           = name;
-        ctx.policy           = cc_;
-        ctx.gain             = params.ibrc_gain;
-        ctx.line_rate        = line_rate_;
-        ctx.mtu              = mtu_;
-        ctx.target_delay_ns  = params.cc_target_delay_ns;
-        ctx.target_floor_ns  = kHostPathDelayNs;
-        ctx.ce_gain          = kHostCeGain;
-        ctx.ce_beta          = kHostCeBeta;
-        ctx.probe_step       = kHostProbeStep;
-        ctx.idle_burst_bytes = host_burst_bytes();
-        ctx.min_rate         = params.cc_min_rate;
-        ctx.max_rate         = params.cc_max_rate;
-        qp->gate             = pacing_(ctx);
+        ctx.device              = name;
+        ctx.policy              = cc_;
+        ctx.gain                = params.ibrc_gain;
+        ctx.line_rate           = line_rate_;
+        ctx.mtu                 = mtu_;
+        ctx.target_delay_ns     = params.cc_target_delay_ns;
+        ctx.target_floor_ns     = kHostPathDelayNs;
+        ctx.ce_gain             = kHostCeGain;
+        ctx.ce_beta             = kHostCeBeta;
+        ctx.probe_step          = kHostProbeStep;
+        ctx.idle_burst_bytes    = host_burst_bytes();
+        ctx.min_window_segments = kHostMinWindowSegments;
+        ctx.min_rate            = params.cc_min_rate;
+        ctx.max_rate            = params.cc_max_rate;
+        qp->gate                = pacing_(ctx);
     }
     if (near_peer(qp->peer)) {
         mark_near(*qp); /* its peer's probe came before it */

@@ -116,6 +116,11 @@ static constexpr uint32_t kHostIdleBurstSegments = 24;
 /// time while its process shared a core. At the 25 MB/s of a spine link it
 /// would be 8 segments, which lost on 2 x 2: only near paths get it.
 static constexpr uint64_t kHostNearBurstNs = 500000;
+/// A QP's rate never falls below this many segments per round trip
+/// (pacing::Config::min_window_segments), as TCP's window never falls below
+/// one segment: paced at the ceiling / 2048 (0.6 MB/s) under others' idle
+/// bursts, a 4 x 1 allreduce's 64 KiB cross-spine steps took 100 ms each.
+static constexpr uint32_t kHostMinWindowSegments = 1;
 /// Shortest tail-loss probe timeout, ns (a probe is one header-only packet).
 static constexpr uint64_t kTlpMinNs = 1000000;
 /// A paced QP stamps one segment or pack in this many (its pacer takes the
