@@ -518,7 +518,7 @@ void Ibrc::note_delivered(uint64_t now_ns, double rate_Bps)
         delivered_Bps_ = rate_Bps;
         delivered_ns_  = now_ns;
     }
-    double floor = delivered_floor(now_ns);
+    double floor = kIbrcDeliveredFraction * delivered_Bps_; // the best is within its window
     if (starting_ || rate_ >= floor)
         return;
     rate_ = floor;

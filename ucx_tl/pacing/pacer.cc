@@ -363,9 +363,9 @@ void Pacer::on_send(uint64_t now_ns, uint32_t bytes)
 void Pacer::note_delivered(uint64_t now_ns)
 {
     if (burst_bytes_ < uint64_t(kDeliveredMinSegments) * config_.mtu_bytes ||
-        burst_clear_ns_ <= burst_from_ns_)
+        now_ns <= burst_from_ns_)
         return;
-    double rate = double(burst_bytes_) * 1e9 / double(burst_clear_ns_ - burst_from_ns_);
+    double rate = double(burst_bytes_) * 1e9 / double(now_ns - burst_from_ns_);
     if (auto *i = std::get_if<Ibrc>(&ctrl_))
         i->note_delivered(now_ns, rate);
 }

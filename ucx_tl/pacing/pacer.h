@@ -213,7 +213,9 @@ private:
     // The bucket's depth at a rate (Config::burst_bytes, set_time_burst()).
     double depth_at(double rate_Bps) const;
     bool   in_idle_burst(uint64_t sent_ns) const;
-    void   note_delivered(uint64_t now_ns);
+    // The last idle burst was acknowledged whole at now_ns: its delivery rate
+    // goes to the controller.
+    void note_delivered(uint64_t now_ns);
     // No round trip has reached the controller yet, or IBRC is in its start.
     bool starting() const;
 
