@@ -91,3 +91,25 @@ TEST(PacingGate, ABuiltinGateKeepsToItsContextsRateBounds)
         EXPECT_GE(gate->rate(), 1e6);
     }
 }
+
+/* The context's smallest window reaches the built-in IBRC gate: under marks
+ * on every packet its rate holds a segment per round trip, where a gate
+ * without one falls far below. */
+TEST(PacingGate, ABuiltinGateKeepsItsContextsSmallestWindow)
+{
+    PacingContext c       = context("ibrc");
+    auto          bare    = builtin_pacing_policy("ibrc")(c);
+    c.min_window_segments = 1;
+    auto windowed         = builtin_pacing_policy("ibrc")(c);
+    ASSERT_TRUE(bare && windowed);
+    uint64_t now = 1000000;
+    for (int i = 0; i < 4000; ++i, now += 100000) {
+        for (auto *g : {bare.get(), windowed.get()}) {
+            g->on_send(now, 1500);
+            g->on_ack(now + 100000, 1500, 1500, 100000, now);
+        }
+    }
+    const double segment_per_rtt = 1500 / 100e-6; /* 15 MB/s */
+    EXPECT_GE(windowed->rate(), 0.95 * segment_per_rtt);
+    EXPECT_LT(bare->rate(), 0.5 * segment_per_rtt);
+}
