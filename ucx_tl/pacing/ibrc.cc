@@ -109,8 +109,8 @@ void Ibrc::on_ack(uint64_t now_ns, uint64_t acked_bytes, uint64_t ce_bytes, uint
 {
     win_acked_ += acked_bytes;
     win_ce_ += ce_bytes;
-    if (sent_ns == 0 || !have_cut_ || sent_ns + kSentSlackNs >= last_cut_ns_)
-        win_ce_fresh_ += ce_bytes;
+    if (ce_bytes && (sent_ns == 0 || !have_cut_ || sent_ns + kSentSlackNs >= last_cut_ns_))
+        win_fresh_mark_ = true;
     if (rtt_ns) {
         base_.update(now_ns, rtt_ns);
         srtt_ns_       = srtt_ns_ > 0 ? 0.875 * srtt_ns_ + 0.125 * double(rtt_ns) : double(rtt_ns);
@@ -248,8 +248,9 @@ void Ibrc::update(uint64_t now_ns)
     sum_delay_ns_       = 0;
     n_delay_            = 0;
     max_delay_ns_       = 0;
-    uint64_t fresh_ce   = win_ce_fresh_;
-    win_acked_ = win_ce_ = win_ce_fresh_ = 0;
+    bool fresh_mark     = win_fresh_mark_;
+    win_acked_ = win_ce_ = 0;
+    win_fresh_mark_      = false;
 
     if (ce_frac > 0) {
         delivered_Bps_ = 0;
@@ -261,7 +262,7 @@ void Ibrc::update(uint64_t now_ns)
         // path (a 200 us loop time) a spine queue of a few ms cut a flow
         // once per loop time, 25 % each, to its floor (docs/fabric.md,
         // sixteenth round).
-        if (fresh_ce > 0)
+        if (fresh_mark)
             cut(now_ns, 1 - params_.ce_beta * alpha_);
         return;
     }

@@ -272,11 +272,11 @@ private:
     bool        have_cut_       = false;
     double      sum_delay_ns_   = 0; ///< queueing delay samples since the update
     uint32_t    n_delay_        = 0;
-    uint64_t    win_acked_      = 0; ///< bytes acked since the update
-    uint64_t    win_ce_         = 0; ///< of which CE-marked
-    uint64_t    win_ce_fresh_   = 0; ///< of those, sent after the last cut (or at an unknown time)
-    double      alpha_          = 1; ///< estimated CE fraction (DCTCP's alpha)
-    double      prev_err_       = 0; ///< e of the previous update, RTTs
+    uint64_t    win_acked_      = 0;     ///< bytes acked since the update
+    uint64_t    win_ce_         = 0;     ///< of which CE-marked
+    bool        win_fresh_mark_ = false; ///< one sent after the last cut (or at an unknown time)
+    double      alpha_          = 1;     ///< estimated CE fraction (DCTCP's alpha)
+    double      prev_err_       = 0;     ///< e of the previous update, RTTs
     bool        have_prev_      = false;
     bool        starting_       = true;  ///< start: doubling per loop time below target
     bool        fresh_          = true;  ///< no law update since the (re)start
