@@ -360,6 +360,50 @@ TEST(PacerMarks, MarksOnPacketsSentBeforeTheCutCutOnce)
     EXPECT_LT(told->rate(), once);
 }
 
+// The same queue, answered by ACKs that carry no RTT sample (an echo already
+// sampled, a read's later responses): their marks are dated by the newest
+// packet each acknowledges (Feedback::acked_sent_ns) and cut once; undated,
+// each counts as new and the rate falls below half.
+TEST(PacerMarks, MarksWithoutASampleAreDatedByThePacketsTheyAcknowledge)
+{
+    Config c   = host_path_config();
+    c.ce_gain  = 1.0 / 16;
+    c.ce_beta  = 0.25;
+    auto dated = make_pacer(c, nullptr);
+    auto blind = make_pacer(c, nullptr);
+    ASSERT_TRUE(dated && blind);
+    uint64_t t      = settle({dated.get(), blind.get()});
+    double   before = dated->rate();
+    ASSERT_EQ(blind->rate(), before);
+    for (int i = 0; i < 80; ++i) {
+        for (auto *p : {dated.get(), blind.get()})
+            p->on_send(t + uint64_t(i) * 25000, 1472);
+    }
+    for (int i = 0; i < 80; ++i) {
+        Feedback f;
+        f.now_ns      = t + 2000000 + uint64_t(i) * 50000;
+        f.acked_bytes = 1472;
+        f.ce_bytes    = 1472;
+        blind->on_feedback(f);
+        f.acked_sent_ns = t + uint64_t(i) * 25000;
+        dated->on_feedback(f);
+    }
+    double once = dated->rate();
+    EXPECT_LT(once, before) << "the first marks cut";
+    EXPECT_GT(once, 0.9 * before) << "once";
+    EXPECT_LT(blind->rate(), 0.5 * before) << "a cut per loop time";
+    // A packet sent after the cut, marked: a new signal.
+    t += 2000000 + 80 * 50000;
+    dated->on_send(t, 1472);
+    Feedback f;
+    f.now_ns        = t + 2000000;
+    f.acked_bytes   = 1472;
+    f.ce_bytes      = 1472;
+    f.acked_sent_ns = t;
+    dated->on_feedback(f);
+    EXPECT_LT(dated->rate(), once);
+}
+
 // Marks on every packet cut a host path's rate toward the ceiling / 2048;
 // with a smallest window of one segment it stays at a segment per smoothed
 // round trip, and that floor falls as the round trips grow with a queue.

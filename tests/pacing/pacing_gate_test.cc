@@ -92,6 +92,43 @@ TEST(PacingGate, ABuiltinGateKeepsToItsContextsRateBounds)
     }
 }
 
+/* A built-in gate hands on all of an ACK (on_feedback): marks dated before
+ * the last cut by the packets they acknowledge cut nothing more, where the
+ * same marks told through on_ack() without a send time cut once per loop
+ * time. */
+TEST(PacingGate, ABuiltinGateHandsOnAnAcksDate)
+{
+    PacingContext c       = context("ibrc");
+    auto          dated   = builtin_pacing_policy("ibrc")(c);
+    auto          undated = builtin_pacing_policy("ibrc")(c);
+    ASSERT_TRUE(dated && undated);
+    uint64_t now = 1000000;
+    for (int i = 0; i < 200; ++i, now += 100000) { /* a path settled at 100 us */
+        for (auto *g : {dated.get(), undated.get()}) {
+            g->on_send(now, 1500);
+            g->on_ack(now + 100000, 1500, 0, 100000, now);
+        }
+    }
+    ASSERT_EQ(dated->rate(), undated->rate());
+    const double   before = dated->rate();
+    const uint64_t sent   = now;
+    for (int i = 0; i < 20; ++i) {
+        for (auto *g : {dated.get(), undated.get()})
+            g->on_send(sent + uint64_t(i) * 1000, 1500);
+    }
+    for (int i = 0; i < 20; ++i) { /* marked ACKs over 20 ms, all of it sent before */
+        Feedback f;
+        f.now_ns      = sent + 2000000 + uint64_t(i) * 1000000;
+        f.acked_bytes = 1500;
+        f.ce_bytes    = 1500;
+        undated->on_ack(f.now_ns, f.acked_bytes, f.ce_bytes, 0, 0);
+        f.acked_sent_ns = sent + uint64_t(i) * 1000;
+        dated->on_feedback(f);
+    }
+    EXPECT_LT(dated->rate(), before);
+    EXPECT_LT(undated->rate(), dated->rate() * 0.8);
+}
+
 /* The context's smallest window reaches the built-in IBRC gate: under marks
  * on every packet its rate holds a segment per round trip, where a gate
  * without one falls far below. */

@@ -36,6 +36,11 @@ struct Feedback {
     /// when the packet whose round trip rtt_ns is left the sender (its echoed
     /// stamp, which may read up to kSentSlackNs early); 0 = unknown
     uint64_t sent_ns = 0;
+    /// when the newest packet this ACK acknowledges left the sender (a read
+    /// response: its request), with or without a sample; 0 = unknown. A
+    /// mark dated before the controller's last cut is the queue that cut
+    /// answered (TCP's CWR).
+    uint64_t acked_sent_ns = 0;
     /// of rtt_ns, the time the receiving host held the packet before it
     /// answered (Swift's endpoint delay); 0 = none or unknown
     uint64_t         endpoint_delay_ns = 0;

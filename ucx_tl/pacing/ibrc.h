@@ -186,15 +186,16 @@ class Ibrc {
 public:
     explicit Ibrc(const IbrcParams &params);
 
-    // `sent_ns`: when the packet the ACK answers left (0 = unknown). Marks
-    // on packets sent before the last cut report the queue that cut answered
-    // (TCP's CWR): they count in alpha and drop the delivery floor, but cut
-    // nothing.
+    // `sent_ns`: when the newest packet the ACK answers left (0 = unknown).
+    // Marks on packets sent before the last cut report the queue that cut
+    // answered (TCP's CWR): they count in alpha and drop the delivery floor,
+    // but cut nothing. on_feedback() dates them by the newest packet the ACK
+    // acknowledges, or else by the sample's.
     void on_ack(uint64_t now_ns, uint64_t acked_bytes, uint64_t ce_bytes, uint64_t rtt_ns,
                 uint64_t sent_ns = 0);
     void on_feedback(const Feedback &f)
     {
-        on_ack(f.now_ns, f.acked_bytes, f.ce_bytes, f.rtt_ns, f.sent_ns);
+        on_ack(f.now_ns, f.acked_bytes, f.ce_bytes, f.rtt_ns, std::max(f.sent_ns, f.acked_sent_ns));
     }
     void   on_loss(uint64_t now_ns);
     void   on_send(uint64_t now_ns, uint64_t bytes);

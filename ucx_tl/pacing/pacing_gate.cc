@@ -30,6 +30,7 @@ public:
     {
         pacer_->on_ack(now_ns, acked_bytes, ce_bytes, rtt_ns, sent_ns);
     }
+    void     on_feedback(const Feedback &f) override { pacer_->on_feedback(f); }
     void     on_loss(uint64_t now_ns) override { pacer_->on_loss(now_ns); }
     double   rate() const override { return pacer_->rate(); }
     uint64_t base_rtt_ns() const override { return pacer_->base_rtt_ns(); }

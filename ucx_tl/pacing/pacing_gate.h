@@ -17,6 +17,8 @@
 #include <memory>
 #include <string>
 
+#include "feedback.h"
+
 namespace doorbell::pacing {
 
 class PacingGate {
@@ -32,6 +34,12 @@ public:
     /// of a packet that left at sent_ns (0 = unknown; Feedback::sent_ns).
     virtual void on_ack(uint64_t now_ns, uint64_t acked_bytes, uint64_t ce_bytes, uint64_t rtt_ns,
                         uint64_t sent_ns) = 0;
+    /// The same with all an ACK tells (Feedback::acked_sent_ns, INT); a gate
+    /// that reads only on_ack()'s part need not override it.
+    virtual void on_feedback(const Feedback &f)
+    {
+        on_ack(f.now_ns, f.acked_bytes, f.ce_bytes, f.rtt_ns, f.sent_ns);
+    }
     /// A loss was detected (NAK for a gap, or a retransmit timeout).
     virtual void on_loss(uint64_t now_ns) = 0;
     /// Current rate, bytes/s (for counters and tests).
