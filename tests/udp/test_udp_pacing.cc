@@ -37,6 +37,9 @@ struct FakeGate : PacingGate {
         uint64_t      release_ns      = 0;   ///< nonzero: closed until then (ns, now_ns clock)
         uint64_t      idle_messages   = 0;   ///< on_idle_message calls
         uint64_t      idle_bytes      = 0;   ///< and the bytes they announced
+        uint64_t      marked_acks     = 0;   ///< feedback that carried marks
+        uint64_t      unsampled_marks = 0;   ///< of them, without an RTT sample
+        uint64_t      dated_marks     = 0;   ///< of them, dated by the packets acknowledged
         int           gates           = 0;
         PacingContext ctx;
     };
@@ -65,6 +68,15 @@ struct FakeGate : PacingGate {
         /* a sample's send time: before it by at least its round trip */
         log_.timed_samples += rtt != 0 && sent != 0 && sent + rtt <= now + kSentSlackNs;
         log_.max_rtt = std::max(log_.max_rtt, rtt);
+    }
+    void on_feedback(const Feedback &f) override
+    {
+        on_ack(f.now_ns, f.acked_bytes, f.ce_bytes, f.rtt_ns, f.sent_ns);
+        if (f.ce_bytes != 0) {
+            ++log_.marked_acks;
+            log_.unsampled_marks += f.rtt_ns == 0;
+            log_.dated_marks += f.acked_sent_ns != 0 && f.acked_sent_ns <= f.now_ns;
+        }
     }
     void on_loss(uint64_t) override { ++log_.losses; }
     void on_idle_message(uint64_t, uint64_t bytes) override
@@ -118,6 +130,13 @@ public:
         ++rec_->acks;
         rec_->rtts += rtt != 0;
         inner_->on_ack(now_ns, acked, ce, rtt, sent_ns);
+        note();
+    }
+    void on_feedback(const Feedback &f) override
+    {
+        ++rec_->acks;
+        rec_->rtts += f.rtt_ns != 0;
+        inner_->on_feedback(f);
         note();
     }
     void on_loss(uint64_t now_ns) override
@@ -320,6 +339,35 @@ TEST(UdpPacing, ReadsAreChargedToTheRequesterInShortPieces)
     EXPECT_GE(g_log.acked_bytes, len);
     EXPECT_GE(g_log.ce_bytes, len);
     EXPECT_GT(g_log.rtt_samples, 0u);
+}
+
+/* Every marked ACK, and every marked read response, tells the gate when the
+ * newest packet it answers first left, whether or not it carries an RTT
+ * sample (a read's later responses carry none): the pacer's CWR rule dates
+ * marks by it (tests/pacing). Undated, a mark counted as new. */
+TEST(UdpPacing, EveryMarkIsDatedByThePacketsItAnswers)
+{
+    doorbell_iface_params_t p = gated(lo_params(), true);
+    LoopbackPair            pair(p, p);
+    FaultConfig             marks{.ce = 1.0, .seed = 11};
+    set_fault_injection(pair.a, &marks); /* ACKs and read data arrive marked */
+    set_fault_injection(pair.b, &marks); /* so does the written data */
+    const size_t len = size_t(1) << 20;
+    Region       target(pair.pd, len, DOORBELL_ACCESS_REMOTE_WRITE | DOORBELL_ACCESS_REMOTE_READ);
+    auto         data = pattern(len, 12);
+    Completion   put;
+    ASSERT_EQ(DOORBELL_INPROGRESS, put_zcopy(pair.qa, data, target, put));
+    ASSERT_TRUE(pair.wait([&] { return put.count == 1; }));
+    std::vector<uint8_t> dest(len);
+    iovec                iov{dest.data(), len};
+    Completion           get;
+    ASSERT_EQ(DOORBELL_INPROGRESS,
+              doorbell_qp_get_zcopy(pair.qa, &iov, 1, target.addr(), target.rkey, &get));
+    ASSERT_TRUE(pair.wait([&] { return get.count == 1; }));
+    EXPECT_EQ(data, dest);
+    EXPECT_GT(g_log.marked_acks, 0u);
+    EXPECT_GT(g_log.unsampled_marks, 0u);
+    EXPECT_EQ(g_log.marked_acks, g_log.dated_marks);
 }
 
 /* A packet whose CE state differs from the previous one is ACKed at once

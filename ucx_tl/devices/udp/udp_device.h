@@ -199,7 +199,8 @@ struct TxPacket {
     uint32_t length;                            ///< payload bytes (READ_REQ: bytes requested)
     uint32_t header_bytes = sizeof(WireHeader); ///< on the wire (a SegHeader's
                                                 ///< in a message of several)
-    bool stamped = false;                       ///< a segment that carries ts_send
+    bool     stamped = false;                   ///< a segment that carries ts_send
+    uint64_t sent_ns = 0;                       ///< when it first left
 };
 
 /// Completion tracking of one WQE the device has started.
@@ -225,7 +226,8 @@ struct ReadPiece {
     uint8_t          *dest;
     std::vector<bool> got;     ///< per chunk
     uint32_t          missing; ///< chunks not yet received
-    bool              atomic = false;
+    bool              atomic  = false;
+    uint64_t          sent_ns = 0; ///< when its request first left
 };
 
 class UdpIface;
@@ -290,6 +292,7 @@ struct UdpQp : public QpCore {
     uint64_t    stamp_ns     = 0;     ///< when a packet last carried its ts_send
     uint32_t    unstamped    = 0;     ///< packets since (of those that may go without)
     uint64_t    last_echo    = 0;     ///< the ts_echo of the last RTT sample taken
+    uint64_t    newest_acked = 0;     ///< first send of the newest packet acknowledged
     uint64_t    ack_req_ns   = 0;     ///< when a packet last asked for an ACK
     bool        paced        = false; ///< the pacer has limited it
     double      min_rate     = 0;     ///< lowest pacer rate seen, B/s
@@ -499,10 +502,10 @@ private:
     /* requester (udp_requester.cc) */
     void     transmit(UdpQp &qp);
     bool     cut_packet(UdpQp &qp);
-    void     send_packet(UdpQp &qp, const TxPacket &pkt);
+    void     send_packet(UdpQp &qp, TxPacket &pkt);
     bool     wants_ack(const UdpQp &qp, const TxPacket &pkt, const doorbell_wqe_t &w,
                        bool resend) const;
-    void     note_sent(UdpQp &qp, const TxPacket &pkt, bool resend, uint32_t bytes);
+    void     note_sent(UdpQp &qp, TxPacket &pkt, bool resend, uint32_t bytes);
     bool     stamp_due(const UdpQp &qp) const;
     bool     feedback_due(const UdpQp &qp) const;
     void     note_stamp(UdpQp &qp, bool stamped) const;

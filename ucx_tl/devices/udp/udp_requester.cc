@@ -245,7 +245,7 @@ bool UdpIface::cut_packet(UdpQp &qp)
     return false;
 }
 
-void UdpIface::send_packet(UdpQp &qp, const TxPacket &pkt)
+void UdpIface::send_packet(UdpQp &qp, TxPacket &pkt)
 {
     const doorbell_wqe_t &w      = qp.ring.wqe(pkt.wqe);
     bool                  resend = psn_diff(pkt.psn, qp.max_sent) < 0;
@@ -297,16 +297,20 @@ void UdpIface::send_packet(UdpQp &qp, const TxPacket &pkt)
         h.am_id       = qp.peer_path.avoid_mask(qp.peer_paths); /* its ports to leave out */
         h.msg_length  = pkt.length;
         h.aux         = segment_payload(Opcode::kReadResp);
-        if (resend) {
-            /* the data may have been lost too: ask from the first chunk
-             * missing (none missing: only the ACK is wanted) */
-            for (const ReadPiece &piece : qp.reads) {
-                if (piece.psn == pkt.psn) {
-                    h.flags |= kFlagRetry;
-                    h.msg_offset = first_missing(piece);
-                    break;
-                }
+        /* the newest request last (cut_packet) */
+        for (auto it = qp.reads.rbegin(); it != qp.reads.rend(); ++it) {
+            if (it->psn != pkt.psn) {
+                continue;
             }
+            if (resend) {
+                /* the data may have been lost too: ask from the first chunk
+                 * missing (none missing: only the ACK is wanted) */
+                h.flags |= kFlagRetry;
+                h.msg_offset = first_missing(*it);
+            } else {
+                it->sent_ns = now_; /* dates its responses' marks (the first send) */
+            }
+            break;
         }
         break;
     default:
@@ -360,12 +364,13 @@ bool UdpIface::feedback_due(const UdpQp &qp) const
 
 /// What sending a packet changes, once it is staged: the retransmit count
 /// or the highest PSN sent, the pacer's charge, the retransmit timer.
-void UdpIface::note_sent(UdpQp &qp, const TxPacket &pkt, bool resend, uint32_t bytes)
+void UdpIface::note_sent(UdpQp &qp, TxPacket &pkt, bool resend, uint32_t bytes)
 {
     if (resend) {
         ++counters.retransmits;
     } else {
         qp.max_sent = pkt.psn + 1;
+        pkt.sent_ns = now_; /* a resend keeps its first time, as TCP's CWR its sequence */
     }
     if (qp.gate) {
         /* a read request is charged what it asks for: the responses come
@@ -435,7 +440,7 @@ void UdpIface::send_pack(UdpQp &qp)
     uint8_t                   am_id = 0;
     bool                      ack   = false;
     for (;;) {
-        const TxPacket &pkt = qp.unacked[qp.tx_psn - qp.una];
+        TxPacket &pkt = qp.unacked[qp.tx_psn - qp.una];
         if (count != 0) {
             if (!packable(pkt) || count == kPackMaxMessages ||
                 end + sizeof(PackMember) + pkt.length > limit) {
@@ -545,7 +550,7 @@ void UdpIface::transmit(UdpQp &qp)
         if (qp.tx_psn == qp.next_psn) {
             continue; /* a NOP: nothing to send */
         }
-        const TxPacket &pkt = qp.unacked[qp.tx_psn - qp.una];
+        TxPacket &pkt = qp.unacked[qp.tx_psn - qp.una];
         if (qp.gate && qp.reads.empty() && starts_long_message(pkt) &&
             psn_diff(pkt.psn, qp.max_sent) >= 0 /* not a resend */ &&
             !(qp.idle_told && qp.idle_psn == pkt.psn) && quiet(qp)) {
@@ -906,6 +911,10 @@ void UdpIface::handle_ack(UdpQp &qp, const WireHeader &h)
         }
         acked += p.opcode == Opcode::kReadReq ? 0 : p.length; /* reads: by
                                                                 * their data */
+        /* first sends go in PSN order: the last one acknowledged is the
+         * newest (an ACK that acknowledges nothing new: marks on packets
+         * acknowledged before) */
+        qp.newest_acked = std::max(qp.newest_acked, p.sent_ns);
     }
     ack_psn(qp, h.psn, now_);
     if (qp.recovering && qp.recover_ts != UINT64_MAX &&
@@ -934,7 +943,14 @@ void UdpIface::handle_ack(UdpQp &qp, const WireHeader &h)
         rtt = path_rtt(h.ts_echo, h.msg_offset);
     }
     if (qp.gate && (acked != 0 || rtt != 0 || h.aux != 0)) {
-        qp.gate->on_ack(now_, acked, h.aux, rtt, rtt != 0 ? stamp_time(h.ts_echo) : 0);
+        pacing::Feedback f;
+        f.now_ns        = now_;
+        f.acked_bytes   = acked;
+        f.ce_bytes      = h.aux;
+        f.rtt_ns        = rtt;
+        f.sent_ns       = rtt != 0 ? stamp_time(h.ts_echo) : 0;
+        f.acked_sent_ns = qp.newest_acked; /* an echo already sampled still dates them */
+        qp.gate->on_feedback(f);
         if (h.aux != 0) {
             mark_paced(qp); /* marked: the controller is at work */
         }
@@ -1026,9 +1042,14 @@ void UdpIface::handle_read_resp(UdpQp &qp, const WireHeader &h, const uint8_t *p
     if (qp.gate) {
         /* the requester paces its reads: the data's marks and delay are
          * its feedback (the first response of a request carries the RTT) */
-        uint64_t rtt = (h.flags & kFlagFirst) ? path_rtt(h.ts_echo, 0) : 0; /* no hold */
-        qp.gate->on_ack(now_, h.length, ce ? h.length : 0, rtt,
-                        rtt != 0 ? stamp_time(h.ts_echo) : 0);
+        pacing::Feedback f;
+        f.now_ns        = now_;
+        f.acked_bytes   = h.length;
+        f.ce_bytes      = ce ? h.length : 0;
+        f.rtt_ns        = (h.flags & kFlagFirst) ? path_rtt(h.ts_echo, 0) : 0; /* no hold */
+        f.sent_ns       = f.rtt_ns != 0 ? stamp_time(h.ts_echo) : 0;
+        f.acked_sent_ns = piece.sent_ns;
+        qp.gate->on_feedback(f);
         if (ce) {
             mark_paced(qp);
         }
