@@ -317,6 +317,38 @@ uint64_t settle(std::initializer_list<Pacer *> pacers)
     return t;
 }
 
+// A queue 2 ms deep on a host path, seen by two pacers with the device's
+// reaction to marks (DCTCP's estimate with weight 1/16, quarter cuts),
+// settled alike: 80 packets sent 25 us apart, all before the first answer,
+// answered 50 us apart from 2 ms on (the queue grows), every one marked.
+struct MarkedQueue {
+    static constexpr int   kPackets = 80;
+    std::unique_ptr<Pacer> a, b;
+    uint64_t               t      = 0; ///< when the first packet left
+    double                 before = 0; ///< the settled rate
+
+    uint64_t sent(int i) const { return t + uint64_t(i) * 25000; }
+    uint64_t answered(int i) const { return t + 2000000 + uint64_t(i) * 50000; }
+};
+
+// The pacers settled and the packets sent (ASSERT_NO_FATAL_FAILURE).
+void fill_marked_queue(MarkedQueue *q)
+{
+    Config c  = host_path_config();
+    c.ce_gain = 1.0 / 16;
+    c.ce_beta = 0.25;
+    q->a      = make_pacer(c, nullptr);
+    q->b      = make_pacer(c, nullptr);
+    ASSERT_TRUE(q->a && q->b);
+    q->t      = settle({q->a.get(), q->b.get()});
+    q->before = q->a->rate();
+    ASSERT_EQ(q->b->rate(), q->before);
+    for (int i = 0; i < MarkedQueue::kPackets; ++i) {
+        for (auto *p : {q->a.get(), q->b.get()})
+            p->on_send(q->sent(i), 1472);
+    }
+}
+
 } // namespace
 
 // A queue 2 ms deep marks every packet in it, and its marks come back over
@@ -327,25 +359,12 @@ uint64_t settle(std::initializer_list<Pacer *> pacers)
 // reaction to marks: DCTCP's estimate with weight 1/16, quarter cuts.)
 TEST(PacerMarks, MarksOnPacketsSentBeforeTheCutCutOnce)
 {
-    Config c   = host_path_config();
-    c.ce_gain  = 1.0 / 16;
-    c.ce_beta  = 0.25;
-    auto told  = make_pacer(c, nullptr);
-    auto blind = make_pacer(c, nullptr);
-    ASSERT_TRUE(told && blind);
-    uint64_t t      = settle({told.get(), blind.get()});
-    double   before = told->rate();
-    ASSERT_EQ(blind->rate(), before);
-    // 80 packets sent 25 us apart, all before the first answer; answered
-    // 50 us apart from 2 ms on (the queue grows), every one marked.
-    for (int i = 0; i < 80; ++i) {
-        uint64_t sent = t + uint64_t(i) * 25000;
-        for (auto *p : {told.get(), blind.get()})
-            p->on_send(sent, 1472);
-    }
-    for (int i = 0; i < 80; ++i) {
-        uint64_t sent = t + uint64_t(i) * 25000;
-        uint64_t now  = t + 2000000 + uint64_t(i) * 50000;
+    MarkedQueue q;
+    ASSERT_NO_FATAL_FAILURE(fill_marked_queue(&q));
+    Pacer *told = q.a.get(), *blind = q.b.get();
+    double before = q.before;
+    for (int i = 0; i < MarkedQueue::kPackets; ++i) {
+        uint64_t sent = q.sent(i), now = q.answered(i);
         told->on_ack(now, 1472, 1472, now - sent, sent);
         blind->on_ack(now, 1472, 1472, now - sent, 0);
     }
@@ -354,7 +373,7 @@ TEST(PacerMarks, MarksOnPacketsSentBeforeTheCutCutOnce)
     EXPECT_GT(once, 0.9 * before) << "a quarter of the CE estimate, once";
     EXPECT_LT(blind->rate(), 0.5 * before) << "a cut per loop time";
     // A packet sent after the cut, marked: a new signal.
-    t += 2000000 + 80 * 50000;
+    uint64_t t = q.answered(MarkedQueue::kPackets);
     told->on_send(t, 1472);
     told->on_ack(t + 2000000, 1472, 1472, 2000000, t);
     EXPECT_LT(told->rate(), once);
@@ -366,26 +385,17 @@ TEST(PacerMarks, MarksOnPacketsSentBeforeTheCutCutOnce)
 // each counts as new and the rate falls below half.
 TEST(PacerMarks, MarksWithoutASampleAreDatedByThePacketsTheyAcknowledge)
 {
-    Config c   = host_path_config();
-    c.ce_gain  = 1.0 / 16;
-    c.ce_beta  = 0.25;
-    auto dated = make_pacer(c, nullptr);
-    auto blind = make_pacer(c, nullptr);
-    ASSERT_TRUE(dated && blind);
-    uint64_t t      = settle({dated.get(), blind.get()});
-    double   before = dated->rate();
-    ASSERT_EQ(blind->rate(), before);
-    for (int i = 0; i < 80; ++i) {
-        for (auto *p : {dated.get(), blind.get()})
-            p->on_send(t + uint64_t(i) * 25000, 1472);
-    }
-    for (int i = 0; i < 80; ++i) {
+    MarkedQueue q;
+    ASSERT_NO_FATAL_FAILURE(fill_marked_queue(&q));
+    Pacer *dated = q.a.get(), *blind = q.b.get();
+    double before = q.before;
+    for (int i = 0; i < MarkedQueue::kPackets; ++i) {
         Feedback f;
-        f.now_ns      = t + 2000000 + uint64_t(i) * 50000;
+        f.now_ns      = q.answered(i);
         f.acked_bytes = 1472;
         f.ce_bytes    = 1472;
         blind->on_feedback(f);
-        f.acked_sent_ns = t + uint64_t(i) * 25000;
+        f.acked_sent_ns = q.sent(i);
         dated->on_feedback(f);
     }
     double once = dated->rate();
@@ -393,7 +403,7 @@ TEST(PacerMarks, MarksWithoutASampleAreDatedByThePacketsTheyAcknowledge)
     EXPECT_GT(once, 0.9 * before) << "once";
     EXPECT_LT(blind->rate(), 0.5 * before) << "a cut per loop time";
     // A packet sent after the cut, marked: a new signal.
-    t += 2000000 + 80 * 50000;
+    uint64_t t = q.answered(MarkedQueue::kPackets);
     dated->on_send(t, 1472);
     Feedback f;
     f.now_ns        = t + 2000000;

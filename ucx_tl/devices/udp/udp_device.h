@@ -506,6 +506,8 @@ private:
     bool     wants_ack(const UdpQp &qp, const TxPacket &pkt, const doorbell_wqe_t &w,
                        bool resend) const;
     void     note_sent(UdpQp &qp, TxPacket &pkt, bool resend, uint32_t bytes);
+    void     feed_gate(UdpQp &qp, uint64_t acked, uint64_t ce, uint64_t rtt, uint64_t echo,
+                       uint64_t acked_sent);
     bool     stamp_due(const UdpQp &qp) const;
     bool     feedback_due(const UdpQp &qp) const;
     void     note_stamp(UdpQp &qp, bool stamped) const;

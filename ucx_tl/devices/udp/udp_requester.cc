@@ -879,6 +879,8 @@ void UdpIface::ack_psn(UdpQp &qp, uint32_t psn, uint64_t now)
     while (qp.una != psn) {
         const TxPacket &p = qp.unacked.front();
         qp.inflight_bytes -= (p.opcode == Opcode::kReadReq ? 0 : p.length) + sizeof(WireHeader);
+        /* first sends go in PSN order: the last one acknowledged is the newest */
+        qp.newest_acked = std::max(qp.newest_acked, p.sent_ns);
         qp.unacked.pop_front();
         ++qp.una;
     }
@@ -911,10 +913,6 @@ void UdpIface::handle_ack(UdpQp &qp, const WireHeader &h)
         }
         acked += p.opcode == Opcode::kReadReq ? 0 : p.length; /* reads: by
                                                                 * their data */
-        /* first sends go in PSN order: the last one acknowledged is the
-         * newest (an ACK that acknowledges nothing new: marks on packets
-         * acknowledged before) */
-        qp.newest_acked = std::max(qp.newest_acked, p.sent_ns);
     }
     ack_psn(qp, h.psn, now_);
     if (qp.recovering && qp.recover_ts != UINT64_MAX &&
@@ -943,19 +941,31 @@ void UdpIface::handle_ack(UdpQp &qp, const WireHeader &h)
         rtt = path_rtt(h.ts_echo, h.msg_offset);
     }
     if (qp.gate && (acked != 0 || rtt != 0 || h.aux != 0)) {
-        pacing::Feedback f;
-        f.now_ns        = now_;
-        f.acked_bytes   = acked;
-        f.ce_bytes      = h.aux;
-        f.rtt_ns        = rtt;
-        f.sent_ns       = rtt != 0 ? stamp_time(h.ts_echo) : 0;
-        f.acked_sent_ns = qp.newest_acked; /* an echo already sampled still dates them */
-        qp.gate->on_feedback(f);
-        if (h.aux != 0) {
-            mark_paced(qp); /* marked: the controller is at work */
-        }
-        note_rate(qp);
+        /* an echo already sampled still dates the marks (an ACK that
+         * acknowledges nothing new: by packets acknowledged before) */
+        feed_gate(qp, acked, h.aux, rtt, h.ts_echo, qp.newest_acked);
     }
+}
+
+/// What an ACK or a read response tells the pacer: `acked` bytes, `ce` of
+/// them marked, a round trip `rtt` (0: none) of the packet stamped `echo`,
+/// and `acked_sent`, the first send of the newest packet it answers, which
+/// dates the marks.
+void UdpIface::feed_gate(UdpQp &qp, uint64_t acked, uint64_t ce, uint64_t rtt, uint64_t echo,
+                         uint64_t acked_sent)
+{
+    pacing::Feedback f;
+    f.now_ns        = now_;
+    f.acked_bytes   = acked;
+    f.ce_bytes      = ce;
+    f.rtt_ns        = rtt;
+    f.sent_ns       = rtt != 0 ? stamp_time(echo) : 0;
+    f.acked_sent_ns = acked_sent;
+    qp.gate->on_feedback(f);
+    if (ce != 0) {
+        mark_paced(qp); /* marked: the controller is at work */
+    }
+    note_rate(qp);
 }
 
 void UdpIface::handle_nak(UdpQp &qp, const WireHeader &h)
@@ -1042,18 +1052,8 @@ void UdpIface::handle_read_resp(UdpQp &qp, const WireHeader &h, const uint8_t *p
     if (qp.gate) {
         /* the requester paces its reads: the data's marks and delay are
          * its feedback (the first response of a request carries the RTT) */
-        pacing::Feedback f;
-        f.now_ns        = now_;
-        f.acked_bytes   = h.length;
-        f.ce_bytes      = ce ? h.length : 0;
-        f.rtt_ns        = (h.flags & kFlagFirst) ? path_rtt(h.ts_echo, 0) : 0; /* no hold */
-        f.sent_ns       = f.rtt_ns != 0 ? stamp_time(h.ts_echo) : 0;
-        f.acked_sent_ns = piece.sent_ns;
-        qp.gate->on_feedback(f);
-        if (ce) {
-            mark_paced(qp);
-        }
-        note_rate(qp);
+        uint64_t rtt = (h.flags & kFlagFirst) ? path_rtt(h.ts_echo, 0) : 0; /* no hold */
+        feed_gate(qp, h.length, ce ? h.length : 0, rtt, h.ts_echo, piece.sent_ns);
     }
     qp.retries     = 0;
     qp.deadline_ns = now_ + qp.rto_ns;
