@@ -227,7 +227,9 @@ static int mca_btl_doorbell_component_register(void)
              "connection sends from one and moves to another when its path "
              "is shared, or, where the fabric answers an expired TTL, sends "
              "on the spines in turn (0: automatic, 8, or 1 on loopback; "
-             "else 1-16)",
+             "else 1-16); as many spare ports again are bound after them "
+             "(16 in all at most) for a connection whose ports all reach "
+             "one spine",
              &cm->paths);
     reg_uint("async_interval",
              "Longest wait in microseconds of background progress "

@@ -250,6 +250,36 @@ TEST_F(FabricHosts, DoorbellConnectionsAcrossTheSpineLearnBothSpines)
     EXPECT_LE(answers, probes) << r.out;
 }
 
+// A connection whose steered ports all reach one spine goes on to the
+// spare ports its iface binds after them (udp_path_classes.h). With
+// PATHS=2 a connection probes one steered port (port 1, port 0 receives),
+// so without the spare ports (2 and 3) none could learn both spines; with
+// them its three probed ports all reach one spine for 1 connection in 4.
+TEST_F(FabricHosts, AConnectionFindsTheOtherSpineOnItsSparePorts)
+{
+    if (!std::filesystem::exists(kTransport))
+        GTEST_SKIP() << "doorbell transport not built: " << kTransport << " is absent";
+    const std::string stack = kPmlUcx + "-x LD_PRELOAD=" + kTransport +
+                              " -x UCX_TLS=doorbell,sm,self -x UCX_DOORBELL_STATS=y "
+                              "-x UCX_DOORBELL_PATHS=2 ";
+    auto r = mpirun("-np 4 " + stack + kP2p);
+    ASSERT_EQ(r.rc, 0) << r.out;
+    EXPECT_NE(r.out.find("p2p OK 432 checks on 4 ranks"), std::string::npos) << r.out;
+    std::regex qp_line(" qp 0x[0-9a-f]+ .* spines ([0-9]+) spine_ports ([-0-9,]+) ");
+    int        both = 0;
+    for (std::sregex_iterator it(r.out.begin(), r.out.end(), qp_line), end; it != end; ++it) {
+        if (std::stoi((*it)[1].str()) != 2)
+            continue;
+        ++both;
+        const std::string ports = (*it)[2].str();
+        EXPECT_TRUE(ports == "1,2" || ports == "1,3" || ports == "2,1" || ports == "3,1" ||
+                    ports == "2,3" || ports == "3,2")
+            << "two of the probed ports 1-3, a spare one among them: " << ports << "\n"
+            << r.out;
+    }
+    EXPECT_GT(both, 0) << "no connection learned both spines\n" << r.out;
+}
+
 // The tune file's stack (ob1 over btl self, vader and doorbell): on one host
 // the doorbell btl stays closed and vader carries everything; on two hosts
 // every rank's doorbell btl sends and receives over the fabric while the

@@ -74,6 +74,7 @@ public:
         std::memcpy(&p, d.data() + sizeof(c), sizeof(p));
         EXPECT_EQ(uint8_t(udp::Opcode::kConnect), c.opcode);
         EXPECT_EQ(kIfaceToken, c.token);
+        connect_seen      = c;
         udp::WireHeader a = header(udp::Opcode::kAccept);
         a.token           = p.conn_token;
         a.dst_qp          = c.src_qp;
@@ -95,11 +96,12 @@ public:
     /* ---- as a requester connected to an iface ---- */
 
     /// Connects to iface as a member of the job would (it has the iface's
-    /// address, token included), saying it sends from `paths` ports (this
-    /// socket's and the next); the connection's requests are sent with
-    /// request(). Returns false if no ACCEPT came.
+    /// address, token included), saying it sends from `paths` steered ports
+    /// (this socket's and the next) and `spare` more after them; the
+    /// connection's requests are sent with request(). Returns false if no
+    /// ACCEPT came.
     bool connect_to(doorbell_iface_t *iface, uint32_t qpn = 77, uint32_t isn = 1000,
-                    uint32_t paths = 1)
+                    uint32_t paths = 1, uint8_t spare = 0)
     {
         udp::IfaceAddress   target = iface_address(iface);
         udp::WireHeader     h      = header(udp::Opcode::kConnect);
@@ -109,6 +111,7 @@ public:
         h.psn    = isn;
         h.length = sizeof(p);
         h.aux    = paths;
+        h.am_id  = spare;
         std::vector<uint8_t> d(sizeof(h) + sizeof(p));
         std::memcpy(d.data(), &h, sizeof(h));
         std::memcpy(d.data() + sizeof(h), &p, sizeof(p));
@@ -200,10 +203,11 @@ public:
     static constexpr uint64_t kIfaceToken = 0x5eed5eed5eed5eedull; ///< "our" iface's
     static constexpr uint32_t kRawQp      = 0x5151;                ///< "our" QP number
 
-    uint64_t conn_token = 0x1234567887654321ull; ///< connect_to's connection
-    uint32_t my_qp      = 0;
-    uint32_t remote_qp  = 0; ///< the iface's QP for our connection
-    uint32_t next_psn   = 0;
+    uint64_t        conn_token = 0x1234567887654321ull; ///< connect_to's connection
+    udp::WireHeader connect_seen{};                     ///< connect_from's CONNECT
+    uint32_t        my_qp     = 0;
+    uint32_t        remote_qp = 0; ///< the iface's QP for our connection
+    uint32_t        next_psn  = 0;
 
 private:
     int         fd_;

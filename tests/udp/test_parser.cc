@@ -318,13 +318,13 @@ void check_invariants(const ParseResult &r, const uint8_t *bytes, size_t len)
         ASSERT_EQ(sizeof(ConnectPayload), h.length);
         ASSERT_NE(0u, h.src_qp);
         ASSERT_GE(h.aux, 1u);
-        ASSERT_LE(h.aux, kMaxPaths);
+        ASSERT_LE(uint64_t(h.aux) + h.am_id, kMaxPaths);
         break;
     case Opcode::kAccept:
         ASSERT_NE(0u, h.src_qp);
         ASSERT_EQ(0u, h.length);
         ASSERT_GE(h.aux, 1u);
-        ASSERT_LE(h.aux, kMaxPaths);
+        ASSERT_LE(uint64_t(h.aux) + h.am_id, kMaxPaths);
         break;
     default:
         ASSERT_EQ(0u, h.length);
@@ -498,6 +498,24 @@ TEST(Parser, EveryPacketNamesAConnection)
     a.aux = 0;
     EXPECT_TRUE(malformed(a, 0));
     a.aux = kMaxPaths + 1;
+    EXPECT_TRUE(malformed(a, 0));
+    /* and the spare ones after them (am_id): no more than kMaxPaths in all,
+     * a sum that would wrap included */
+    c.aux   = kMaxPaths / 2;
+    c.am_id = uint8_t(kMaxPaths / 2);
+    EXPECT_FALSE(malformed(c, 16));
+    c.am_id = uint8_t(kMaxPaths / 2 + 1);
+    EXPECT_TRUE(malformed(c, 16));
+    c.aux   = 0xffffffffu;
+    c.am_id = 1;
+    EXPECT_TRUE(malformed(c, 16));
+    a.aux   = 1;
+    a.am_id = uint8_t(kMaxPaths - 1);
+    EXPECT_FALSE(malformed(a, 0));
+    a.am_id = uint8_t(kMaxPaths);
+    EXPECT_TRUE(malformed(a, 0));
+    a.aux   = 0xffffffffu;
+    a.am_id = 0xff;
     EXPECT_TRUE(malformed(a, 0));
     EXPECT_TRUE(malformed(header(Opcode::kDisconnect, 4, 4, 0), 4));
     /* the prefix is where the receive path looks first, in every format */

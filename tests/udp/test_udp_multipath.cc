@@ -94,7 +94,8 @@ doorbell_counters_t counters_of(doorbell_iface_t *iface)
 
 /* An iface of 4 paths sends a connection's packets from its own port and
  * the 3 after it, says 4 in its CONNECT, keeps them on one (its home) and
- * probes the other three with one stamped packet in kProbeEvery. */
+ * probes the other three with one stamped packet in kProbeEvery. It binds
+ * 4 spare ports after them, says so, and steers nothing onto them. */
 TEST(UdpMultipath, AnIfaceSendsFromItsConsecutivePorts)
 {
     doorbell_iface_params_t p = lo_params();
@@ -104,6 +105,7 @@ TEST(UdpMultipath, AnIfaceSendsFromItsConsecutivePorts)
     ASSERT_EQ(DOORBELL_OK, doorbell_pd_create(&pd));
     ASSERT_EQ(DOORBELL_OK, doorbell_iface_open(pd, &p, &iface)) << doorbell_last_error();
     EXPECT_EQ(4u, static_cast<UdpIface *>(iface)->paths());
+    EXPECT_EQ(8u, static_cast<UdpIface *>(iface)->ports());
     uint16_t port = ntohs(iface_address(iface).port);
 
     {
@@ -122,7 +124,10 @@ TEST(UdpMultipath, AnIfaceSendsFromItsConsecutivePorts)
         /* short puts are stamped: every kProbeEvery-th stamped packet probes
          * (the connection's own ACK requests are stamped too) */
         EXPECT_EQ(4u, offsets.size());
+        EXPECT_EQ(3, offsets.rbegin()->first) << "a spare port was steered onto";
         EXPECT_GE(offsets[0], int(4 * (kProbeEvery - 1)));
+        EXPECT_EQ(4u, peer.connect_seen.aux) << "the steered ports";
+        EXPECT_EQ(4u, peer.connect_seen.am_id) << "the spare ones";
         doorbell_qp_destroy(qp);
     }
     doorbell_iface_close(iface);
@@ -131,6 +136,7 @@ TEST(UdpMultipath, AnIfaceSendsFromItsConsecutivePorts)
     p.paths = 0;
     ASSERT_EQ(DOORBELL_OK, doorbell_iface_open(pd, &p, &iface)) << doorbell_last_error();
     EXPECT_EQ(1u, static_cast<UdpIface *>(iface)->paths());
+    EXPECT_EQ(1u, static_cast<UdpIface *>(iface)->ports()) << "one port has no spare";
     doorbell_iface_close(iface);
     doorbell_pd_destroy(pd);
 }
@@ -151,6 +157,8 @@ TEST(UdpMultipath, AnIfaceOnANetworkDeviceOpensTheAutomaticPortCount)
     ASSERT_EQ(DOORBELL_OK, doorbell_iface_open(pd, &p, &iface)) << doorbell_last_error();
     EXPECT_EQ(8u, uint32_t(DOORBELL_AUTO_PATHS)) << "docs/transport.md and docs/btl.md say 8";
     EXPECT_EQ(uint32_t(DOORBELL_AUTO_PATHS), static_cast<UdpIface *>(iface)->paths()) << dev;
+    EXPECT_EQ(2u * DOORBELL_AUTO_PATHS, static_cast<UdpIface *>(iface)->ports())
+        << dev << ": as many spare ports again";
     doorbell_iface_close(iface);
     doorbell_pd_destroy(pd);
 }
@@ -187,6 +195,32 @@ TEST(UdpMultipath, AConnectionIsTakenFromItsPeersPortsOnly)
     close(second);
     close(outside);
     close(foreign);
+}
+
+/* A requester that said 2 steered ports and 2 spare ones is heard from its
+ * fourth port (a spare one: a spine its steered ports do not reach), and not
+ * from the fifth. */
+TEST(UdpMultipath, AConnectionIsTakenFromItsPeersSparePortsToo)
+{
+    LoopbackPair pair;
+    RawPeer      member;
+    ASSERT_TRUE(member.connect_to(pair.b, 77, 1000, 2, 2));
+    uint16_t port    = ntohs(member.address().sin_port);
+    int      spare   = socket_at(uint16_t(port + 3));
+    int      outside = socket_at(uint16_t(port + 4));
+    if (spare < 0 || outside < 0) {
+        GTEST_SKIP() << "ports " << port + 3 << "/" << port + 4 << " are taken on lo";
+    }
+    Region target(pair.pd, 32, DOORBELL_ACCESS_REMOTE_WRITE);
+    auto   base = counters_of(pair.b);
+    send_from(spare, pair.b, member.request(write_of(target, 0), value(0x5555)));
+    ASSERT_TRUE(pair.wait([&] { return at(target, 0) == 0x5555; }));
+    send_from(outside, pair.b, member.request(write_of(target, 8), value(0x6666), 1001));
+    ASSERT_TRUE(
+        pair.wait([&] { return counters_of(pair.b).rx_drop_source >= base.rx_drop_source + 1; }));
+    EXPECT_EQ(0u, at(target, 8)) << "written from beyond the peer's spare ports";
+    close(spare);
+    close(outside);
 }
 
 /* Requests ahead of a gap are held, at most kReorderMaxPackets of one

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <vector>
 
 using namespace doorbell::udp;
 
@@ -96,6 +97,48 @@ TEST(UdpPathClasses, EveryPortOnOneSpineEndsTheProbing)
     EXPECT_EQ(c.due(now, 4), 0u);
     EXPECT_FALSE(c.ready());
     EXPECT_EQ(c.failed(), kClassTries);
+}
+
+TEST(UdpPathClasses, SteeredPortsAllOnOneSpineGoOnToTheSpareOnes)
+{
+    /* 8 steered ports and 8 spare: the seven probed steered ports answer
+     * for one spine, two a try, then the spare ones; port 9 reaches the other */
+    PathClasses          c;
+    uint64_t             now = 0;
+    std::vector<uint8_t> order;
+    for (uint32_t t = 0; t < 8 && !c.ready(); ++t, now += kClassAnswerNs) {
+        uint32_t mask = c.due(now, 16);
+        ASSERT_NE(mask, 0u) << "try " << t;
+        for (uint8_t p = 1; p < 16; ++p) {
+            if (mask & (1u << p)) {
+                order.push_back(p);
+                c.answered(p, p == 9 ? kSpineB : kSpineA);
+            }
+        }
+    }
+    EXPECT_EQ(order, (std::vector<uint8_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}))
+        << "the steered ports first, the spare ones only after them";
+    ASSERT_TRUE(c.ready());
+    EXPECT_EQ(c.failed(), 0u) << "every try was answered";
+    std::map<int, int> count;
+    for (int i = 0; i < 10; ++i) {
+        ++count[c.next()];
+    }
+    EXPECT_EQ(count[9], 5) << "the spare port that reaches the other spine takes its turn";
+    EXPECT_EQ(count[1], 5) << "the first steered port keeps the first spine";
+    /* the same answers without spare ports end on one spine */
+    PathClasses steered;
+    now = 0;
+    for (uint32_t t = 0; t < 8; ++t, now += kClassAnswerNs) {
+        uint32_t mask = steered.due(now, 8);
+        for (uint8_t p = 1; p < 8; ++p) {
+            if (mask & (1u << p)) {
+                steered.answered(p, kSpineA);
+            }
+        }
+    }
+    EXPECT_EQ(steered.due(now, 8), 0u);
+    EXPECT_FALSE(steered.ready());
 }
 
 TEST(UdpPathClasses, AnswersOutOfRangeOrRepeatedTeachNothing)

@@ -43,10 +43,12 @@
  * while that many consecutive ports cannot be had; one on a loopback device,
  * which has one path. A connection learns its spines from the ports after
  * the first: with 8 (7 probed) all of them hash onto one of two spines for 1
- * connection in 64, which then keeps that spine (5 of 242 cross-spine
- * connections on the emulated fabric). 16 ports made that 1 of 462, but the
- * 4 x 1 allreduce of 32-128 KiB slower in three A/B runs (medians 3-21 %),
- * for a reason not found (docs/fabric.md, twelfth round): 8 stays. */
+ * connection in 64 (5 of 242 cross-spine connections on the emulated
+ * fabric). 16 steered ports made that 1 of 462, but the 4 x 1 allreduce of
+ * 32-128 KiB slower in three A/B runs (medians 3-21 %), for a reason not
+ * found (docs/fabric.md, twelfth round): 8 stay steered, and as many spare
+ * ports are bound after them, which only such a connection probes and
+ * sends from (spare_ports(), udp_device.h). */
 #define DOORBELL_DEFAULT_PATHS 0
 #define DOORBELL_AUTO_PATHS    8
 

@@ -190,7 +190,9 @@ static ucs_config_field_t uct_doorbell_iface_config_table[] = {
      "the others, and moves when its path turns out to be shared (as PLB moves a\n"
      "flow label). Where the fabric answers an expired TTL (traceroute), it learns\n"
      "which spine each port reaches and sends its packets on the spines in turn.\n"
-     "The receiver executes packets in order whatever their arrival. auto: "
+     "The receiver executes packets in order whatever their arrival. As many spare\n"
+     "ports again are bound after them (16 in all at most), used only by a connection\n"
+     "whose ports all reach one spine. auto: "
      DOORBELL_STRINGIFY(DOORBELL_AUTO_PATHS) ", or 1 on a loopback device.\n"
      "Range: auto or [1, " DOORBELL_STRINGIFY(DOORBELL_MAX_PATHS) "].",
      ucs_offsetof(uct_doorbell_iface_config_t, paths),

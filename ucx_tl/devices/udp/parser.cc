@@ -4,6 +4,18 @@
 
 namespace doorbell::udp {
 
+namespace {
+
+/// A handshake's port counts: at least one steered port, and with the
+/// spare ones no more than a peer may bind (each bound in 32 bits: no sum
+/// that wraps).
+bool ports_valid(const WireHeader &h)
+{
+    return h.aux != 0 && h.aux <= kMaxPaths && h.am_id <= kMaxPaths - h.aux;
+}
+
+} // namespace
+
 ParseStatus check_header(const WireHeader &h, size_t payload_len)
 {
     if (h.magic != kMagic || h.version != kVersion) {
@@ -94,13 +106,12 @@ ParseStatus check_header(const WireHeader &h, size_t payload_len)
         }
         break;
     case Opcode::kConnect:
-        if (h.length != sizeof(ConnectPayload) || h.src_qp == 0 || h.aux == 0 ||
-            h.aux > kMaxPaths) {
+        if (h.length != sizeof(ConnectPayload) || h.src_qp == 0 || !ports_valid(h)) {
             return ParseStatus::kMalformed;
         }
         break;
     case Opcode::kAccept:
-        if (h.length != 0 || h.src_qp == 0 || h.aux == 0 || h.aux > kMaxPaths) {
+        if (h.length != 0 || h.src_qp == 0 || !ports_valid(h)) {
             return ParseStatus::kMalformed;
         }
         break;

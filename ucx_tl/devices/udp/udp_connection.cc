@@ -51,7 +51,7 @@ bool UdpIface::authenticate(const Prefix &p, const sockaddr_in &from, UdpQp **qp
     }
     const sockaddr_in *peer;
     uint64_t           token;
-    uint32_t           paths;
+    uint32_t           ports;
     if (is_response(p.opcode)) {
         auto it = qp_by_num_.find(p.dst_qp);
         if (it == qp_by_num_.end()) {
@@ -61,7 +61,7 @@ bool UdpIface::authenticate(const Prefix &p, const sockaddr_in &from, UdpQp **qp
         *qp   = it->second;
         peer  = &(*qp)->peer;
         token = (*qp)->token;
-        paths = (*qp)->peer_paths;
+        ports = (*qp)->peer_ports;
     } else {
         auto it = responders_.find(p.dst_qp);
         if (it == responders_.end()) {
@@ -71,11 +71,11 @@ bool UdpIface::authenticate(const Prefix &p, const sockaddr_in &from, UdpQp **qp
         *r    = &it->second;
         peer  = &(*r)->peer;
         token = (*r)->token;
-        paths = (*r)->peer_paths;
+        ports = (*r)->peer_ports;
     }
     if (!tokens_equal(p.token, token)) {
         drop(&doorbell_counters_t::rx_drop_token);
-    } else if (!from_peer(*peer, paths, from)) {
+    } else if (!from_peer(*peer, ports, from)) {
         drop(&doorbell_counters_t::rx_drop_source);
     } else {
         return true;
@@ -97,6 +97,7 @@ void UdpIface::send_connect(UdpQp &qp)
     h.psn        = qp.isn;
     h.length     = sizeof(ConnectPayload);
     h.aux        = paths_;
+    h.am_id      = uint8_t(ports_ - paths_);
     h.ts_send    = now_;
     qp.hello     = {qp.token, token_};
     stage(h, &qp.hello, sizeof(qp.hello), nullptr, 0, qp.peer);
@@ -141,7 +142,8 @@ void UdpIface::handle_accept(UdpQp &qp, const WireHeader &h)
         return;
     }
     qp.remote_qpn  = h.src_qp;
-    qp.peer_paths  = h.aux; /* [1, kMaxPaths]: parse_header */
+    qp.peer_paths  = h.aux; /* [1, kMaxPaths] with its spare ones: parse_header */
+    qp.peer_ports  = h.aux + h.am_id;
     qp.connected   = true;
     qp.deadline_ns = 0;
     /* (no RTT sample: the timers learn the path from data, as before a
@@ -238,6 +240,7 @@ void UdpIface::send_accept(const Responder &r)
     h.src_qp     = r.id;
     h.psn        = r.isn;
     h.aux        = paths_;
+    h.am_id      = uint8_t(ports_ - paths_);
     h.ts_send    = now_;
     h.ts_echo    = r.accept_ts;
     stage(h, nullptr, 0, nullptr, 0, r.peer);
@@ -304,7 +307,8 @@ Responder *UdpIface::admit(const WireHeader &h, const ConnectPayload &c, const s
     r.expected         = h.psn;
     r.accept_ts        = h.ts_send;
     r.last_seen        = now_;
-    r.peer_paths       = h.aux; /* [1, kMaxPaths]: parse_header */
+    r.peer_paths       = h.aux; /* [1, kMaxPaths] with its spare ones: parse_header */
+    r.peer_ports       = h.aux + h.am_id;
     Responder &in      = responders_.emplace(id, std::move(r)).first->second;
     conn_index_[ResponderKey{from.sin_addr.s_addr, from.sin_port, h.src_qp}] = id;
     PeerIface &pi = peer_ifaces_[address_key(from)];

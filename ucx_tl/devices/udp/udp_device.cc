@@ -168,12 +168,14 @@ doorbell_status_t UdpIface::open(ProtectionDomain &pd, const doorbell_iface_para
 }
 
 /// The iface's sockets: fd_ on an ephemeral port of addr (its address),
-/// and for multipath paths - 1 more on the ports right after it, which
-/// peers then accept a connection's packets from. A port after it that is
-/// taken means another try with a fresh one.
+/// and for multipath paths - 1 more on the ports right after it, then the
+/// spare ones (spare_ports()), which peers then accept a connection's
+/// packets from. A port after it that is taken means another try with a
+/// fresh one.
 doorbell_status_t UdpIface::bind_sockets(const sockaddr_in &addr, uint32_t paths)
 {
-    char ip[INET_ADDRSTRLEN];
+    const uint32_t ports = paths + spare_ports(paths);
+    char           ip[INET_ADDRSTRLEN];
     inet_ntop(AF_INET, &addr.sin_addr, ip, sizeof(ip));
     auto close_all = [&](uint32_t n) {
         for (uint32_t i = 0; i < n; ++i) {
@@ -201,7 +203,7 @@ doorbell_status_t UdpIface::bind_sockets(const sockaddr_in &addr, uint32_t paths
         path_fd_[0] = fd;
         local_      = a;
         uint32_t n  = 1;
-        for (; n < paths; ++n) {
+        for (; n < ports; ++n) {
             unsigned port = ntohs(a.sin_port) + n;
             int s = port <= 65535 ? socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0) :
                                     -1;
@@ -227,15 +229,17 @@ doorbell_status_t UdpIface::bind_sockets(const sockaddr_in &addr, uint32_t paths
             }
             path_fd_[n] = s;
         }
-        if (n == paths) {
+        if (n == ports) {
             paths_ = paths;
+            ports_ = ports;
             return DOORBELL_OK;
         }
         close_all(n);
     }
     return set_error(DOORBELL_ERR_IO,
-                     "%s: no %u consecutive free UDP ports on %s in 64 tries (PATHS = %u)",
-                     name.c_str(), paths, ip, paths);
+                     "%s: no %u consecutive free UDP ports on %s in 64 tries (PATHS = %u and "
+                     "%u spare)",
+                     name.c_str(), ports, ip, paths, ports - paths);
 }
 
 doorbell_status_t UdpIface::init(const sockaddr_in &addr, uint32_t if_mtu, bool loopback)
@@ -273,7 +277,7 @@ doorbell_status_t UdpIface::init(const sockaddr_in &addr, uint32_t if_mtu, bool 
     /* the other paths' sockets only send (peers send to fd_'s port): the
      * same marking and send buffer, a receive buffer for their error queue
      * alone (ICMP answers are charged to it) */
-    for (uint32_t i = 1; i < paths_; ++i) {
+    for (uint32_t i = 1; i < ports_; ++i) {
         int least = 64 << 10, on = 1;
         setsockopt(path_fd_[i], IPPROTO_IP, IP_TOS, &tos, sizeof(tos));
         if (setsockopt(path_fd_[i], SOL_SOCKET, SO_SNDBUFFORCE, &want, sizeof(want)) != 0) {
@@ -363,7 +367,7 @@ UdpIface::~UdpIface()
             delete[] held.alloc; /* a copied AM the handler never released */
         }
     }
-    for (uint32_t i = 1; i < paths_; ++i) {
+    for (uint32_t i = 1; i < ports_; ++i) {
         close(path_fd_[i]);
     }
     if (fd_ >= 0)
@@ -458,11 +462,17 @@ void UdpIface::dump_qp(const UdpQp &qp) const
     char ip[INET_ADDRSTRLEN], own[INET_ADDRSTRLEN];
     inet_ntop(AF_INET, &qp.peer.sin_addr, ip, sizeof(ip));
     inet_ntop(AF_INET, &local_.sin_addr, own, sizeof(own));
+    /* the port each spine is reached from; one of paths_ or more is spare */
+    char spine_ports[4 * kClassMax + 2] = "-";
+    for (uint32_t c = 0, at = 0; c < qp.classes.classes(); ++c) {
+        at += uint32_t(snprintf(spine_ports + at, sizeof(spine_ports) - at, c ? ",%u" : "%u",
+                                qp.classes.port(c)));
+    }
     fprintf(stderr,
             "%s qp 0x%x local %s:%u peer %s:%u rate_MBps %.3f min_rate_MBps %.3f "
             "base_rtt_us %.1f srtt_us %.1f paced_waits %llu timeouts %llu "
             "busy_naks %llu tail_probes %llu home %u moves %u peer_home %u peer_moves %u "
-            "spines %u spine_unanswered %u near %d\n",
+            "spines %u spine_ports %s spine_unanswered %u near %d\n",
             name.c_str(), qp.qpn, own, ntohs(local_.sin_port), ip, ntohs(qp.peer.sin_port),
             qp.gate ? qp.gate->rate() / 1e6 : 0.0, qp.min_rate / 1e6,
             qp.gate ? qp.gate->base_rtt_ns() / 1e3 : 0.0, qp.srtt_ns / 1e3,
@@ -470,8 +480,8 @@ void UdpIface::dump_qp(const UdpQp &qp) const
             static_cast<unsigned long long>(qp.timeouts),
             static_cast<unsigned long long>(qp.busy_naks),
             static_cast<unsigned long long>(qp.tail_probes), qp.path.home(), qp.path.moves(),
-            qp.peer_path.home(), qp.peer_path.moves(), qp.classes.classes(), qp.classes.failed(),
-            int(qp.near));
+            qp.peer_path.home(), qp.peer_path.moves(), qp.classes.classes(), spine_ports,
+            qp.classes.failed(), int(qp.near));
 }
 
 void UdpIface::destroy_qp(UdpQp &qp)

@@ -63,6 +63,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <array>
 #include <deque>
 #include <memory>
@@ -168,11 +169,21 @@ inline bool same_peer(const sockaddr_in &a, const sockaddr_in &b)
 }
 
 /// Whether `from` is one of the sockets of a peer iface at `peer` that
-/// sends from `paths` consecutive ports (multipath).
-inline bool from_peer(const sockaddr_in &peer, uint32_t paths, const sockaddr_in &from)
+/// sends from `ports` consecutive ports (multipath: its steered and spare
+/// ports).
+inline bool from_peer(const sockaddr_in &peer, uint32_t ports, const sockaddr_in &from)
 {
     return from.sin_addr.s_addr == peer.sin_addr.s_addr &&
-           uint16_t(ntohs(from.sin_port) - ntohs(peer.sin_port)) < paths;
+           uint16_t(ntohs(from.sin_port) - ntohs(peer.sin_port)) < ports;
+}
+
+/// The spare ports an iface of `paths` steered ports binds right after
+/// them: as many again, within DOORBELL_MAX_PATHS; none for one port. Only
+/// a connection whose steered ports all reach one spine sends from them
+/// (udp_path_classes.h), so the steering (udp_paths.h) never sees them.
+inline uint32_t spare_ports(uint32_t paths)
+{
+    return paths <= 1 ? 0 : std::min<uint32_t>(paths, DOORBELL_MAX_PATHS - paths);
 }
 
 /// A socket message of one buffer to or from `addr`, with room for control
@@ -299,7 +310,8 @@ struct UdpQp : public QpCore {
     uint64_t    last_tx_ns   = 0;     ///< when it last sent a request packet
     uint32_t    idle_psn     = 0;     ///< the message start last announced idle
     bool        idle_told    = false; ///< (idle_psn is valid)
-    uint32_t    peer_paths   = 1;     ///< the peer's sending ports (ACCEPT)
+    uint32_t    peer_paths   = 1;     ///< the peer's steered ports (ACCEPT)
+    uint32_t    peer_ports   = 1;     ///< those and its spare ones (ACCEPT)
     PathTable   path;                 ///< which of our ports the next packet takes
     PathTable   peer_path;            ///< the peer's ports, as its read responses show
     PathClasses classes;              ///< which of our ports reach which spine
@@ -368,7 +380,8 @@ struct Responder {
     uint32_t                     wr_done   = 0; ///< of them, written
     std::unique_ptr<AtomicCache> atomics;       ///< made by the first atomic
     /* multipath (udp_reorder.cc) */
-    uint32_t         peer_paths = 1; ///< the requester's sending ports (CONNECT)
+    uint32_t         peer_paths = 1; ///< the requester's steered ports (CONNECT)
+    uint32_t         peer_ports = 1; ///< those and its spare ones (CONNECT)
     mutable uint32_t path_next  = 0; ///< our port of the next answer, mod paths
     mutable uint32_t first_next = 0; ///< the same, for first read responses
     /// our QP to the requester's iface that knows the spines (0: none yet),
@@ -422,8 +435,11 @@ public:
     void              set_faults(const FaultConfig *config);
     void              set_tx_syscall(TxSyscall call) { tx_syscall_ = call ? call : ::sendmmsg; }
     void set_gso(bool on) { gso_ = on && !pacing_ && paths_ == 1 && gso_supported(fd_); }
-    /// Ports this iface sends from (multipath), the first its address's.
+    /// Ports this iface steers its packets over (multipath), the first its
+    /// address's.
     uint32_t paths() const { return paths_; }
+    /// Those and the spare ports bound after them (spare_ports()).
+    uint32_t ports() const { return ports_; }
     GsoStats gso_stats() const { return {gso_, gso_sends_, gso_segments_, gso_fallbacks_}; }
     void     set_gro(bool on);
     /// Test seam: the bytes a receive may fill (a datagram or merged buffer
@@ -637,10 +653,12 @@ private:
     std::vector<sockaddr_in> near_peers_;
 
     int fd_ = -1;
-    /// The sockets packets leave from: fd_, then paths_ - 1 more on the
-    /// ports after its own (udp_device.cc open_paths)
+    /// The sockets packets leave from: fd_, then ports_ - 1 more on the
+    /// ports after its own (udp_device.cc bind_sockets); the first paths_
+    /// are steered over, the rest are spare
     std::array<int, DOORBELL_MAX_PATHS> path_fd_{};
     uint32_t                            paths_      = 1;
+    uint32_t                            ports_      = 1;
     uint64_t                            held_bytes_ = 0; ///< payload of HeldRequests
     std::vector<uint32_t>               gapped_;         ///< responders with held requests
     int                                 epoll_fd_        = -1;

@@ -17,6 +17,14 @@
  * answers: ICMP filtered or rate-limited, a peer under the same leaf, one
  * spine) the connection keeps to one port that moves (udp_paths.h).
  *
+ * With 8 ports (7 probed) every probed port hashes onto one of two spines
+ * for 1 connection in 64, and such a connection kept that spine: its job
+ * ran 1.2-1.5x slower at every size (docs/fabric.md). So an iface binds as
+ * many spare ports again after its steered ones (spare_ports(),
+ * udp_device.h), which the steering never uses: they are probed only once
+ * every steered port answered for one spine, and 15 probed ports all on
+ * one of two spines is 1 connection in 16384.
+ *
  * Routers rate-limit the ICMP they send (Linux: 6 at once, then 1 a
  * second per destination host): a try probes kClassPortsPerTry ports not
  * answered yet; one that was answered is followed by the next at once, one
@@ -67,12 +75,14 @@ inline uint32_t even_segment(uint32_t total, uint32_t most, uint32_t spines)
 
 class PathClasses {
 public:
-    /// The ports to probe now, a bit each (port 0, the iface's receiving
-    /// socket, is never probed: its answers would interrupt its receives);
-    /// 0 when no try is due.
-    uint32_t due(uint64_t now_ns, uint32_t paths)
+    /// The ports to probe now, a bit each, of the iface's `ports` (port 0,
+    /// the iface's receiving socket, is never probed: its answers would
+    /// interrupt its receives); 0 when no try is due. The steered ports
+    /// come first, so the spare ones are probed only when those all reach
+    /// one spine.
+    uint32_t due(uint64_t now_ns, uint32_t ports)
     {
-        if (ready() || paths <= 1 || failed_ >= kClassTries) {
+        if (ready() || ports <= 1 || failed_ >= kClassTries) {
             return 0;
         }
         if (waiting_) {
@@ -89,7 +99,7 @@ public:
             return 0;
         }
         uint32_t mask = 0, n = 0;
-        for (uint32_t p = 1; p < paths && p < DOORBELL_MAX_PATHS && n < kClassPortsPerTry; ++p) {
+        for (uint32_t p = 1; p < ports && p < DOORBELL_MAX_PATHS && n < kClassPortsPerTry; ++p) {
             if (hop_[p] == 0) {
                 mask |= 1u << p;
                 ++n;
@@ -133,6 +143,8 @@ public:
     uint8_t next() { return port_[turn_++ % count_]; }
 
     uint32_t classes() const { return count_; }
+    /// The port that reaches spine `c` (< classes()).
+    uint8_t port(uint32_t c) const { return c < count_ ? port_[c] : 0; }
     /// Tries nobody answered.
     uint32_t failed() const { return failed_; }
     /// The router a port's probe named (0: none yet).

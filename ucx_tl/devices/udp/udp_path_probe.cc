@@ -123,7 +123,7 @@ void UdpIface::mark_near(UdpQp &qp)
 /// Sends the probes a QP's class table asks for.
 void UdpIface::probe_classes(UdpQp &qp)
 {
-    uint32_t mask = qp.classes.due(now_, paths_);
+    uint32_t mask = qp.classes.due(now_, ports_);
     if (mask == 0) {
         return;
     }
@@ -143,7 +143,7 @@ void UdpIface::probe_classes(UdpQp &qp)
     c->cmsg_len                = CMSG_LEN(sizeof(int));
     int ttl                    = kClassTtl;
     std::memcpy(CMSG_DATA(c), &ttl, sizeof(ttl));
-    for (uint32_t p = 1; p < paths_; ++p) {
+    for (uint32_t p = 1; p < ports_; ++p) {
         if ((mask & (1u << p)) == 0) {
             continue;
         }
@@ -175,7 +175,7 @@ void UdpIface::read_path_errors()
         return;
     }
     class_read_next_ns_ = now_ + kClassReadEveryNs;
-    for (uint32_t p = 1; p < paths_; ++p) {
+    for (uint32_t p = 1; p < ports_; ++p) {
         if (class_watch_mask_ & (1u << p)) {
             read_path_errors(uint8_t(p));
         }

@@ -1045,8 +1045,11 @@ void UdpIface::handle_read_resp(UdpQp &qp, const WireHeader &h, const uint8_t *p
         uint64_t elapsed = now_ - h.ts_echo;
         qp.srtt_ns       = qp.srtt_ns ? (7 * qp.srtt_ns + elapsed) / 8 : elapsed;
         /* and the round trip through the responder's port it came from:
-         * the request's port adds the same on average to every one */
-        qp.peer_path.sample(rx_path_, elapsed);
+         * the request's port adds the same on average to every one (a
+         * spare port is a spine's, not one the answers are steered over) */
+        if (rx_path_ < qp.peer_paths) {
+            qp.peer_path.sample(rx_path_, elapsed);
+        }
     }
     qp.tlp_at_ns = now_ + tlp_timeout(qp);
     if (qp.gate) {

@@ -87,7 +87,7 @@ void UdpIface::take_ride(const RideAck &ride, const sockaddr_in &from)
         drop(&doorbell_counters_t::rx_drop_token);
         return;
     }
-    if (!from_peer(qp.peer, qp.peer_paths, from)) {
+    if (!from_peer(qp.peer, qp.peer_ports, from)) {
         drop(&doorbell_counters_t::rx_drop_source);
         return;
     }

@@ -258,7 +258,7 @@ int UdpIface::place_read_response()
     }
     auto it = qp_by_num_.find(p.dst_qp);
     if (it == qp_by_num_.end() || !tokens_equal(p.token, it->second->token) ||
-        !from_peer(it->second->peer, it->second->peer_paths, from) || it->second->in_error()) {
+        !from_peer(it->second->peer, it->second->peer_ports, from) || it->second->in_error()) {
         return 0;
     }
     ParseResult       pr = parse_header(head, head_len, size_t(len));
@@ -387,7 +387,7 @@ void UdpIface::handle_datagram(uint8_t *buf, size_t len, const sockaddr_in &from
         ++counters.ce_marks;
     }
     if (qp != nullptr) {
-        rx_path_ = uint8_t(ntohs(from.sin_port) - ntohs(qp->peer.sin_port)); /* < peer_paths */
+        rx_path_ = uint8_t(ntohs(from.sin_port) - ntohs(qp->peer.sin_port)); /* < peer_ports */
         handle_response(*qp, pr.header, pr.payload, ce);
     } else if (r != nullptr) {
         if (pr.has_ride) {
@@ -563,7 +563,7 @@ void UdpIface::flush_tx()
     if (paths_ == 1) {
         send_staged(0, stage_batch(0, gso_ && !faults_, 0));
     } else {
-        for (uint32_t p = 0; p < paths_; ++p) {
+        for (uint32_t p = 0; p < ports_; ++p) {
             if (unsigned n = stage_batch(0, false, uint8_t(p)); n != 0) {
                 send_staged(uint8_t(p), n);
             }

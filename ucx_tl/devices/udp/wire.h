@@ -34,16 +34,19 @@
 namespace doorbell::udp {
 
 static constexpr uint32_t kMagic   = 0x4c424244; ///< "DBBL" on the wire
-static constexpr uint8_t  kVersion = 6;          ///< 3: connections and tokens;
+static constexpr uint8_t  kVersion = 7;          ///< 3: connections and tokens;
                                                  ///< 4: ACKs ride on requests;
                                                  ///< 5: packs, segments, 32-byte RideAck;
                                                  ///< 6: multipath (CONNECT's and
-                                                 ///< ACCEPT's aux: the sender's paths)
+                                                 ///< ACCEPT's aux: the sender's paths);
+                                                 ///< 7: spare ports (their am_id)
 static constexpr uint8_t kPackKind = 0xd5;       ///< first byte of a PackHeader
                                                  ///< (a pack of version 5; the
                                                  ///< other headers begin 'D')
 static constexpr uint32_t kMaxDatagram = 65000;  ///< bytes, header included
-static constexpr uint32_t kMaxPaths    = DOORBELL_MAX_PATHS; ///< a CONNECT's or ACCEPT's aux
+/// A CONNECT's or ACCEPT's aux (the ports the sender steers over) and am_id
+/// (the spare ports bound after them) together
+static constexpr uint32_t kMaxPaths = DOORBELL_MAX_PATHS;
 
 enum class Opcode : uint8_t {
     kWrite    = 1, ///< RDMA WRITE segment: payload -> remote_addr + msg_offset
@@ -111,7 +114,9 @@ struct [[gnu::packed]] WireHeader {
     uint8_t  am_id;   /* SEND: AM id; NAK: NakCode; SIGNAL: signal op;
                        * ATOMIC_REQ: doorbell_atomic_op; READ_REQ: the
                        * responder's ports (of its first 8, a bit each) its
-                       * answers should leave out (udp_paths.h) */
+                       * answers should leave out (udp_paths.h); CONNECT,
+                       * ACCEPT: the sender's spare ports, bound after its
+                       * aux ports (udp_path_classes.h) */
     uint64_t token;   /* the connection's token (CONNECT: the target iface's) */
     uint32_t dst_qp;  /* the receiver's QP: requests, the responder's for this
                        * connection; responses, the requester's; CONNECT: 0 */
