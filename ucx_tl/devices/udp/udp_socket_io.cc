@@ -9,6 +9,7 @@
 #include <sys/timerfd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -563,9 +564,16 @@ void UdpIface::flush_tx()
     if (paths_ == 1) {
         send_staged(0, stage_batch(0, gso_ && !faults_, 0));
     } else {
-        for (uint32_t p = 0; p < ports_; ++p) {
-            if (unsigned n = stage_batch(0, false, uint8_t(p)); n != 0) {
-                send_staged(uint8_t(p), n);
+        /* the ports this flush uses, each in one pass (most flushes take
+         * one or two of the 16) */
+        uint32_t used = 0;
+        for (unsigned i = 0; i < tx_count_; ++i) {
+            used |= 1u << tx_[i].path;
+        }
+        for (; used != 0; used &= used - 1) {
+            auto p = uint8_t(std::countr_zero(used));
+            if (unsigned n = stage_batch(0, false, p); n != 0) {
+                send_staged(p, n);
             }
         }
     }
