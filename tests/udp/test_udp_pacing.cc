@@ -309,6 +309,46 @@ TEST(UdpPacing, GateHearsCeAndLoss)
     EXPECT_GT(g_log.losses, 0u);
 }
 
+/* The marks an ACK reports are counted in the bytes it acknowledges (the
+ * payload): a stream whose every packet arrives marked tells the gate that
+ * all its bytes were marked, and no more, for bulk data and for 8-byte
+ * messages alike (a resend may be marked twice). */
+TEST(UdpPacing, AWhollyMarkedStreamIsMarkedByteForByte)
+{
+    doorbell_iface_params_t p = gated(lo_params(), true);
+    LoopbackPair            pair(p, p);
+    FaultConfig             marks{.ce = 1.0, .seed = 11};
+    set_fault_injection(pair.b, &marks);
+    Region     target(pair.pd, 1 << 20, DOORBELL_ACCESS_REMOTE_WRITE);
+    auto       data = pattern(1 << 20, 8);
+    Completion c;
+    ASSERT_EQ(DOORBELL_INPROGRESS, put_zcopy(pair.qa, data, target, c));
+    ASSERT_TRUE(pair.wait([&] { return c.count == 1; }));
+    EXPECT_EQ(data, target.bytes);
+    auto &qa = static_cast<UdpQp &>(*static_cast<doorbell::QpCore *>(pair.qa));
+    ASSERT_TRUE(pair.wait([&] { return qa.unacked.empty(); }));
+    uint64_t resent = pair.counters(pair.a).retransmits;
+    EXPECT_EQ(g_log.acked_bytes, uint64_t(1) << 20);
+    EXPECT_GE(g_log.ce_bytes, g_log.acked_bytes);
+    /* (a resend is marked again, and may be cut differently: a packet's
+     * worth and a segment header each) */
+    EXPECT_LE(g_log.ce_bytes, g_log.acked_bytes + resent * (g_log.ctx.mtu + sizeof(WireHeader)))
+        << resent << " packets resent";
+
+    const uint64_t bulk_ce = g_log.ce_bytes, bulk_acked = g_log.acked_bytes;
+    for (uint64_t i = 0; i < 256; ++i) {
+        while (doorbell_qp_put_short(pair.qa, &i, 8, target.addr(8 * i), target.rkey) ==
+               DOORBELL_ERR_NO_RESOURCE) {
+            pair.progress();
+        }
+    }
+    ASSERT_TRUE(pair.wait([&] { return qa.unacked.empty(); }));
+    resent = pair.counters(pair.a).retransmits - resent;
+    EXPECT_EQ(g_log.acked_bytes - bulk_acked, 256u * 8);
+    EXPECT_GE(g_log.ce_bytes - bulk_ce, 256u * 8);
+    EXPECT_LE(g_log.ce_bytes - bulk_ce, (256u + resent) * 8) << resent << " writes resent";
+}
+
 /* Reads are paced by the requester (receiver-driven): a READ_REQ is charged
  * the data it asks for, pieces are short bursts, and the data that comes back
  * is the feedback (bytes, marks, and an RTT from the first response). */

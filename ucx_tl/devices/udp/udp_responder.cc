@@ -149,7 +149,10 @@ void UdpIface::handle_request(Responder &r, const WireHeader &h, uint8_t *buf,
     }
     r.last_seen = now_;
     if (ce) {
-        r.ce_bytes += h.length + uint32_t(sizeof(WireHeader));
+        /* payload, as the requester counts what an ACK acknowledges: with
+         * a header's 64 bytes per packet the marked fraction read up to 1.05
+         * on bulk data and 9 on 8-byte messages (a pack's message each) */
+        r.ce_bytes += h.length;
     }
     auto ack_due = [&] {
         if (!r.ack_due) {
