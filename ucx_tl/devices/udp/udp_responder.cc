@@ -106,7 +106,7 @@ void UdpIface::handle_request(Responder &r, const WireHeader &h, uint8_t *buf,
         drop(&doorbell_counters_t::rx_drop_psn);
         return;
     }
-    if (d > 0 && r.peer_paths > 1 && !r.failed) {
+    if (d > 0 && r.peer_ports > 1 && !r.failed) {
         /* multipath: ahead of a gap, most likely overtaken on another path
          * (udp_reorder.cc); its bookkeeping is done when it executes */
         if (Opcode(h.opcode) != Opcode::kAckReq) {
