@@ -90,6 +90,17 @@ struct FakeGate : PacingGate {
 
 FakeGate::Log g_log;
 
+/// Puts 1 MiB of pattern `seed` into target (of 1 MiB) over pair.qa and
+/// checks it landed whole.
+void put_mib(LoopbackPair &pair, Region &target, uint32_t seed)
+{
+    auto       data = pattern(1 << 20, seed);
+    Completion c;
+    ASSERT_EQ(DOORBELL_INPROGRESS, put_zcopy(pair.qa, data, target, c));
+    ASSERT_TRUE(pair.wait([&] { return c.count == 1; }));
+    EXPECT_EQ(data, target.bytes);
+}
+
 void register_fake()
 {
     register_pacing_policy("test-gate", [](const PacingContext &ctx) {
@@ -299,12 +310,8 @@ TEST(UdpPacing, GateHearsCeAndLoss)
     set_fault_injection(pair.b, &marks);
     FaultConfig loss{.tx_drop = 0.2, .seed = 6};
     set_fault_injection(pair.a, &loss);
-    Region     target(pair.pd, 1 << 20, DOORBELL_ACCESS_REMOTE_WRITE);
-    auto       data = pattern(1 << 20, 3);
-    Completion c;
-    ASSERT_EQ(DOORBELL_INPROGRESS, put_zcopy(pair.qa, data, target, c));
-    ASSERT_TRUE(pair.wait([&] { return c.count == 1; }));
-    EXPECT_EQ(data, target.bytes);
+    Region target(pair.pd, 1 << 20, DOORBELL_ACCESS_REMOTE_WRITE);
+    put_mib(pair, target, 3);
     EXPECT_GT(g_log.ce_bytes, 0u);
     EXPECT_GT(g_log.losses, 0u);
 }
@@ -319,12 +326,8 @@ TEST(UdpPacing, AWhollyMarkedStreamIsMarkedByteForByte)
     LoopbackPair            pair(p, p);
     FaultConfig             marks{.ce = 1.0, .seed = 11};
     set_fault_injection(pair.b, &marks);
-    Region     target(pair.pd, 1 << 20, DOORBELL_ACCESS_REMOTE_WRITE);
-    auto       data = pattern(1 << 20, 8);
-    Completion c;
-    ASSERT_EQ(DOORBELL_INPROGRESS, put_zcopy(pair.qa, data, target, c));
-    ASSERT_TRUE(pair.wait([&] { return c.count == 1; }));
-    EXPECT_EQ(data, target.bytes);
+    Region target(pair.pd, 1 << 20, DOORBELL_ACCESS_REMOTE_WRITE);
+    put_mib(pair, target, 8);
     auto &qa = static_cast<UdpQp &>(*static_cast<doorbell::QpCore *>(pair.qa));
     ASSERT_TRUE(pair.wait([&] { return qa.unacked.empty(); }));
     uint64_t resent = pair.counters(pair.a).retransmits;
