@@ -101,6 +101,16 @@ void put_mib(LoopbackPair &pair, Region &target, uint32_t seed)
     EXPECT_EQ(data, target.bytes);
 }
 
+/// Reads dest.size() bytes at source over pair.qa into dest and waits for
+/// the read's completion, whose status it leaves to the caller.
+void get_into(LoopbackPair &pair, const Region &source, std::vector<uint8_t> &dest, Completion &c)
+{
+    iovec iov{dest.data(), dest.size()};
+    ASSERT_EQ(DOORBELL_INPROGRESS,
+              doorbell_qp_get_zcopy(pair.qa, &iov, 1, source.addr(), source.rkey, &c));
+    ASSERT_TRUE(pair.wait([&] { return c.count == 1; }));
+}
+
 void register_fake()
 {
     register_pacing_policy("test-gate", [](const PacingContext &ctx) {
@@ -366,11 +376,8 @@ TEST(UdpPacing, ReadsAreChargedToTheRequesterInShortPieces)
     Region       source(pair.pd, len, DOORBELL_ACCESS_REMOTE_READ);
     std::copy(data.begin(), data.end(), source.bytes.begin());
     std::vector<uint8_t> dest(len);
-    iovec                iov{dest.data(), len};
     Completion           c;
-    ASSERT_EQ(DOORBELL_INPROGRESS,
-              doorbell_qp_get_zcopy(pair.qa, &iov, 1, source.addr(), source.rkey, &c));
-    ASSERT_TRUE(pair.wait([&] { return c.count == 1; }));
+    ASSERT_NO_FATAL_FAILURE(get_into(pair, source, dest, c));
     EXPECT_EQ(DOORBELL_OK, c.status);
     EXPECT_EQ(data, dest);
     const uint64_t mtu   = g_log.ctx.mtu;
@@ -402,11 +409,8 @@ TEST(UdpPacing, EveryMarkIsDatedByThePacketsItAnswers)
     ASSERT_EQ(DOORBELL_INPROGRESS, put_zcopy(pair.qa, data, target, put));
     ASSERT_TRUE(pair.wait([&] { return put.count == 1; }));
     std::vector<uint8_t> dest(len);
-    iovec                iov{dest.data(), len};
     Completion           get;
-    ASSERT_EQ(DOORBELL_INPROGRESS,
-              doorbell_qp_get_zcopy(pair.qa, &iov, 1, target.addr(), target.rkey, &get));
-    ASSERT_TRUE(pair.wait([&] { return get.count == 1; }));
+    ASSERT_NO_FATAL_FAILURE(get_into(pair, target, dest, get));
     EXPECT_EQ(data, dest);
     EXPECT_GT(g_log.marked_acks, 0u);
     EXPECT_GT(g_log.unsampled_marks, 0u);
@@ -454,11 +458,8 @@ TEST(UdpPacing, OutstandingReadsAreBoundedByTheRate)
     g_log.rate_Bps        = 1;
     g_log.outstanding     = 0;
     g_log.max_outstanding = 0;
-    iovec      iov{dest.data(), len};
     Completion c;
-    ASSERT_EQ(DOORBELL_INPROGRESS,
-              doorbell_qp_get_zcopy(pair.qa, &iov, 1, source.addr(), source.rkey, &c));
-    ASSERT_TRUE(pair.wait([&] { return c.count == 1; }));
+    ASSERT_NO_FATAL_FAILURE(get_into(pair, source, dest, c));
     EXPECT_EQ(DOORBELL_OK, c.status);
     EXPECT_EQ(data, dest);
     const int64_t piece = 4 * int64_t(g_log.ctx.mtu); /* kReadPieceSegments */
