@@ -54,7 +54,16 @@ struct Target {
     uint64_t addr;
     uint32_t rkey;
     int32_t  status;
+    char     error[160]; ///< the target's doorbell_last_error() when status != OK
 };
+
+/* --rto-ms 0 keeps the device default (the parameter's range starts above 0). */
+void set_rto(doorbell_iface_params_t *p, uint32_t rto_ms)
+{
+    if (rto_ms != 0) {
+        p->rto_min_ns = uint64_t(rto_ms) * 1000000;
+    }
+}
 
 struct Row {
     std::string path, producers;
@@ -91,9 +100,9 @@ pid_t spawn_target(size_t bytes, uint32_t rto_ms, Target *t, int *hangup_fd)
         std::vector<uint8_t>    buf(bytes);
         doorbell_iface_params_t p;
         doorbell_iface_params_init(&p);
-        p.device     = "lo";
-        p.rto_min_ns = uint64_t(rto_ms) * 1000000;
-        info.status  = doorbell_pd_create(&pd);
+        p.device = "lo";
+        set_rto(&p, rto_ms);
+        info.status = doorbell_pd_create(&pd);
         if (info.status == DOORBELL_OK) {
             info.status = doorbell_iface_open(pd, &p, &iface);
         }
@@ -105,6 +114,8 @@ pid_t spawn_target(size_t bytes, uint32_t rto_ms, Target *t, int *hangup_fd)
             doorbell_iface_get_device_address(iface, info.dev);
             doorbell_iface_get_address(iface, info.ifa);
             info.addr = (uint64_t)(uintptr_t)buf.data();
+        } else {
+            std::snprintf(info.error, sizeof(info.error), "%s", doorbell_last_error());
         }
         if ((write(up[1], &info, sizeof(info)) == sizeof(info)) && (info.status == 0)) {
             for (uint64_t n = 1;; ++n) {
@@ -120,8 +131,11 @@ pid_t spawn_target(size_t bytes, uint32_t rto_ms, Target *t, int *hangup_fd)
     close(up[1]);
     close(down[0]);
     struct pollfd pfd = {up[0], POLLIN, 0};
-    if ((poll(&pfd, 1, 20000) <= 0) || (read(up[0], t, sizeof(*t)) != sizeof(*t)) ||
-        (t->status != DOORBELL_OK)) {
+    if ((poll(&pfd, 1, 20000) <= 0) || (read(up[0], t, sizeof(*t)) != sizeof(*t))) {
+        std::snprintf(t->error, sizeof(t->error), "no answer from it within 20 s");
+        return -1;
+    }
+    if (t->status != DOORBELL_OK) {
         return -1;
     }
     close(up[0]);
@@ -140,9 +154,9 @@ void percentiles(std::vector<double> &v, Row *row)
 }
 
 struct Env {
-    doorbell_pd_t    *pd    = nullptr;
-    doorbell_iface_t *iface = nullptr;
-    Target            target;
+    doorbell_pd_t    *pd     = nullptr;
+    doorbell_iface_t *iface  = nullptr;
+    Target            target = {};
 };
 
 void on_cookie(void *cookie, doorbell_status_t status)
@@ -517,13 +531,14 @@ int main(int argc, char **argv)
     int   hangup = -1;
     pid_t pid    = spawn_target(kTargetBytes, o.rto_ms, &env.target, &hangup); /* no threads yet */
     if (pid < 0) {
-        std::fprintf(stderr, "doorbell-gpu-bench: the target process did not start\n");
+        std::fprintf(stderr, "doorbell-gpu-bench: the target process did not start: %s\n",
+                     env.target.error);
         return 1;
     }
     doorbell_iface_params_t p;
     doorbell_iface_params_init(&p);
-    p.device     = "lo";
-    p.rto_min_ns = uint64_t(o.rto_ms) * 1000000;
+    p.device = "lo";
+    set_rto(&p, o.rto_ms);
     if ((doorbell_pd_create(&env.pd) != DOORBELL_OK) ||
         (doorbell_iface_open(env.pd, &p, &env.iface) != DOORBELL_OK)) {
         std::fprintf(stderr, "doorbell-gpu-bench: %s\n", doorbell_last_error());
