@@ -230,9 +230,9 @@ TEST(MpiConfig, OutOfRangeValuesFailAtStartupNamingThem)
 } // namespace
 
 // The tune file as shipped, two ranks of one host: vader carries every size,
-// messages up to 32 KiB on its eager path (btl_vader_eager_limit, which the
-// tune file raises from 4 KiB), and every byte arrives.
-TEST(TuneInsideAHost, VaderCarriesEverySizeEagerTo32KiB)
+// a 4 KiB message with its headers on its eager path (btl_vader_eager_limit,
+// which the tune file raises from 4096 to 4160 bytes), and every byte arrives.
+TEST(TuneInsideAHost, VaderCarriesEverySizeA4KiBMessageEager)
 {
     auto under_tune = [](const char *ranks, std::vector<std::string> program) {
         std::vector<std::string> argv = {"timeout", "-k",
@@ -247,7 +247,7 @@ TEST(TuneInsideAHost, VaderCarriesEverySizeEagerTo32KiB)
     Child info = under_tune("1",
                             {"ompi_info", "--param", "btl", "vader", "--level", "9", "--parsable"});
     ASSERT_EQ(info.status, 0) << info.output;
-    EXPECT_TRUE(std::regex_search(info.output, std::regex("btl_vader_eager_limit:value:32768\\s")))
+    EXPECT_TRUE(std::regex_search(info.output, std::regex("btl_vader_eager_limit:value:4160\\s")))
         << info.output;
     Child c = under_tune("2", {DOORBELL_P2P_CHECK});
     ASSERT_EQ(c.status, 0) << c.output;
