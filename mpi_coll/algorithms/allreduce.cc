@@ -7,9 +7,41 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 namespace doorbell::coll {
 namespace {
+
+// DOORBELL_COLL_LAYOUT_* of a team: node ids sorted, so a node holding
+// several ranks shows as two equal neighbours (O(n log n); the select runs
+// on every call and a team may have thousands of ranks).
+unsigned layout_of(int size, const int *node_of)
+{
+    unsigned layout = DOORBELL_COLL_LAYOUT_KNOWN;
+    if (node_of == nullptr || size <= 1)
+        return layout; // one node per rank: neither
+    std::vector<int> ids(node_of, node_of + size);
+    std::sort(ids.begin(), ids.end());
+    if (ids.front() != ids.back())
+        layout |= DOORBELL_COLL_LAYOUT_MULTI_NODE;
+    if (std::adjacent_find(ids.begin(), ids.end()) != ids.end())
+        layout |= DOORBELL_COLL_LAYOUT_SHARED_NODE;
+    return layout;
+}
+
+// The group of every rank, built once per thread and team shape rather than
+// allocated on every call (a small allreduce is a few microseconds).
+const Group &whole_team(const doorbell_coll_team_t &team)
+{
+    thread_local Group all;
+    if (all.me != team.rank || all.size() != team.size) {
+        all.ranks.resize(static_cast<size_t>(team.size));
+        for (int i = 0; i < team.size; i++)
+            all.ranks[static_cast<size_t>(i)] = i;
+        all.me = team.rank;
+    }
+    return all;
+}
 
 bool is_pow2(int n)
 {
@@ -126,12 +158,9 @@ Status run(doorbell_coll_team_t &team, const doorbell_coll_tuning_t &tuning,
                               "team has %zu and %u",
                               team.rank, doorbell_coll_algorithm_name(p.alg), nd.bytes, nd.flags,
                               team.scratch_half, team.flag_half);
-        Round r(team, ++team.seq);
-        Group all;
-        all.me = team.rank;
-        for (int i = 0; i < team.size; i++)
-            all.ranks.push_back(i);
-        Status st;
+        Round        r(team, ++team.seq);
+        const Group &all = whole_team(team);
+        Status       st;
         switch (p.alg) {
         case DOORBELL_COLL_ALG_RING:
             st = ring(r, all, {}, seg, p.pipeline);
@@ -243,6 +272,11 @@ uint32_t doorbell_coll_flags_needed(int size)
                      rabenseifner_flags(n), recursive_doubling_flags(n), direct_flags(n), hier});
 }
 
+void doorbell_coll_team_layout(doorbell_coll_team_t *team)
+{
+    team->layout = layout_of(team->size, team->node_of);
+}
+
 doorbell_coll_algorithm_t doorbell_coll_select(const doorbell_coll_team_t   *team,
                                                const doorbell_coll_tuning_t *tuning,
                                                doorbell_coll_algorithm_t requested, size_t bytes)
@@ -251,15 +285,11 @@ doorbell_coll_algorithm_t doorbell_coll_select(const doorbell_coll_team_t   *tea
         return requested;
     // Hierarchy pays when some node holds several ranks and there is more
     // than one node: one shared-memory hop replaces several network ones.
-    bool multi_node = false, shared_node = false;
-    if (team->node_of != nullptr) {
-        for (int i = 1; i < team->size; i++) {
-            if (team->node_of[i] != team->node_of[0])
-                multi_node = true;
-            for (int j = 0; j < i && !shared_node; j++)
-                shared_node = team->node_of[i] == team->node_of[j];
-        }
-    }
+    const unsigned layout      = (team->layout & DOORBELL_COLL_LAYOUT_KNOWN) != 0 ?
+                                     team->layout :
+                                     layout_of(team->size, team->node_of);
+    const bool     multi_node  = (layout & DOORBELL_COLL_LAYOUT_MULTI_NODE) != 0;
+    const bool     shared_node = (layout & DOORBELL_COLL_LAYOUT_SHARED_NODE) != 0;
     // Sizes where the caller's own allreduce (Open MPI's tuned, over vader
     // inside a host) is measured faster go back to it, as han and adapt
     // hand small messages to the module below them. One node: every peer

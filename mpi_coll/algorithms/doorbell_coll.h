@@ -151,7 +151,15 @@ typedef struct doorbell_coll_team {
      * read a node peer's finished slice in place while the ranks of other
      * nodes are reached over the network. */
     const unsigned char *const *node_scratch;
+    /* What `auto` needs to know of node_of, set by doorbell_coll_team_layout()
+     * once node_of is final (DOORBELL_COLL_LAYOUT_* bits); 0: not set, and
+     * doorbell_coll_select() works it out on every call. */
+    unsigned layout;
 } doorbell_coll_team_t;
+
+#define DOORBELL_COLL_LAYOUT_KNOWN       1u /* layout below is set */
+#define DOORBELL_COLL_LAYOUT_MULTI_NODE  2u /* the ranks span several nodes */
+#define DOORBELL_COLL_LAYOUT_SHARED_NODE 4u /* some node holds several ranks */
 
 /* Size thresholds that `auto` uses (bytes of the whole message). */
 typedef struct doorbell_coll_tuning {
@@ -201,6 +209,11 @@ uint32_t doorbell_coll_flags_needed(int size);
  */
 int doorbell_coll_deliver_put_signal(doorbell_coll_team_t *team, const void *src, size_t len,
                                      uint64_t offset, uint32_t slot, uint64_t value);
+
+/* Sets team->layout from team->size and team->node_of, in O(size log size)
+ * time: call it once node_of is final, so that doorbell_coll_select() does
+ * not look at every pair of ranks on every call. */
+void doorbell_coll_team_layout(doorbell_coll_team_t *team);
 
 /* The algorithm `auto` (or a forced one) resolves to. DOORBELL_COLL_ALG_PREVIOUS
  * means: the caller runs its own allreduce instead (every rank decides the

@@ -593,6 +593,58 @@ TEST(SchedulesSelect, AutoFollowsSizeSizeAndTopology)
 // net_previous_max when some peer is reached over the network (hierarchical
 // teams included); 0 turns either off, a forced algorithm is never handed
 // back, and the library itself refuses to run PREVIOUS.
+// The team's node layout, worked out once (doorbell_coll_team_layout) or on
+// every call (layout 0), gives the same bits and the same choice, for node
+// ids in any order.
+TEST(SchedulesSelect, TheNodeLayoutIsWorkedOutOnceWithTheSameAnswer)
+{
+    struct Layout {
+        std::vector<int> node_of;
+        unsigned         bits;
+    };
+    const unsigned multi              = DOORBELL_COLL_LAYOUT_MULTI_NODE,
+                   shared             = DOORBELL_COLL_LAYOUT_SHARED_NODE;
+    const std::vector<Layout> layouts = {
+        {{0, 0, 0, 0}, shared},            // one node
+        {{0, 1, 2, 3}, multi},             // a rank per node
+        {{0, 0, 1, 1}, multi | shared},    // 2 x 2
+        {{5, 2, 5, 2}, multi | shared},    // interleaved, any ids
+        {{3, 1, 2, 1}, multi | shared},    // one node of two among singles
+        {{7, 3, 9, 1, 4, 0, 8, 2}, multi}, // distinct, unsorted
+    };
+    doorbell_coll_tuning_t t = tuning();
+    for (const Layout &l : layouts) {
+        FakeFabric f(static_cast<int>(l.node_of.size()), kHalf, 64);
+        f.set_topology(l.node_of, {});
+        doorbell_coll_team_t per_call = f.team(0);
+        per_call.layout               = 0;
+        doorbell_coll_team_t once     = per_call;
+        doorbell_coll_team_layout(&once);
+        EXPECT_EQ(once.layout, DOORBELL_COLL_LAYOUT_KNOWN | l.bits)
+            << ::testing::PrintToString(l.node_of);
+        for (size_t bytes : {size_t(8), size_t(4096), size_t(1) << 20})
+            EXPECT_EQ(doorbell_coll_select(&once, &t, DOORBELL_COLL_ALG_AUTO, bytes),
+                      doorbell_coll_select(&per_call, &t, DOORBELL_COLL_ALG_AUTO, bytes))
+                << ::testing::PrintToString(l.node_of) << " " << bytes;
+    }
+    // Hierarchical needs both bits: only the layouts with both pick it.
+    FakeFabric f(4, kHalf, 64);
+    f.set_topology({0, 0, 1, 1}, {});
+    doorbell_coll_team_t team = f.team(0);
+    doorbell_coll_team_layout(&team);
+    EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 8),
+              DOORBELL_COLL_ALG_HIERARCHICAL);
+    f.set_topology({0, 1, 2, 3}, {});
+    team = f.team(0);
+    doorbell_coll_team_layout(&team);
+    EXPECT_NE(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_AUTO, 8),
+              DOORBELL_COLL_ALG_HIERARCHICAL);
+    // No node ids: one node per rank, as before (neither bit).
+    team.node_of = nullptr;
+    doorbell_coll_team_layout(&team);
+    EXPECT_EQ(team.layout, DOORBELL_COLL_LAYOUT_KNOWN);
+}
+
 TEST(SchedulesSelect, AutoHandsSmallMessagesToThePreviousModule)
 {
     doorbell_coll_tuning_t t = tuning();
