@@ -22,19 +22,35 @@ namespace {
 
 /// A socket bound to 127.0.0.1:port (or another loopback address); -1 when
 /// the port is taken.
-int socket_at(uint16_t port, uint32_t ip = INADDR_LOOPBACK)
-{
-    int         fd = socket(AF_INET, SOCK_DGRAM, 0);
-    sockaddr_in a{};
-    a.sin_family      = AF_INET;
-    a.sin_addr.s_addr = htonl(ip);
-    a.sin_port        = htons(port);
-    if (bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof(a)) != 0) {
-        close(fd);
-        return -1;
+/// A UDP socket bound to ip:port, closed when it goes out of scope (a test
+/// that skips or fails half-way leaks none); fd() is -1 where the bind failed.
+class BoundSocket {
+public:
+    explicit BoundSocket(uint16_t port, uint32_t ip = INADDR_LOOPBACK) :
+        fd_(socket(AF_INET, SOCK_DGRAM, 0))
+    {
+        sockaddr_in a{};
+        a.sin_family      = AF_INET;
+        a.sin_addr.s_addr = htonl(ip);
+        a.sin_port        = htons(port);
+        if (fd_ >= 0 && bind(fd_, reinterpret_cast<sockaddr *>(&a), sizeof(a)) != 0) {
+            close(fd_);
+            fd_ = -1;
+        }
     }
-    return fd;
-}
+    ~BoundSocket()
+    {
+        if (fd_ >= 0)
+            close(fd_);
+    }
+    BoundSocket(const BoundSocket &)            = delete;
+    BoundSocket &operator=(const BoundSocket &) = delete;
+    int          fd() const { return fd_; }
+    bool         ok() const { return fd_ >= 0; }
+
+private:
+    int fd_;
+};
 
 void send_from(int fd, doorbell_iface_t *to, const std::vector<uint8_t> &d)
 {
@@ -171,20 +187,19 @@ TEST(UdpMultipath, AConnectionIsTakenFromItsPeersPortsOnly)
     LoopbackPair pair;
     RawPeer      member;
     ASSERT_TRUE(member.connect_to(pair.b, 77, 1000, 3));
-    uint16_t port    = ntohs(member.address().sin_port);
-    int      second  = socket_at(uint16_t(port + 2));
-    int      outside = socket_at(uint16_t(port + 3));
-    int      foreign = socket_at(uint16_t(port + 2), 0x7f000002); /* 127.0.0.2 */
-    if (second < 0 || outside < 0 || foreign < 0) {
+    uint16_t    port = ntohs(member.address().sin_port);
+    BoundSocket second(uint16_t(port + 2)), outside(uint16_t(port + 3));
+    BoundSocket foreign(uint16_t(port + 2), 0x7f000002); /* 127.0.0.2 */
+    if (!second.ok() || !outside.ok() || !foreign.ok()) {
         GTEST_SKIP() << "ports " << port + 2 << "/" << port + 3 << " are taken on lo";
     }
     Region target(pair.pd, 32, DOORBELL_ACCESS_REMOTE_WRITE);
     auto   base = counters_of(pair.b);
 
-    send_from(second, pair.b, member.request(write_of(target, 0), value(0x1111)));
+    send_from(second.fd(), pair.b, member.request(write_of(target, 0), value(0x1111)));
     ASSERT_TRUE(pair.wait([&] { return at(target, 0) == 0x1111; }));
-    send_from(outside, pair.b, member.request(write_of(target, 8), value(0x2222), 1001));
-    send_from(foreign, pair.b, member.request(write_of(target, 8), value(0x3333), 1001));
+    send_from(outside.fd(), pair.b, member.request(write_of(target, 8), value(0x2222), 1001));
+    send_from(foreign.fd(), pair.b, member.request(write_of(target, 8), value(0x3333), 1001));
     ASSERT_TRUE(
         pair.wait([&] { return counters_of(pair.b).rx_drop_source >= base.rx_drop_source + 2; }));
     EXPECT_EQ(0u, at(target, 8)) << "written from a port that is not the peer's";
@@ -192,9 +207,6 @@ TEST(UdpMultipath, AConnectionIsTakenFromItsPeersPortsOnly)
     member.send_to(pair.b, member.request(write_of(target, 16), value(0x4444)));
     ASSERT_TRUE(pair.wait([&] { return at(target, 16) == 0x4444; }));
     EXPECT_EQ(0u, at(target, 8));
-    close(second);
-    close(outside);
-    close(foreign);
 }
 
 /* A requester that said 2 steered ports and 2 spare ones is heard from its
@@ -205,22 +217,19 @@ TEST(UdpMultipath, AConnectionIsTakenFromItsPeersSparePortsToo)
     LoopbackPair pair;
     RawPeer      member;
     ASSERT_TRUE(member.connect_to(pair.b, 77, 1000, 2, 2));
-    uint16_t port    = ntohs(member.address().sin_port);
-    int      spare   = socket_at(uint16_t(port + 3));
-    int      outside = socket_at(uint16_t(port + 4));
-    if (spare < 0 || outside < 0) {
+    uint16_t    port = ntohs(member.address().sin_port);
+    BoundSocket spare(uint16_t(port + 3)), outside(uint16_t(port + 4));
+    if (!spare.ok() || !outside.ok()) {
         GTEST_SKIP() << "ports " << port + 3 << "/" << port + 4 << " are taken on lo";
     }
     Region target(pair.pd, 32, DOORBELL_ACCESS_REMOTE_WRITE);
     auto   base = counters_of(pair.b);
-    send_from(spare, pair.b, member.request(write_of(target, 0), value(0x5555)));
+    send_from(spare.fd(), pair.b, member.request(write_of(target, 0), value(0x5555)));
     ASSERT_TRUE(pair.wait([&] { return at(target, 0) == 0x5555; }));
-    send_from(outside, pair.b, member.request(write_of(target, 8), value(0x6666), 1001));
+    send_from(outside.fd(), pair.b, member.request(write_of(target, 8), value(0x6666), 1001));
     ASSERT_TRUE(
         pair.wait([&] { return counters_of(pair.b).rx_drop_source >= base.rx_drop_source + 1; }));
     EXPECT_EQ(0u, at(target, 8)) << "written from beyond the peer's spare ports";
-    close(spare);
-    close(outside);
 }
 
 /* Requests ahead of a gap are held, at most kReorderMaxPackets of one
@@ -328,12 +337,13 @@ TEST(UdpMultipath, ASpineProbeIsSentAgainAfterAnErrorPendingOnItsPort)
     ASSERT_EQ(DOORBELL_OK, doorbell_iface_open(pd, &p, &a)) << doorbell_last_error();
     ASSERT_EQ(DOORBELL_OK, doorbell_iface_open(pd, &p, &b)) << doorbell_last_error();
     /* a port nothing listens on */
-    int closed = socket_at(0);
-    ASSERT_GE(closed, 0);
     sockaddr_in dead{};
-    socklen_t   len = sizeof(dead);
-    ASSERT_EQ(0, getsockname(closed, reinterpret_cast<sockaddr *>(&dead), &len));
-    close(closed);
+    {
+        BoundSocket closed(0); /* closed at the end of this block */
+        ASSERT_TRUE(closed.ok());
+        socklen_t len = sizeof(dead);
+        ASSERT_EQ(0, getsockname(closed.fd(), reinterpret_cast<sockaddr *>(&dead), &len));
+    }
     uint16_t port = ntohs(iface_address(a).port);
     for (uint16_t k : {1, 2}) { /* the ports a QP's first try probes */
         int fd = own_socket_at(uint16_t(port + k));
