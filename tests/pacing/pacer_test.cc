@@ -188,6 +188,31 @@ TEST(PacerUnscheduled, AMessageOnAQuietPathGoesAsOneBurstUpToTheIdleAllowance)
     EXPECT_EQ(p->unscheduled_left(), 0u);
 }
 
+// What is left of an idle grant is paced once the owner ends it (the path
+// answered the window it was granted to); the part already sent stays in
+// the burst. Ending it without a grant, or a second time, changes nothing.
+TEST(PacerUnscheduled, AnEndedIdleGrantLeavesTheRestToTheRate)
+{
+    Config c           = base_config(Policy::kIbrc);
+    c.idle_burst_bytes = 8 * 4096;
+    auto p             = make_pacer(c, nullptr);
+    ASSERT_TRUE(p);
+    p->end_idle_grant(0);
+    EXPECT_EQ(p->unscheduled_left(), 0u);
+    p->on_send(0, 4096); // the bucket's first segment
+    p->on_idle_message(0, 8 * 4096);
+    p->on_send(0, 4096);
+    p->on_send(0, 4096);
+    EXPECT_EQ(p->unscheduled_left(), 6 * 4096u);
+    ASSERT_EQ(p->next_send_ns(0, 4096), 0u);
+    p->end_idle_grant(0);
+    EXPECT_EQ(p->unscheduled_left(), 0u);
+    EXPECT_GT(p->next_send_ns(0, 4096), 0u) << "the rest is paced";
+    EXPECT_EQ(p->counters().unscheduled, 2 * 4096u);
+    p->end_idle_grant(0);
+    EXPECT_GT(p->next_send_ns(0, 4096), 0u);
+}
+
 // The round trips of an idle burst's own packets, and of those sent behind
 // it until it is acknowledged, measure the queue the burst built: they do
 // not reach the controller (its marks do). The same history with the send

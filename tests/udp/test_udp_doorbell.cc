@@ -466,7 +466,8 @@ TEST(UdpDoorbell, CountersDumpAtClose)
           "conn_refused",   "keepalives",        "reasm_busy",      "reasm_reclaimed",
           "reasm_peak",     "acks_sent",         "acks_carried",    "packs",
           "packed",         "rx_held",           "spine_probes",    "spine_answers",
-          "path_errors",    "near_paths",        "rx_merged",       "rx_merged_datagrams"}) {
+          "path_errors",    "near_paths",        "rx_merged",       "rx_merged_datagrams",
+          "idle_windows"}) {
         EXPECT_NE(out.find(std::string("lo ") + name + " "), std::string::npos) << name;
     }
 }

@@ -33,13 +33,16 @@ struct FakeGate : PacingGate {
         uint64_t      max_send        = 0; ///< bytes, the largest single charge
         int64_t       outstanding     = 0; ///< bytes charged and not yet acknowledged
         int64_t       max_outstanding = 0;
-        double        rate_Bps        = 1e9; ///< what rate() says
-        uint64_t      release_ns      = 0;   ///< nonzero: closed until then (ns, now_ns clock)
-        uint64_t      idle_messages   = 0;   ///< on_idle_message calls
-        uint64_t      idle_bytes      = 0;   ///< and the bytes they announced
-        uint64_t      marked_acks     = 0;   ///< feedback that carried marks
-        uint64_t      unsampled_marks = 0;   ///< of them, without an RTT sample
-        uint64_t      dated_marks     = 0;   ///< of them, dated by the packets acknowledged
+        double        rate_Bps        = 1e9;   ///< what rate() says
+        uint64_t      release_ns      = 0;     ///< nonzero: closed until then (ns, now_ns clock)
+        uint64_t      idle_messages   = 0;     ///< on_idle_message calls
+        uint64_t      idle_bytes      = 0;     ///< and the bytes they announced
+        bool          idle_opens      = false; ///< an announcement lets its bytes out,
+        uint64_t      idle_credit     = 0;     ///< these (as the real pacer does)
+        uint64_t      idle_ends       = 0;     ///< end_idle_grant calls
+        uint64_t      marked_acks     = 0;     ///< feedback that carried marks
+        uint64_t      unsampled_marks = 0;     ///< of them, without an RTT sample
+        uint64_t      dated_marks     = 0;     ///< of them, dated by the packets acknowledged
         int           gates           = 0;
         PacingContext ctx;
     };
@@ -49,10 +52,11 @@ struct FakeGate : PacingGate {
         if (log_.release_ns != 0) {
             return std::max(now, log_.release_ns);
         }
-        return log_.open ? now : now + 1000000000ull;
+        return log_.open || log_.idle_credit > 0 ? now : now + 1000000000ull;
     }
     void on_send(uint64_t, uint32_t bytes) override
     {
+        log_.idle_credit -= std::min<uint64_t>(log_.idle_credit, bytes);
         ++log_.sends;
         log_.send_bytes += bytes;
         log_.max_send = std::max<uint64_t>(log_.max_send, bytes);
@@ -83,6 +87,14 @@ struct FakeGate : PacingGate {
     {
         ++log_.idle_messages;
         log_.idle_bytes += bytes;
+        if (log_.idle_opens) {
+            log_.idle_credit = std::max(log_.idle_credit, bytes);
+        }
+    }
+    void end_idle_grant(uint64_t) override
+    {
+        ++log_.idle_ends;
+        log_.idle_credit = 0;
     }
     double rate() const override { return log_.rate_Bps; }
     Log   &log_;
@@ -283,6 +295,75 @@ TEST(UdpPacing, AMessageOnAQuietQpIsAnnouncedToItsGate)
     EXPECT_EQ(1u, qa.unacked.size()) << "the short one left, unacknowledged";
     ASSERT_TRUE(pair.wait([&] { return c4.count == 1; }));
     EXPECT_EQ(3u, g_log.idle_messages);
+}
+
+/* Idle windows (UdpIface::grant_window): short messages posted one by one on
+ * a quiet QP leave while the gate lets them; when it would hold one before
+ * the first ACK of new data, the window is granted the rest of the idle
+ * allowance, once, and goes on unpaced. A window that has had its grant is
+ * paced from there; after an ACK a quiet QP opens a new window. */
+TEST(UdpPacing, AWindowOfShortMessagesOnAQuietQpIsGrantedTheIdleAllowanceOnce)
+{
+    doorbell_iface_params_t p = gated(lo_params(), false);
+    p.mtu                     = 1024;
+    g_log.idle_opens          = true;
+    LoopbackPair pair(p, p);
+    auto        &qa = static_cast<UdpQp &>(*static_cast<doorbell::QpCore *>(pair.qa));
+    Region       target(pair.pd, 4096, DOORBELL_ACCESS_REMOTE_WRITE);
+    uint64_t     allowance = g_log.ctx.idle_burst_bytes;
+    ASSERT_GT(allowance, 16 * (8 + sizeof(WireHeader)));
+    auto post = [&](int n, uint64_t seed) {
+        for (int i = 0; i < n; ++i) {
+            uint64_t v = seed + uint64_t(i);
+            ASSERT_EQ(DOORBELL_OK,
+                      doorbell_qp_put_short(pair.qa, &v, 8, target.addr() + 8 * i, target.rkey));
+        }
+    };
+    auto landed = [&](int n, uint64_t seed) {
+        for (int i = 0; i < n; ++i) {
+            uint64_t v;
+            std::memcpy(&v, target.bytes.data() + 8 * i, 8);
+            EXPECT_EQ(seed + uint64_t(i), v) << i;
+        }
+    };
+
+    /* the gate is closed: the window's first packet is granted the whole
+     * allowance (nothing was sent yet), and the 16 puts leave unpaced */
+    post(16, 100);
+    pair.progress();
+    EXPECT_EQ(1u, g_log.idle_messages);
+    EXPECT_EQ(allowance, g_log.idle_bytes);
+    EXPECT_EQ(1u, pair.counters(pair.a).idle_windows);
+    EXPECT_EQ(0u, pair.counters(pair.a).paced_waits);
+    ASSERT_TRUE(pair.wait([&] { return qa.unacked.empty(); }));
+    landed(16, 100);
+    /* the path answered: what the window did not spend is taken back */
+    EXPECT_EQ(1u, g_log.idle_ends);
+    EXPECT_EQ(0u, g_log.idle_credit);
+
+    /* acknowledged: the next put opens a new window. This gate grants
+     * nothing now, so the puts wait, and the window is not announced again
+     * however often the device tries */
+    g_log.idle_opens = false;
+    post(4, 200);
+    for (int i = 0; i < 5; ++i) {
+        pair.progress();
+    }
+    EXPECT_EQ(2u, g_log.idle_messages);
+    EXPECT_EQ(2u, pair.counters(pair.a).idle_windows);
+    EXPECT_GE(pair.counters(pair.a).paced_waits, 5u);
+    EXPECT_FALSE(qa.unacked.empty()) << "held by the gate";
+    g_log.open = true;
+    ASSERT_TRUE(pair.wait([&] { return qa.unacked.empty(); }));
+    landed(4, 200);
+    EXPECT_EQ(2u, g_log.idle_ends);
+
+    /* an open gate holds nothing: no window needs a grant, none is ended */
+    post(4, 300);
+    ASSERT_TRUE(pair.wait([&] { return qa.unacked.empty(); }));
+    EXPECT_EQ(2u, g_log.idle_messages);
+    EXPECT_EQ(2u, g_log.idle_ends);
+    landed(4, 300);
 }
 
 /* A sender that waits on the event fd while the pacer holds its packets

@@ -295,6 +295,9 @@ typedef struct doorbell_counters {
     uint64_t rx_merged;           /* receives that held several datagrams the
                                    * kernel merged (UDP GRO; UDP device) */
     uint64_t rx_merged_datagrams; /* datagrams in those */
+    uint64_t idle_windows;        /* windows of messages a quiet paced QP sent
+                                   * unpaced once its pacer would have held
+                                   * them (UDP device, "Idle windows") */
 } doorbell_counters_t;
 void doorbell_iface_get_counters(const doorbell_iface_t *iface, doorbell_counters_t *counters);
 /* Enables the counters dump at close ("<device> <counter> <value>" lines). */

@@ -312,6 +312,7 @@ void IfaceCore::dump_counters() const
         {"near_paths", c.near_paths},
         {"rx_merged", c.rx_merged},
         {"rx_merged_datagrams", c.rx_merged_datagrams},
+        {"idle_windows", c.idle_windows},
     };
     print_counters(rows);
 }

@@ -215,6 +215,14 @@ void Pacer::on_idle_message(uint64_t, uint64_t bytes)
     idle_grant_   = true;
 }
 
+void Pacer::end_idle_grant(uint64_t)
+{
+    if (idle_grant_) {
+        unsched_left_ = 0;
+        idle_grant_   = false;
+    }
+}
+
 bool Pacer::starting() const
 {
     const auto *ibrc = std::get_if<Ibrc>(&ctrl_);

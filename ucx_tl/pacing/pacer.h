@@ -173,6 +173,10 @@ public:
     // docs/fabric.md). Its CE marks do reach it, and so does every sample
     // while IBRC is in its start (which ends on round trips).
     void on_idle_message(uint64_t now_ns, uint64_t bytes);
+    // What is left of the last on_idle_message() grant is paced from now:
+    // the owner granted it to a window of messages that the path has
+    // answered since, so the queues are no longer known to be empty.
+    void end_idle_grant(uint64_t now_ns);
     /// From now the bucket holds burst_ns of the current rate, never less
     /// than Config::burst_bytes and never more than max_bytes (a burst_ns
     /// of 0: burst_bytes alone, as configured). For a path shown to cross

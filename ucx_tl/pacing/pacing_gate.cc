@@ -38,6 +38,7 @@ public:
     {
         pacer_->on_idle_message(now_ns, bytes);
     }
+    void end_idle_grant(uint64_t now_ns) override { pacer_->end_idle_grant(now_ns); }
     void set_time_burst(uint64_t burst_ns, uint32_t max_bytes) override
     {
         pacer_->set_time_burst(burst_ns, max_bytes);

@@ -49,6 +49,9 @@ public:
     /// A message of bytes (on the wire) is about to begin on a path with
     /// nothing in flight (pacing::Pacer::on_idle_message()).
     virtual void on_idle_message(uint64_t /*now_ns*/, uint64_t /*bytes*/) {}
+    /// What is left of the last idle grant is paced from now
+    /// (pacing::Pacer::end_idle_grant()).
+    virtual void end_idle_grant(uint64_t /*now_ns*/) {}
     /// The path crosses no spine: the bucket may hold burst_ns of the
     /// rate, up to max_bytes (pacing::Pacer::set_time_burst()).
     virtual void set_time_burst(uint64_t /*burst_ns*/, uint32_t /*max_bytes*/) {}

@@ -310,6 +310,11 @@ struct UdpQp : public QpCore {
     uint64_t    last_tx_ns   = 0;     ///< when it last sent a request packet
     uint32_t    idle_psn     = 0;     ///< the message start last announced idle
     bool        idle_told    = false; ///< (idle_psn is valid)
+    bool        window_open  = false; ///< an idle window is open (grant_window())
+    bool        window_given = false; ///< it has had its grant
+    bool        window_left  = false; ///< grant_window() gave it, maybe unspent
+    uint32_t    window_sent  = 0;     ///< bytes it sent (path bytes)
+    bool        backlog      = false; ///< the last transmit left work behind
     uint32_t    peer_paths   = 1;     ///< the peer's steered ports (ACCEPT)
     uint32_t    peer_ports   = 1;     ///< those and its spare ones (ACCEPT)
     PathTable   path;                 ///< which of our ports the next packet takes
@@ -546,6 +551,8 @@ private:
     uint64_t    path_rtt(uint64_t ts_echo, uint32_t hold_ns) const;
     uint32_t    path_bytes(const TxPacket &pkt, uint32_t offset) const;
     bool        quiet(const UdpQp &qp) const;
+    bool        little_in_flight(const UdpQp &qp) const;
+    bool        grant_window(UdpQp &qp, const TxPacket &pkt);
     uint64_t    read_window(const UdpQp &qp) const;
     uint32_t    read_piece_max(const UdpQp &qp) const;
     void        handle_response(UdpQp &qp, const WireHeader &h, const uint8_t *payload, bool ce);
