@@ -295,6 +295,21 @@ TEST(UdpPacing, AMessageOnAQuietQpIsAnnouncedToItsGate)
     EXPECT_EQ(1u, qa.unacked.size()) << "the short one left, unacknowledged";
     ASSERT_TRUE(pair.wait([&] { return c4.count == 1; }));
     EXPECT_EQ(3u, g_log.idle_messages);
+
+    /* a QP whose last transmit left work behind (a stream the pacer holds,
+     * which only lost its core for a while) is no idle QP: its next message
+     * is not announced, though nothing is in flight */
+    ASSERT_TRUE(pair.wait([&] { return qa.unacked.empty(); }));
+    qa.backlog = true;
+    Completion c5;
+    ASSERT_EQ(DOORBELL_INPROGRESS, put_zcopy(pair.qa, data, target, c5));
+    ASSERT_TRUE(pair.wait([&] { return c5.count == 1 && qa.unacked.empty(); }));
+    EXPECT_EQ(3u, g_log.idle_messages);
+    EXPECT_FALSE(qa.backlog) << "everything left";
+    Completion c6;
+    ASSERT_EQ(DOORBELL_INPROGRESS, put_zcopy(pair.qa, data, target, c6));
+    ASSERT_TRUE(pair.wait([&] { return c6.count == 1; }));
+    EXPECT_EQ(4u, g_log.idle_messages);
 }
 
 /* Idle windows (UdpIface::grant_window): short messages posted one by one on

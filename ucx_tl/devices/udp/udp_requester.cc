@@ -601,12 +601,14 @@ void UdpIface::transmit(UdpQp &qp)
             qp.window_given = false;
             qp.window_sent  = 0;
         }
-        if (qp.gate && qp.reads.empty() && starts_long_message(pkt) && fresh &&
+        if (qp.gate && qp.reads.empty() && starts_long_message(pkt) && fresh && !qp.backlog &&
             !(qp.window_open && qp.window_given) && !(qp.idle_told && qp.idle_psn == pkt.psn) &&
             quiet(qp)) {
             /* nothing in flight: the message may leave as one burst (told
              * once, though the pacer may hold it over several calls; an
-             * open window's one grant) */
+             * open window's one grant). Not after a transmit that left work
+             * behind: a paced stream that lost its core is quiet by time,
+             * and its bursts doubled the incast's CE marks */
             qp.window_given           = qp.window_open;
             qp.idle_told              = true;
             qp.idle_psn               = pkt.psn;
