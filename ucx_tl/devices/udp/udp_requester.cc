@@ -378,7 +378,9 @@ void UdpIface::note_sent(UdpQp &qp, TxPacket &pkt, bool resend, uint32_t bytes)
         qp.gate->on_send(now_, bytes);
     }
     if (qp.window_open && !resend) {
-        qp.window_sent = uint32_t(std::min<uint64_t>(uint64_t(qp.window_sent) + bytes, UINT32_MAX));
+        /* bounded: an open window has no ACK yet, so what it sent is in
+         * flight, under the flow-control window */
+        qp.window_sent += bytes;
     }
     qp.last_tx_ns = now_;
     if (qp.deadline_ns == 0) {
@@ -975,7 +977,7 @@ void UdpIface::handle_ack(UdpQp &qp, const WireHeader &h)
         /* the path has answered: the window closes, and what it has not
          * spent of its grant is paced (grant_window) */
         qp.window_open = false;
-        if (qp.window_left && qp.gate) {
+        if (qp.window_left) { /* (set by grant_window, on a gated QP) */
             qp.gate->end_idle_grant(now_);
         }
         qp.window_left = false;
