@@ -15,11 +15,15 @@
 # CE marks from the doorbell counter dump (UCX_DOORBELL_STATS=y), drops and
 # marks at the bottleneck port (tbf and the BPF marker), and the RTT p50/p99
 # of 200-Hz ping probes h1 -> h4 sharing the bottleneck queue.
+# The hosts run on every CPU (--host-cpus shared): with the fabric's default
+# the three senders would take turns on one CPU, where real senders each have
+# their own machine, and the CE marks doubled (docs/fabric.md).
 #
 #   scripts/fabric/incast.sh [--modes ibrc,none,tcp] [--mib-per-sender N]
 #                            [--msg BYTES] [--out DIR] [--json FILE] [--name FABRIC]
 #                            [--spine-rate R] [--buffer B] [--ecn-k B]
-#                            [--mtu N] [--timeout S]  (per mode, default 120)
+#                            [--mtu N] [--host-cpus spread|shared]
+#                            [--timeout S]  (per mode, default 120)
 #
 # Needs root, doorbell-fabric, ucx_perftest (ucx-utils), ping; for the ibrc
 # and none modes install/lib/ucx/libuct_doorbell.so with UCX_DOORBELL_CC and
@@ -31,7 +35,7 @@ log() { printf '[incast] %s\n' "$*" >&2; }
 die() { printf '[incast] error: %s\n' "$*" >&2; exit 1; }
 
 modes=ibrc,none,tcp mib=24 msg=65536 out="" json="" name=dbinc limit=120
-rate=200mbit buffer=64k ecn_k=20k mtu=1500
+rate=200mbit buffer=64k ecn_k=20k mtu=1500 host_cpus=shared
 while (($#)); do
   case $1 in
     --modes) modes=$2; shift 2 ;;
@@ -45,6 +49,7 @@ while (($#)); do
     --buffer) buffer=$2; shift 2 ;;
     --ecn-k) ecn_k=$2; shift 2 ;;
     --mtu) mtu=$2; shift 2 ;;
+    --host-cpus) host_cpus=$2; shift 2 ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
   esac
@@ -69,7 +74,7 @@ iters=$(((mib << 20) / msg))
 cleanup() { "${F[@]}" -q down || true; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-"${F[@]}" up --leaves 2 --hosts-per-leaf 3 --spines 1 --spine-rate "$rate" --buffer "$buffer" --ecn-k "$ecn_k" --mtu "$mtu" >&2
+"${F[@]}" up --leaves 2 --hosts-per-leaf 3 --spines 1 --spine-rate "$rate" --buffer "$buffer" --ecn-k "$ecn_k" --mtu "$mtu" --host-cpus "$host_cpus" >&2
 mapfile -t hosts < <("${F[@]}" hosts)
 receiver=${hosts[3]}
 rate_bps=$(awk '/^SPINE_BPS=/{split($0,a,"="); print a[2]}' "${DOORBELL_FABRIC_STATE:-/run/doorbell-fabric}/$name/config")

@@ -83,7 +83,8 @@ layout_select() {
 if ((fabric)); then
   # Hostfile, rsh agent, oob/btl tcp interfaces (198.18.0.0/15),
   # UCX_NET_DEVICES=fab0, no binding and yielding come from doorbell-fabric
-  # run; shared memory works inside a host.
+  # run; shared memory works inside a host, and every host's ranks run on
+  # its own CPUs (doorbell-fabric up --host-cpus spread).
   launch=("$fabric_tool" --name "$fabric_name" run --)
   stack_if=fab0
   stack_tcp_if=198.18.0.0/15

@@ -11,9 +11,14 @@
 // ports.
 #include <gtest/gtest.h>
 
+#include <sched.h>
+
 #include <filesystem>
 #include <regex>
+#include <set>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "fabric_test.h"
 
@@ -124,6 +129,103 @@ TEST_F(FabricHosts, EveryHostHasItsOwnNameShmTmpAndNamespaces)
     EXPECT_NE(r.out.find("hosts: 2 nodes"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("node " + h1 + ": ranks 0 1\n"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("node " + h2 + ": ranks 2 3\n"), std::string::npos) << r.out;
+}
+
+// "0-2,5" -> {0, 1, 2, 5}: a Cpus_allowed_list.
+std::set<int> cpu_list(const std::string &text)
+{
+    std::set<int>      cpus;
+    std::istringstream in(text);
+    for (std::string part; std::getline(in, part, ',');) {
+        const auto dash  = part.find('-');
+        const int  first = std::stoi(part.substr(0, dash));
+        const int  last  = dash == std::string::npos ? first : std::stoi(part.substr(dash + 1));
+        for (int c = first; c <= last; ++c)
+            cpus.insert(c);
+    }
+    return cpus;
+}
+
+// The Cpus_allowed_list of every "Cpus_allowed_list:" line in out, in order.
+std::vector<std::set<int>> allowed_lists(const std::string &out)
+{
+    std::vector<std::set<int>> lists;
+    static const std::regex    line(R"(Cpus_allowed_list:\s*([0-9,-]+))");
+    for (auto it = std::sregex_iterator(out.begin(), out.end(), line); it != std::sregex_iterator();
+         ++it)
+        lists.push_back(cpu_list((*it)[1]));
+    return lists;
+}
+
+std::set<int> machine_cpus()
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) != 0)
+        return {};
+    std::set<int> cpus;
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+        if (CPU_ISSET(c, &set))
+            cpus.insert(c);
+    return cpus;
+}
+
+// A host runs on its own CPUs where the machine has a CPU for each host, as a
+// machine's processes run on its own cores: commands run with exec, and the
+// orted and ranks of a job, whose ranks inherit the host's CPUs.
+TEST_F(FabricHosts, EveryHostRunsOnItsOwnCpus)
+{
+    const std::set<int> machine = machine_cpus();
+    ASSERT_FALSE(machine.empty());
+    const std::string show = "grep Cpus_allowed_list /proc/self/status";
+    auto              a    = allowed_lists(f_.exec("h1", show).out);
+    auto              b    = allowed_lists(f_.exec("h2", show).out);
+    ASSERT_EQ(a.size(), 1u);
+    ASSERT_EQ(b.size(), 1u);
+    const std::set<int> h1 = a[0], h2 = b[0];
+    EXPECT_FALSE(h1.empty());
+    EXPECT_FALSE(h2.empty());
+    for (int c : h1)
+        EXPECT_TRUE(machine.count(c)) << "h1 on CPU " << c << ", not one of this machine's";
+    for (int c : h2)
+        EXPECT_TRUE(machine.count(c)) << "h2 on CPU " << c << ", not one of this machine's";
+    if (machine.size() >= 2) {
+        // Two hosts: halves of the machine, nothing in common.
+        for (int c : h1)
+            EXPECT_FALSE(h2.count(c)) << "CPU " << c << " is both hosts'";
+        EXPECT_EQ(h1.size() + h2.size(), machine.size());
+    } else {
+        EXPECT_EQ(h1, machine);
+        EXPECT_EQ(h2, machine);
+    }
+    EXPECT_NE(run(tool(f_.name()) + " status").out.find(" cpus "), std::string::npos)
+        << "status shows every host's CPUs";
+
+    // Ranks 0 and 1 are h1's, 2 and 3 h2's (--map-by slot).
+    auto r = mpirun("-np 4 --map-by slot --tag-output " + show);
+    ASSERT_EQ(r.rc, 0) << r.out;
+    for (int rank = 0; rank < 4; ++rank) {
+        const std::string tag = "[1," + std::to_string(rank) + "]<stdout>:";
+        const auto        at  = r.out.find(tag);
+        ASSERT_NE(at, std::string::npos) << r.out;
+        auto lists = allowed_lists(r.out.substr(at, r.out.find('\n', at) - at));
+        ASSERT_EQ(lists.size(), 1u) << r.out;
+        EXPECT_EQ(lists[0], rank < 2 ? h1 : h2) << "rank " << rank << "\n" << r.out;
+    }
+
+    // --host-cpus shared: every host on every CPU, as before; a bad mode is
+    // refused with its name.
+    auto bad = f_.up("--leaves 2 --hosts-per-leaf 1 --ranks-per-host 2 --host-cpus some");
+    EXPECT_NE(bad.rc, 0);
+    EXPECT_NE(bad.out.find("--host-cpus must be spread or shared (got 'some')"), std::string::npos)
+        << bad.out;
+    auto up = f_.up("--leaves 2 --hosts-per-leaf 1 --ranks-per-host 2 --host-cpus shared");
+    ASSERT_EQ(up.rc, 0) << up.out;
+    for (const char *host : {"h1", "h2"}) {
+        auto lists = allowed_lists(f_.exec(host, show).out);
+        ASSERT_EQ(lists.size(), 1u);
+        EXPECT_EQ(lists[0], machine) << host;
+    }
 }
 
 TEST_F(FabricHosts, Ob1TalksThroughVaderInsideAHostAndTcpAcross)
