@@ -203,10 +203,12 @@ extern "C" {
 void doorbell_coll_tuning_default(doorbell_coll_tuning_t *tuning_p)
 {
     tuning_p->small_max = 8192;
-    // Recursive doubling's log2 n steps against Rabenseifner's 2 log2 n:
-    // 4 hosts x 1 rank (OSU -c), 2 KiB 74-82 against 100-109 us, 4 KiB
-    // 139-174 against 125-135 us.
-    tuning_p->net_small_max    = 2048;
+    // Recursive doubling's log2 n steps against Rabenseifner's 2 log2 n,
+    // which crosses a two-leaf spine with m bytes per direction where
+    // recursive doubling crosses with 2m: 4 hosts x 1 rank on hosts with
+    // CPUs of their own, alternating jobs, 1 KiB 45.5 against 49.9 us,
+    // 2 KiB 89.1 against 51.3 (docs/fabric.md, twenty-first round).
+    tuning_p->net_small_max    = 1024;
     tuning_p->direct_max_ranks = 8;
     // Hierarchical at every size: on the emulated fabric (2 hosts x 2 ranks,
     // 200 Mb/s spine links) the flat ring over mixed peers took 77 and 155 ms
@@ -304,7 +306,7 @@ doorbell_coll_algorithm_t doorbell_coll_select(const doorbell_coll_team_t   *tea
     // sends n-1 messages per rank where recursive doubling sends log2 n: on
     // the emulated leaf-spine fabric (4 hosts) it lost at every size, 8 B
     // 78-110 against 58-84 us, 8 KiB 785-888 against Rabenseifner's 415 us.
-    // Recursive doubling to 2 KiB, then Rabenseifner (2^k ranks) or the ring.
+    // Recursive doubling to 1 KiB, then Rabenseifner (2^k ranks) or the ring.
     if (team->peer_scratch == nullptr) {
         if (bytes <= tuning->net_small_max)
             return DOORBELL_COLL_ALG_RECURSIVE_DOUBLING;

@@ -538,9 +538,15 @@ TEST(SchedulesSelect, AutoFollowsSizeSizeAndTopology)
               DOORBELL_COLL_ALG_RING);
     EXPECT_EQ(doorbell_coll_select(&team, &t, DOORBELL_COLL_ALG_RING, 8), DOORBELL_COLL_ALG_RING);
     {
-        // The default over the network: Rabenseifner at every size (2^k ranks).
+        // The default over the network: recursive doubling to 1 KiB (2 KiB
+        // crosses a two-leaf spine twice), then Rabenseifner at every size
+        // (2^k ranks).
         doorbell_coll_tuning_t d;
         doorbell_coll_tuning_default(&d);
+        EXPECT_EQ(doorbell_coll_select(&team, &d, DOORBELL_COLL_ALG_AUTO, 1024),
+                  DOORBELL_COLL_ALG_RECURSIVE_DOUBLING);
+        EXPECT_EQ(doorbell_coll_select(&team, &d, DOORBELL_COLL_ALG_AUTO, 2048),
+                  DOORBELL_COLL_ALG_RABENSEIFNER);
         EXPECT_EQ(doorbell_coll_select(&team, &d, DOORBELL_COLL_ALG_AUTO, size_t(1) << 30),
                   DOORBELL_COLL_ALG_RABENSEIFNER);
         FakeFabric           f6(6, kHalf, 64);
