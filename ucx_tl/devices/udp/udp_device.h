@@ -58,6 +58,7 @@
 #include "udp_gso.h"
 #include "udp_path_classes.h"
 #include "udp_paths.h"
+#include "udp_return_trip.h"
 #include "wire.h"
 
 #include <netinet/in.h>
@@ -322,6 +323,11 @@ struct UdpQp : public QpCore {
     PathClasses classes;              ///< which of our ports reach which spine
     bool        near = false;         ///< a spine probe of the peer reached us
                                       ///< (near_path()): no spine between
+
+    /* the queue its answers meet on their way back (forward_rtt()) */
+    ReturnTrip back;
+    uint32_t   reverse_id      = 0; ///< the responder of the peer's QP to us (data_from())
+    uint64_t   reverse_look_ns = 0; ///< when data_from() may look for it again
 };
 
 /// A request that arrived ahead of a gap (multipath), kept until its turn.
@@ -367,6 +373,7 @@ struct Responder {
     uint64_t    ack_deadline = 0;
     uint32_t    unacked_pkts = 0;       ///< accepted since the last ACK
     uint64_t    last_seen    = 0;       ///< ns, for eviction when full
+    uint64_t    data_ns      = 0;       ///< ns when a request with payload last came
     uint64_t    ts_echo      = 0;       ///< ts_send of the last packet
     uint64_t    ts_echo_rx   = 0;       ///< ns when that packet was processed
     uint32_t    ce_bytes     = 0;       ///< CE-marked bytes since the last ACK
@@ -549,6 +556,8 @@ private:
     WireHeader  retry_header(const UdpQp &qp, Opcode op, const ReadPiece &piece) const;
     void        mark_paced(UdpQp &qp);
     uint64_t    path_rtt(uint64_t ts_echo, uint32_t hold_ns) const;
+    uint64_t    forward_rtt(UdpQp &qp, uint64_t rtt, uint64_t answer_sent);
+    bool        data_from(UdpQp &qp, uint64_t since_ns);
     uint32_t    path_bytes(const TxPacket &pkt, uint32_t offset) const;
     bool        quiet(const UdpQp &qp) const;
     bool        little_in_flight(const UdpQp &qp) const;
@@ -766,6 +775,7 @@ private:
         sockaddr_in to;
         unsigned    iovcnt; ///< leading iov entries in use
         size_t      bytes;
+        bool        stamp_at_send; ///< hdr.ts_send: the clock when it is handed to the kernel
     };
     std::array<TxSlot, kTxBatch> tx_{};
     unsigned                     tx_count_ = 0;

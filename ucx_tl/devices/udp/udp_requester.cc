@@ -849,6 +849,47 @@ uint64_t UdpIface::path_rtt(uint64_t ts_echo, uint32_t hold_ns) const
     return hold_ns < elapsed ? elapsed - hold_ns : 0;
 }
 
+/// A paced QP's round trip `rtt` less the queue its answer, sent at
+/// `answer_sent` on the peer's clock, met on its way back beyond the
+/// path's noise allowance, when the peer sent us data within the round
+/// trip (udp_return_trip.h). As measured without kernel receive times.
+uint64_t UdpIface::forward_rtt(UdpQp &qp, uint64_t rtt, uint64_t answer_sent)
+{
+    if (!rx_timestamps_) {
+        return rtt;
+    }
+    uint64_t back = qp.back.queue_ns(now_, rx_ts_, stamp_time(answer_sent));
+    bool     data = back > kHostPathDelayNs && data_from(qp, now_ - std::min(now_, rtt));
+    return forward_round_trip(rtt, back, qp.gate->base_rtt_ns(), kHostPathDelayNs, data);
+}
+
+/// Whether the peer of qp sent us a request with payload since `since_ns`,
+/// on its QP to us (the responder found once, then by its id; looked for
+/// again at most every kClassWatchNs).
+bool UdpIface::data_from(UdpQp &qp, uint64_t since_ns)
+{
+    const Responder *r = nullptr;
+    if (qp.reverse_id != 0) {
+        auto it = responders_.find(qp.reverse_id);
+        if (it != responders_.end() && same_peer(it->second.peer, qp.peer)) {
+            r = &it->second;
+        } else {
+            qp.reverse_id = 0; /* gone, or its number taken by another */
+        }
+    }
+    if (r == nullptr && now_ >= qp.reverse_look_ns) {
+        qp.reverse_look_ns = now_ + kClassWatchNs;
+        for (const auto &[id, x] : responders_) {
+            if (same_peer(x.peer, qp.peer)) {
+                r             = &x;
+                qp.reverse_id = id;
+                break;
+            }
+        }
+    }
+    return r != nullptr && r->data_ns >= since_ns && r->data_ns != 0;
+}
+
 /// Bytes a packet costs its path: its datagram, and for a read request the
 /// data (with a header per chunk) it asks back from offset on.
 uint32_t UdpIface::path_bytes(const TxPacket &pkt, uint32_t offset) const
@@ -995,7 +1036,8 @@ void UdpIface::handle_ack(UdpQp &qp, const WireHeader &h)
     /* An ACK echoes the last stamped packet, and reports how long since that
      * one was processed (its hold): the round trip is the elapsed time less
      * the hold, for the timers (whose floors and the TLP's ACK-delay term
-     * cover a held answer) and, from the kernel's arrival, for the pacer.
+     * cover a held answer) and, from the kernel's arrival and less the
+     * queue the answer met on its way back (forward_rtt), for the pacer.
      * An echo already sampled is no new sample. */
     uint64_t rtt = 0;
     if (h.ts_echo != 0 && h.ts_echo <= now_ && h.ts_echo != qp.last_echo) {
@@ -1006,6 +1048,9 @@ void UdpIface::handle_ack(UdpQp &qp, const WireHeader &h)
         qp.path.sample(stamp_path(h.ts_echo), round);
         ++counters.rtt_samples;
         rtt = path_rtt(h.ts_echo, h.msg_offset);
+        if (rtt != 0 && h.ts_send != 0 && qp.gate) {
+            rtt = forward_rtt(qp, rtt, h.ts_send);
+        }
     }
     if (qp.gate && (acked != 0 || rtt != 0 || h.aux != 0)) {
         /* an echo already sampled still dates the marks (an ACK that

@@ -20,10 +20,14 @@ void UdpIface::send_control(const Responder &r, Opcode op, NakCode code, uint32_
     h.src_qp     = r.id;
     h.psn        = psn;
     h.aux        = op == Opcode::kAck ? r.ce_bytes : 0;
-    h.ts_send    = now_;
     h.ts_echo    = r.ts_echo;
     h.msg_offset = uint32_t(std::min<uint64_t>(now_ - r.ts_echo_rx, UINT32_MAX));
     stage(h, nullptr, 0, nullptr, 0, r.peer, next_path(r.path_next));
+    /* its ts_send is the clock when it leaves, the hold the clock now: the
+     * requester takes the queue it meets on the way back out of its round
+     * trip (udp_return_trip.h), and what this process does before the
+     * send stays in, as a receiver that does not keep up is a queue */
+    tx_[tx_count_ - 1].stamp_at_send = true;
     if (op == Opcode::kNak) {
         ++counters.naks;
     }
@@ -148,6 +152,10 @@ void UdpIface::handle_request(Responder &r, const WireHeader &h, uint8_t *buf,
         r.ts_echo_rx   = rx_timestamps_ && could < now_ ? could : now_;
     }
     r.last_seen = now_;
+    if (h.length != 0 &&
+        (Opcode(h.opcode) == Opcode::kWrite || Opcode(h.opcode) == Opcode::kSend)) {
+        r.data_ns = now_; /* data that queues ahead of our answers to it (forward_rtt) */
+    }
     if (ce) {
         /* payload, as the requester counts what an ACK acknowledges: with
          * a header's 64 bytes per packet the marked fraction read up to 1.05
