@@ -775,10 +775,13 @@ private:
         sockaddr_in to;
         unsigned    iovcnt; ///< leading iov entries in use
         size_t      bytes;
-        bool        stamp_at_send; ///< hdr.ts_send: the clock when it is handed to the kernel
     };
     std::array<TxSlot, kTxBatch> tx_{};
     unsigned                     tx_count_ = 0;
+    /* the staged slots whose ts_send is the clock of the flush (ACKs and
+     * NAKs: send_control), one bit per slot */
+    uint64_t tx_stamp_at_send_ = 0;
+    static_assert(kTxBatch <= 64, "a bit of tx_stamp_at_send_ per slot");
     /* packs (send_pack): a slot's datagram built whole in its own buffer */
     std::array<std::unique_ptr<uint8_t[]>, kTxBatch> tx_pack_;
     TxSlot &stage_linear(const sockaddr_in &to, uint8_t path, uint8_t **buf);

@@ -859,8 +859,11 @@ uint64_t UdpIface::forward_rtt(UdpQp &qp, uint64_t rtt, uint64_t answer_sent)
         return rtt;
     }
     uint64_t back = qp.back.queue_ns(now_, rx_ts_, stamp_time(answer_sent));
-    bool     data = back > kHostPathDelayNs && data_from(qp, now_ - std::min(now_, rtt));
-    return forward_round_trip(rtt, back, qp.gate->base_rtt_ns(), kHostPathDelayNs, data);
+    if (back <= kHostPathDelayNs) {
+        return rtt; /* within the allowance: no need to look for data coming back */
+    }
+    return forward_round_trip(rtt, back, qp.gate->base_rtt_ns(), kHostPathDelayNs,
+                              data_from(qp, now_ - std::min(now_, rtt)));
 }
 
 /// Whether the peer of qp sent us a request with payload since `since_ns`,

@@ -27,7 +27,7 @@ void UdpIface::send_control(const Responder &r, Opcode op, NakCode code, uint32_
      * requester takes the queue it meets on the way back out of its round
      * trip (udp_return_trip.h), and what this process does before the
      * send stays in, as a receiver that does not keep up is a queue */
-    tx_[tx_count_ - 1].stamp_at_send = true;
+    tx_stamp_at_send_ |= uint64_t(1) << (tx_count_ - 1);
     if (op == Opcode::kNak) {
         ++counters.naks;
     }

@@ -429,8 +429,6 @@ void UdpIface::stage(const WireHeader &hdr, const void *a, size_t alen, const vo
     s.iov[2] = {const_cast<void *>(b), blen};
     s.iovcnt = blen != 0 ? 3 : alen != 0 ? 2 : 1;
     s.bytes  = header_bytes + alen + blen;
-
-    s.stamp_at_send = false; /* (send_control sets it) */
 }
 
 /// A slot for a datagram the caller builds whole in the slot's own buffer
@@ -450,8 +448,6 @@ UdpIface::TxSlot &UdpIface::stage_linear(const sockaddr_in &to, uint8_t path, ui
     s.iovcnt  = 1;
     s.bytes   = 0;
     *buf      = tx_pack_[i].get();
-
-    s.stamp_at_send = false;
     return s;
 }
 
@@ -561,12 +557,12 @@ void UdpIface::flush_tx()
         return;
     }
     /* ACKs leave stamped with the clock of their send (send_control) */
-    uint64_t sent = 0;
-    for (unsigned i = 0; i < tx_count_; ++i) {
-        if (tx_[i].stamp_at_send) {
-            sent               = sent != 0 ? sent : now_ns();
-            tx_[i].hdr.ts_send = sent;
+    if (tx_stamp_at_send_ != 0) {
+        uint64_t sent = now_ns();
+        for (uint64_t m = tx_stamp_at_send_; m != 0; m &= m - 1) {
+            tx_[std::countr_zero(m)].hdr.ts_send = sent;
         }
+        tx_stamp_at_send_ = 0;
     }
     if (tx_count_ == 1 && !faults_ && (tx_[0].bytes <= tx_linear_.size() || tx_[0].iovcnt == 1)) {
         send_linear(tx_[0]); /* a ping, an ACK: the common latency case */
