@@ -37,6 +37,10 @@ typedef struct mca_coll_doorbell_ucp {
     int num_eps;
     int max_eps;
     int ucp_teams; /* teams with a peer reached by UCP puts */
+    /* Empty passes of the progress hook in a row, and passes seen while
+     * it polls only now and then (coll_doorbell_ucp.c). */
+    unsigned hook_empty;
+    unsigned hook_passes;
     /* Teams by region, for put_signals arriving as active messages. */
     struct mca_coll_doorbell_team **teams;
     int                             num_teams;
@@ -162,6 +166,7 @@ mca_coll_base_module_t *mca_coll_doorbell_comm_query(
  * the active-message handler looks put_signals up in */
 int          mca_coll_doorbell_ucp_init(void);
 void         mca_coll_doorbell_ucp_finalize(void);
+void         mca_coll_doorbell_ucp_busy(void);
 ucs_status_t mca_coll_doorbell_ucp_get_ep(struct ompi_proc_t *proc,
                                           const void *address, ucp_ep_h *ep_p);
 

@@ -90,6 +90,7 @@ int mca_coll_doorbell_allreduce(const void *sbuf, void *rbuf, int count,
     rc = doorbell_coll_allreduce(&module->team->super, &module->tuning, alg,
                                  sbuf == MPI_IN_PLACE ? NULL : sbuf, rbuf,
                                  (size_t)count, dt, dop, err, sizeof(err));
+    mca_coll_doorbell_ucp_busy();
     if (rc != DOORBELL_COLL_OK) {
         module->failed = 1;
         DOORBELL_ERROR("comm %s: %s", comm->c_name, err);
