@@ -16,6 +16,7 @@
 #include "opal/class/opal_object.h"
 
 #include "doorbell_coll.h"
+#include "progress_backoff.h"
 
 #include <ucp/api/ucp.h>
 
@@ -37,10 +38,8 @@ typedef struct mca_coll_doorbell_ucp {
     int num_eps;
     int max_eps;
     int ucp_teams; /* teams with a peer reached by UCP puts */
-    /* Empty passes of the progress hook in a row, and passes seen while
-     * it polls only now and then (coll_doorbell_ucp.c). */
-    unsigned hook_empty;
-    unsigned hook_passes;
+    /* How often the progress hook polls the worker (coll_doorbell_ucp.c). */
+    doorbell_coll_backoff_t hook;
     /* Teams by region, for put_signals arriving as active messages. */
     struct mca_coll_doorbell_team **teams;
     int                             num_teams;

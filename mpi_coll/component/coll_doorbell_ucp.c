@@ -22,13 +22,12 @@
  * every pass it cost a point-to-point ping-pong over the btl 3-4 us per
  * message across the emulated spine. Only teams that put through UCP have
  * work for the worker: with every peer mapped the hook costs a load.
- * After DOORBELL_HOOK_EMPTY empty passes (the traffic a collective leaves
- * behind has settled) it polls every DOORBELL_HOOK_EVERY-th pass only: a
- * ping-pong's wait loop then pays one receive system call in 128 passes,
- * not one in 8, and a peer's late request for an ACK still gets one
- * within microseconds while the process is in MPI (the iface's async tick
- * covers a process outside it). A pass that moves something, and every
- * collective, make it poll every pass again. */
+ * After DOORBELL_HOOK_EMPTY empty polls it polls on every
+ * DOORBELL_HOOK_EVERY-th pass (progress_backoff.h): a ping-pong's wait loop
+ * then pays one receive system call in 128 opal_progress calls, not one in
+ * 8, and a peer's late request for an ACK still gets one within
+ * microseconds while this process is in MPI (the iface's async tick covers
+ * a process outside it). */
 #define DOORBELL_HOOK_EMPTY 64
 #define DOORBELL_HOOK_EVERY 16
 
@@ -37,27 +36,19 @@ static int mca_coll_doorbell_progress(void)
     mca_coll_doorbell_ucp_t *u = &mca_coll_doorbell_component.ucp;
     unsigned                 events;
 
-    if (u->ucp_teams == 0) {
-        return 0;
-    }
-    if ((u->hook_empty >= DOORBELL_HOOK_EMPTY) &&
-        (++u->hook_passes % DOORBELL_HOOK_EVERY != 0)) {
+    if ((u->ucp_teams == 0) || !doorbell_coll_backoff_poll(&u->hook)) {
         return 0;
     }
     events = ucp_worker_progress(u->worker);
-    if (events > 0) {
-        u->hook_empty = 0;
-    } else if (u->hook_empty < DOORBELL_HOOK_EMPTY) {
-        ++u->hook_empty;
-    }
+    doorbell_coll_backoff_polled(&u->hook, events);
     return (int)events;
 }
 
 /* A collective has run: its last puts' acknowledgements and the peers'
- * early puts may follow, so the hook polls every pass again. */
+ * early puts may follow, so the hook polls on every pass again. */
 void mca_coll_doorbell_ucp_busy(void)
 {
-    mca_coll_doorbell_component.ucp.hook_empty = 0;
+    doorbell_coll_backoff_reset(&mca_coll_doorbell_component.ucp.hook);
 }
 
 /* The target's side of an AM put_signal. Remote input: the header names a
@@ -211,6 +202,8 @@ int mca_coll_doorbell_ucp_init(void)
                        ucs_status_string(status));
         goto err_destroy_worker;
     }
+    doorbell_coll_backoff_init(&u->hook, DOORBELL_HOOK_EMPTY,
+                               DOORBELL_HOOK_EVERY);
     opal_progress_register_lp(mca_coll_doorbell_progress);
     u->initialized = 1;
     DOORBELL_VERBOSE(1,
