@@ -43,22 +43,22 @@ static inline int doorbell_coll_backoff_poll(doorbell_coll_backoff_t *b)
     return (++b->calls % b->every) == 0;
 }
 
-/* The poll's result: how many events it moved. */
-static inline void doorbell_coll_backoff_polled(doorbell_coll_backoff_t *b, unsigned events)
-{
-    if (events > 0) {
-        b->empty = 0;
-        b->calls = 0;
-    } else if (b->empty < b->empty_limit) {
-        ++b->empty;
-    }
-}
-
-/* A collective has run: poll on every call again. */
+/* Poll on every call again: a collective has run, or a poll moved
+ * something. */
 static inline void doorbell_coll_backoff_reset(doorbell_coll_backoff_t *b)
 {
     b->empty = 0;
     b->calls = 0;
+}
+
+/* The poll's result: how many events it moved. */
+static inline void doorbell_coll_backoff_polled(doorbell_coll_backoff_t *b, unsigned events)
+{
+    if (events > 0) {
+        doorbell_coll_backoff_reset(b);
+    } else if (b->empty < b->empty_limit) {
+        ++b->empty;
+    }
 }
 
 #ifdef __cplusplus
