@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <regex>
 #include <sstream>
 
 #include "fabric_test.h"
@@ -151,6 +152,15 @@ TEST_F(FabricLifecycle, UpWithOtherOptionsRebuilds)
     auto hostfile = run("cat /run/doorbell-fabric/" + f.name() + "/hostfile");
     EXPECT_NE(hostfile.out.find(f.hosts()[5] + " slots=3\n"), std::string::npos) << hostfile.out;
     EXPECT_EQ(hostfile.out.find("slots=1"), std::string::npos) << hostfile.out;
+    // The shaped ports' token bucket: 8 KiB by default, one frame with
+    // "line" (tc prints it back from a time, rounded: 8175b, 1500b).
+    auto bucket = [&] { return run("ip netns exec " + f.name() + "-l1 tc qdisc show dev s1").out; };
+    const std::regex kib8("burst 81[0-9][0-9]b"), frame("burst 1[45][0-9][0-9]b");
+    EXPECT_TRUE(std::regex_search(bucket(), kib8)) << bucket();
+    r = f.up("--spines 1 --hosts-per-leaf 3 --slots 3 --burst line");
+    ASSERT_EQ(r.rc, 0) << r.out;
+    EXPECT_NE(r.out.find("rebuilding"), std::string::npos) << r.out;
+    EXPECT_TRUE(std::regex_search(bucket(), frame)) << bucket();
 }
 
 TEST_F(FabricLifecycle, FailedSetUpLeavesNothingBehind)
@@ -214,6 +224,9 @@ TEST(FabricRefusal, RejectsBadOptions)
     r = run(tool(unique_name('f')) + " up --spine-rate fast");
     EXPECT_NE(r.rc, 0);
     EXPECT_NE(r.out.find("bad rate"), std::string::npos) << r.out;
+    r = run(tool(unique_name('f')) + " up --burst 1000");
+    EXPECT_NE(r.rc, 0);
+    EXPECT_NE(r.out.find("must hold one frame"), std::string::npos) << r.out;
 }
 
 } // namespace
