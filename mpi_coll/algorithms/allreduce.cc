@@ -15,17 +15,34 @@ namespace {
 // DOORBELL_COLL_LAYOUT_* of a team: node ids sorted, so a node holding
 // several ranks shows as two equal neighbours (O(n log n); the select runs
 // on every call and a team may have thousands of ranks).
-unsigned layout_of(int size, const int *node_of)
+unsigned layout_of(int size, const int *node_of, const int *leaf_of)
 {
     unsigned layout = DOORBELL_COLL_LAYOUT_KNOWN;
-    if (node_of == nullptr || size <= 1)
-        return layout; // one node per rank: neither
-    std::vector<int> ids(node_of, node_of + size);
-    std::sort(ids.begin(), ids.end());
-    if (ids.front() != ids.back())
-        layout |= DOORBELL_COLL_LAYOUT_MULTI_NODE;
-    if (std::adjacent_find(ids.begin(), ids.end()) != ids.end())
-        layout |= DOORBELL_COLL_LAYOUT_SHARED_NODE;
+    if (size <= 1)
+        return layout;
+    if (node_of != nullptr) { // else one node per rank: neither
+        std::vector<int> ids(node_of, node_of + size);
+        std::sort(ids.begin(), ids.end());
+        if (ids.front() != ids.back())
+            layout |= DOORBELL_COLL_LAYOUT_MULTI_NODE;
+        if (std::adjacent_find(ids.begin(), ids.end()) != ids.end())
+            layout |= DOORBELL_COLL_LAYOUT_SHARED_NODE;
+    }
+    if (leaf_of == nullptr)
+        return layout;
+    // (leaf, node) pairs, once each: a leaf with several nodes shows as two
+    // neighbours with the same leaf.
+    std::vector<std::pair<int, int>> at(static_cast<size_t>(size));
+    for (int i = 0; i < size; i++)
+        at[static_cast<size_t>(i)] = {leaf_of[i], node_of != nullptr ? node_of[i] : i};
+    std::sort(at.begin(), at.end());
+    at.erase(std::unique(at.begin(), at.end()), at.end());
+    const bool several_leaves = at.front().first != at.back().first;
+    const bool shared_leaf    = std::adjacent_find(at.begin(), at.end(), [](auto &x, auto &y) {
+                                 return x.first == y.first;
+                             }) != at.end();
+    if (several_leaves && shared_leaf)
+        layout |= DOORBELL_COLL_LAYOUT_SHARED_LEAF;
     return layout;
 }
 
@@ -235,6 +252,11 @@ void doorbell_coll_tuning_default(doorbell_coll_tuning_t *tuning_p)
     tuning_p->pipeline_block   = 262144;
     tuning_p->previous_max     = 0;
     tuning_p->net_previous_max = 0;
+    // 4 hosts x 1 rank under two leaves (OSU -c, alternating jobs, medians
+    // of 3-4): 2-16 KiB hierarchical 96-303 against Rabenseifner 119-370 us;
+    // 1 KiB and 32 KiB even (docs/fabric.md, twenty-fourth round).
+    tuning_p->net_leaf_hier_min = 2048;
+    tuning_p->net_leaf_hier_max = 16384;
 }
 
 int doorbell_coll_supported(doorbell_coll_dtype_t dtype, doorbell_coll_op_t op)
@@ -276,7 +298,7 @@ uint32_t doorbell_coll_flags_needed(int size)
 
 void doorbell_coll_team_layout(doorbell_coll_team_t *team)
 {
-    team->layout = layout_of(team->size, team->node_of);
+    team->layout = layout_of(team->size, team->node_of, team->leaf_of);
 }
 
 doorbell_coll_algorithm_t doorbell_coll_select(const doorbell_coll_team_t   *team,
@@ -289,9 +311,10 @@ doorbell_coll_algorithm_t doorbell_coll_select(const doorbell_coll_team_t   *tea
     // than one node: one shared-memory hop replaces several network ones.
     const unsigned layout      = (team->layout & DOORBELL_COLL_LAYOUT_KNOWN) != 0 ?
                                      team->layout :
-                                     layout_of(team->size, team->node_of);
+                                     layout_of(team->size, team->node_of, team->leaf_of);
     const bool     multi_node  = (layout & DOORBELL_COLL_LAYOUT_MULTI_NODE) != 0;
     const bool     shared_node = (layout & DOORBELL_COLL_LAYOUT_SHARED_NODE) != 0;
+    const bool     shared_leaf = (layout & DOORBELL_COLL_LAYOUT_SHARED_LEAF) != 0;
     // Sizes where the caller's own allreduce (Open MPI's tuned, over vader
     // inside a host) is measured faster go back to it, as han and adapt
     // hand small messages to the module below them. One node: every peer
@@ -308,6 +331,12 @@ doorbell_coll_algorithm_t doorbell_coll_select(const doorbell_coll_team_t   *tea
     // 78-110 against 58-84 us, 8 KiB 785-888 against Rabenseifner's 415 us.
     // Recursive doubling to 1 KiB, then Rabenseifner (2^k ranks) or the ring.
     if (team->peer_scratch == nullptr) {
+        // A node per rank, several under one leaf: the leaf's nodes reduce
+        // through the leaf switch, and one flow per leaf crosses the spine
+        // once, instead of a flat schedule's several flows in several
+        // steps. (Several leaves mean several nodes.)
+        if (shared_leaf && bytes >= tuning->net_leaf_hier_min && bytes <= tuning->net_leaf_hier_max)
+            return DOORBELL_COLL_ALG_HIERARCHICAL;
         if (bytes <= tuning->net_small_max)
             return DOORBELL_COLL_ALG_RECURSIVE_DOUBLING;
         if (bytes >= tuning->net_ring_min || !is_pow2(team->size))

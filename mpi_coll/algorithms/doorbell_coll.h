@@ -160,31 +160,39 @@ typedef struct doorbell_coll_team {
 #define DOORBELL_COLL_LAYOUT_KNOWN       1u /* layout below is set */
 #define DOORBELL_COLL_LAYOUT_MULTI_NODE  2u /* the ranks span several nodes */
 #define DOORBELL_COLL_LAYOUT_SHARED_NODE 4u /* some node holds several ranks */
+#define DOORBELL_COLL_LAYOUT_SHARED_LEAF \
+    8u /* leaf_of names several leaves, and
+                                               some leaf holds several nodes */
 
 /* Size thresholds that `auto` uses (bytes of the whole message). */
 typedef struct doorbell_coll_tuning {
-    size_t small_max;        /* <= : direct (few ranks), recursive doubling;
+    size_t small_max;         /* <= : direct (few ranks), recursive doubling;
                                 peers read in place (one node) */
-    size_t net_small_max;    /* <= : recursive doubling; peers reached over
+    size_t net_small_max;     /* <= : recursive doubling; peers reached over
                                 the network (not read in place) */
-    int    direct_max_ranks; /* direct exchange up to this many ranks */
-    size_t hier_max;         /* <= : hierarchical when ranks share nodes and
+    int    direct_max_ranks;  /* direct exchange up to this many ranks */
+    size_t hier_max;          /* <= : hierarchical when ranks share nodes and
                                 span several (larger: the flat algorithms);
                                 default SIZE_MAX, every size */
-    size_t hier_slice_min;   /* >= : hierarchical with every rank of a node
+    size_t hier_slice_min;    /* >= : hierarchical with every rank of a node
                                 owning a slice (smaller: node leaders only) */
-    size_t hier_slice_max;   /* >= : node leaders only again; SIZE_MAX:
+    size_t hier_slice_max;    /* >= : node leaders only again; SIZE_MAX:
                                 slices at every size from hier_slice_min */
-    size_t ring_min;         /* >= : ring, else Rabenseifner (2^k ranks);
+    size_t ring_min;          /* >= : ring, else Rabenseifner (2^k ranks);
                                 peers read in place (one node) */
-    size_t net_ring_min;     /* the same, some peer reached over the network;
+    size_t net_ring_min;      /* the same, some peer reached over the network;
                                 default SIZE_MAX, never */
-    size_t pipeline_block;   /* ring sub-block size, 0 = no pipelining */
-    size_t previous_max;     /* <= : the caller's own allreduce (PREVIOUS)
+    size_t pipeline_block;    /* ring sub-block size, 0 = no pipelining */
+    size_t previous_max;      /* <= : the caller's own allreduce (PREVIOUS)
                                 when every peer is read in place (one node);
                                 0 = never */
-    size_t net_previous_max; /* <= : the caller's own allreduce when some
+    size_t net_previous_max;  /* <= : the caller's own allreduce when some
                                 peer is reached over the network; 0 = never */
+    size_t net_leaf_hier_min; /* >= and <= net_leaf_hier_max: hierarchical
+                                 when every rank has a node of its own but
+                                 some leaf holds several of them (one flow
+                                 per leaf crosses the spine) */
+    size_t net_leaf_hier_max;
 } doorbell_coll_tuning_t;
 
 /* Default thresholds (measured, see docs/coll.md). */

@@ -66,13 +66,15 @@ typedef struct mca_coll_doorbell_component_t {
     size_t pipeline_block;   /* bytes per ring sub-block */
     size_t previous_max;     /* bytes; one node: the module below up to here */
     size_t net_previous_max; /* bytes; several nodes: the module below */
-    size_t scratch_size;     /* bytes per scratch half per communicator */
-    size_t am_max;           /* bytes; put_signals up to here travel as
+    size_t net_leaf_hier_min;      /* bytes; a node per rank, several under a */
+    size_t net_leaf_hier_max;      /* leaf: hierarchical between these sizes */
+    size_t scratch_size;           /* bytes per scratch half per communicator */
+    size_t am_max;                 /* bytes; put_signals up to here travel as
                                       one active message (0: always puts) */
-    char  *tls;              /* UCX transports of our UCP context */
-    int    timeout_ms;       /* a peer silent this long is an error */
-    char  *leaves;           /* "host:leaf,..." map, or "" */
-    char  *topology_file;    /* host -> leaf map file, or "" */
+    char  *tls;                    /* UCX transports of our UCP context */
+    int    timeout_ms;             /* a peer silent this long is an error */
+    char  *leaves;                 /* "host:leaf,..." map, or "" */
+    char  *topology_file;          /* host -> leaf map file, or "" */
     int    emulate_ranks_per_node; /* testing: k consecutive ranks = a node */
     int    output;                 /* opal_output stream */
     int    config_error;           /* a parameter was out of its range */

@@ -163,6 +163,8 @@ mca_coll_base_module_t *mca_coll_doorbell_comm_query(
     module->tuning.pipeline_block    = cm->pipeline_block;
     module->tuning.previous_max      = cm->previous_max;
     module->tuning.net_previous_max  = cm->net_previous_max;
+    module->tuning.net_leaf_hier_min = cm->net_leaf_hier_min;
+    module->tuning.net_leaf_hier_max = cm->net_leaf_hier_max;
     module->super.coll_module_enable = mca_coll_doorbell_module_enable;
     module->super.coll_allreduce     = mca_coll_doorbell_allreduce;
     *priority                        = cm->priority;

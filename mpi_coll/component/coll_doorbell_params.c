@@ -43,14 +43,23 @@ typedef struct {
 #define MIB (1024LL * KIB)
 #define GIB (1024LL * MIB)
 
-static char    algorithm_list[128];
-static param_t params[24];
+static char algorithm_list[128];
+/* Room for every parameter registered below; add() refuses one more. */
+static param_t params[40];
 static int     num_params;
 
-static void add(const char *name, const char *desc, param_kind_t kind,
-                long long min, long long max, void *out, const char *def)
+static param_t *add(const char *name, const char *desc, param_kind_t kind,
+                    long long min, long long max, void *out, const char *def)
 {
-    param_t *p = &params[num_params++];
+    param_t *p;
+
+    if (num_params >= (int)(sizeof(params) / sizeof(params[0]))) {
+        DOORBELL_ERROR("coll_doorbell_%s is not registered: no room for it in "
+                       "the parameter table",
+                       name);
+        return NULL;
+    }
+    p = &params[num_params++];
 
     p->name   = name;
     p->desc   = desc;
@@ -60,6 +69,7 @@ static void add(const char *name, const char *desc, param_kind_t kind,
     p->out    = out;
     p->inf_ok = 0;
     snprintf(p->def, sizeof(p->def), "%s", def);
+    return p;
 }
 
 static void add_int(const char *name, const char *desc, long long min,
@@ -85,15 +95,18 @@ static void add_size(const char *name, const char *desc, long long min,
 static void add_size_or_inf(const char *name, const char *desc, long long min,
                             long long max, size_t *out)
 {
-    char def[32];
+    char     def[32];
+    param_t *p;
 
     if (*out == SIZE_MAX) {
         snprintf(def, sizeof(def), "inf");
     } else {
         snprintf(def, sizeof(def), "%zu", *out);
     }
-    add(name, desc, PARAM_SIZE, min, max, out, def);
-    params[num_params - 1].inf_ok = 1;
+    p = add(name, desc, PARAM_SIZE, min, max, out, def);
+    if (p != NULL) {
+        p->inf_ok = 1;
+    }
 }
 
 /* "[min, max]" of a parameter, as its description and its errors show it. */
@@ -213,19 +226,21 @@ void mca_coll_doorbell_params_register(void)
     int                            i;
 
     doorbell_coll_tuning_default(&d);
-    cm->small_max        = d.small_max;
-    cm->net_small_max    = d.net_small_max;
-    cm->direct_max_ranks = d.direct_max_ranks;
-    cm->hier_max         = d.hier_max;
-    cm->hier_slice_min   = d.hier_slice_min;
-    cm->hier_slice_max   = d.hier_slice_max;
-    cm->ring_min         = d.ring_min;
-    cm->net_ring_min     = d.net_ring_min;
-    cm->pipeline_block   = d.pipeline_block;
-    cm->previous_max     = d.previous_max;
-    cm->net_previous_max = d.net_previous_max;
-    cm->algorithm        = DOORBELL_COLL_ALG_AUTO;
-    algorithm_list[0]    = '\0';
+    cm->small_max         = d.small_max;
+    cm->net_small_max     = d.net_small_max;
+    cm->direct_max_ranks  = d.direct_max_ranks;
+    cm->hier_max          = d.hier_max;
+    cm->hier_slice_min    = d.hier_slice_min;
+    cm->hier_slice_max    = d.hier_slice_max;
+    cm->ring_min          = d.ring_min;
+    cm->net_ring_min      = d.net_ring_min;
+    cm->pipeline_block    = d.pipeline_block;
+    cm->previous_max      = d.previous_max;
+    cm->net_previous_max  = d.net_previous_max;
+    cm->net_leaf_hier_min = d.net_leaf_hier_min;
+    cm->net_leaf_hier_max = d.net_leaf_hier_max;
+    cm->algorithm         = DOORBELL_COLL_ALG_AUTO;
+    algorithm_list[0]     = '\0';
     for (i = 0; i < DOORBELL_COLL_ALG_COUNT; i++) {
         size_t used = strlen(algorithm_list);
         snprintf(algorithm_list + used, sizeof(algorithm_list) - used, "%s%s",
@@ -304,6 +319,18 @@ void mca_coll_doorbell_params_register(void)
         "auto, some peer reached over the network: messages up to this many bytes go to the "
         "coll module below this one; 0: never",
         0, GIB, &cm->net_previous_max);
+    add_size(
+        "net_leaf_hier_min",
+        "auto, every rank on a node of its own and some leaf holding several nodes (a leaf "
+        "map given): messages from this many bytes up to net_leaf_hier_max use the "
+        "hierarchical algorithm (the leaf's nodes reduce under the leaf, one flow per leaf "
+        "crosses the spine)",
+        0, GIB, &cm->net_leaf_hier_min);
+    add_size(
+        "net_leaf_hier_max",
+        "auto: the largest message of net_leaf_hier_min's rule (below net_leaf_hier_min: the "
+        "rule is off)",
+        0, GIB, &cm->net_leaf_hier_max);
     add_size(
         "am_max",
         "Puts to a peer reached over the network of up to this many bytes travel with their "

@@ -369,7 +369,9 @@ TEST(CollMpiParams, OmpiInfoListsParameters)
                           "coll_doorbell_scratch_size",
                           "coll_doorbell_am_max",
                           "coll_doorbell_previous_max",
-                          "coll_doorbell_net_previous_max"})
+                          "coll_doorbell_net_previous_max",
+                          "coll_doorbell_net_leaf_hier_min",
+                          "coll_doorbell_net_leaf_hier_max"})
         EXPECT_NE(r.out.find(p), std::string::npos) << p;
 }
 

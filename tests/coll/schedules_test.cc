@@ -651,6 +651,71 @@ TEST(SchedulesSelect, TheNodeLayoutIsWorkedOutOnceWithTheSameAnswer)
     EXPECT_EQ(team.layout, DOORBELL_COLL_LAYOUT_KNOWN);
 }
 
+// A node per rank and a leaf map with several nodes under some leaf (4
+// hosts x 1 rank under two leaves): hierarchical from net_leaf_hier_min to
+// net_leaf_hier_max, the flat schedules outside; leaves of one node each, a
+// single leaf, or no map change nothing.
+TEST(SchedulesSelect, ANodePerRankUnderSharedLeavesIsHierarchicalBetweenItsSizes)
+{
+    doorbell_coll_tuning_t d;
+    doorbell_coll_tuning_default(&d);
+    ASSERT_LE(d.net_leaf_hier_min, d.net_leaf_hier_max);
+    FakeFabric f(4, kHalf, 64);
+    f.set_topology({0, 1, 2, 3}, {0, 0, 1, 1});
+    doorbell_coll_team_t team = f.team(0);
+    doorbell_coll_team_layout(&team);
+    EXPECT_EQ(team.layout, DOORBELL_COLL_LAYOUT_KNOWN | DOORBELL_COLL_LAYOUT_MULTI_NODE |
+                               DOORBELL_COLL_LAYOUT_SHARED_LEAF);
+    EXPECT_EQ(doorbell_coll_select(&team, &d, DOORBELL_COLL_ALG_AUTO, d.net_small_max),
+              DOORBELL_COLL_ALG_RECURSIVE_DOUBLING);
+    EXPECT_EQ(doorbell_coll_select(&team, &d, DOORBELL_COLL_ALG_AUTO, d.net_leaf_hier_min - 1),
+              DOORBELL_COLL_ALG_RABENSEIFNER);
+    EXPECT_EQ(doorbell_coll_select(&team, &d, DOORBELL_COLL_ALG_AUTO, d.net_leaf_hier_min),
+              DOORBELL_COLL_ALG_HIERARCHICAL);
+    EXPECT_EQ(doorbell_coll_select(&team, &d, DOORBELL_COLL_ALG_AUTO, d.net_leaf_hier_max),
+              DOORBELL_COLL_ALG_HIERARCHICAL);
+    EXPECT_EQ(doorbell_coll_select(&team, &d, DOORBELL_COLL_ALG_AUTO, d.net_leaf_hier_max + 1),
+              DOORBELL_COLL_ALG_RABENSEIFNER);
+    // Worked out on every call: the same answer.
+    team.layout = 0;
+    EXPECT_EQ(doorbell_coll_select(&team, &d, DOORBELL_COLL_ALG_AUTO, d.net_leaf_hier_min),
+              DOORBELL_COLL_ALG_HIERARCHICAL);
+    // No node ids is a node per rank too.
+    team.node_of = nullptr;
+    doorbell_coll_team_layout(&team);
+    EXPECT_EQ(team.layout, DOORBELL_COLL_LAYOUT_KNOWN | DOORBELL_COLL_LAYOUT_SHARED_LEAF);
+    EXPECT_EQ(doorbell_coll_select(&team, &d, DOORBELL_COLL_ALG_AUTO, d.net_leaf_hier_min),
+              DOORBELL_COLL_ALG_HIERARCHICAL);
+    // A forced algorithm stays forced; a min above the max turns it off.
+    EXPECT_EQ(doorbell_coll_select(&team, &d, DOORBELL_COLL_ALG_RING, d.net_leaf_hier_min),
+              DOORBELL_COLL_ALG_RING);
+    doorbell_coll_tuning_t off = d;
+    off.net_leaf_hier_min      = off.net_leaf_hier_max + 1;
+    EXPECT_NE(doorbell_coll_select(&team, &off, DOORBELL_COLL_ALG_AUTO, d.net_leaf_hier_max),
+              DOORBELL_COLL_ALG_HIERARCHICAL);
+    struct Case {
+        std::vector<int> node_of, leaf_of;
+    };
+    for (const Case &c : std::vector<Case>{{{0, 1, 2, 3}, {0, 1, 2, 3}}, // a leaf per node
+                                           {{0, 1, 2, 3}, {4, 4, 4, 4}}, // one leaf
+                                           {{0, 1, 2, 3}, {}}}) {        // no map
+        f.set_topology(c.node_of, c.leaf_of);
+        doorbell_coll_team_t t = f.team(0);
+        doorbell_coll_team_layout(&t);
+        EXPECT_EQ(t.layout & DOORBELL_COLL_LAYOUT_SHARED_LEAF, 0u)
+            << ::testing::PrintToString(c.leaf_of);
+        EXPECT_EQ(doorbell_coll_select(&t, &d, DOORBELL_COLL_ALG_AUTO, d.net_leaf_hier_min),
+                  DOORBELL_COLL_ALG_RABENSEIFNER)
+            << ::testing::PrintToString(c.leaf_of);
+    }
+    // Nodes of several ranks: hierarchical at every size, as before.
+    f.set_topology({0, 0, 1, 1}, {0, 0, 1, 1});
+    team = f.team(0);
+    doorbell_coll_team_layout(&team);
+    EXPECT_EQ(doorbell_coll_select(&team, &d, DOORBELL_COLL_ALG_AUTO, 8),
+              DOORBELL_COLL_ALG_HIERARCHICAL);
+}
+
 TEST(SchedulesSelect, AutoHandsSmallMessagesToThePreviousModule)
 {
     doorbell_coll_tuning_t t = tuning();

@@ -196,6 +196,27 @@ TEST_F(FabricColl, HierarchicalEveryOpAndTypeThreeHostsByOne)
     EXPECT_GE(count(r.out, "leaves yes, 0 peers mapped, 2 by UCP puts"), 3u) << r.out;
 }
 
+// One rank per host, two hosts under each of two leaves (the fabric's
+// leaves file): auto's leaf rule, opened to every size, picks hierarchical
+// for every call, and every op/type pair comes out right and the same on
+// every rank.
+TEST_F(FabricColl, AutoIsHierarchicalUnderSharedLeavesFourHostsByOne)
+{
+    auto up = f_.up("--leaves 2 --hosts-per-leaf 2 --ranks-per-host 1");
+    ASSERT_EQ(up.rc, 0) << up.out;
+    ASSERT_EQ(f_.hosts().size(), 4u);
+    auto r = mpirun("-np 4 " + kColl +
+                    "--mca coll_doorbell_verbose 3 --mca coll_doorbell_net_leaf_hier_min 0"
+                    " --mca coll_doorbell_net_leaf_hier_max 1g " +
+                    kCheck + " 1 types");
+    ASSERT_EQ(r.rc, 0) << r.out;
+    EXPECT_NE(r.out.find(kTypesOk + "4 ranks"), std::string::npos) << r.out;
+    EXPECT_EQ(count(r.out, "TYPES FAIL"), 0u);
+    EXPECT_GE(count(r.out, ", hierarchical"), whole_lines_of(4u * kTypeCases))
+        << "auto did not pick hierarchical";
+    EXPECT_GE(count(r.out, "leaves yes, 0 peers mapped, 3 by UCP puts"), 4u) << r.out;
+}
+
 // Rank 1 (host h1, beside rank 0) is killed after set-up: the others' next
 // allreduces, 8 B and 1 MiB, return MPI_ERR_OTHER within the 2 s timeout.
 // mpirun runs with --enable-recovery, or it would end the job the moment
