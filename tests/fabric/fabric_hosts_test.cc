@@ -221,6 +221,7 @@ TEST_F(FabricHosts, EveryHostRunsOnItsOwnCpus)
         << bad.out;
     auto up = f_.up("--leaves 2 --hosts-per-leaf 1 --ranks-per-host 2 --host-cpus shared");
     ASSERT_EQ(up.rc, 0) << up.out;
+    EXPECT_EQ(up.out.find("unbound variable"), std::string::npos) << up.out;
     for (const char *host : {"h1", "h2"}) {
         auto lists = allowed_lists(f_.exec(host, show).out);
         ASSERT_EQ(lists.size(), 1u);
