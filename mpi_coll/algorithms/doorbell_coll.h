@@ -112,9 +112,12 @@ typedef struct doorbell_coll_transport_ops {
     /* Wait until every put issued so far no longer reads its source. */
     int (*quiet)(void *ctx);
     /* One pass of progress (delivers incoming puts where the transport
-     * needs the target's help). Returns how many events it handled (>= 0),
-     * negative when the transport failed. */
-    int (*progress)(void *ctx);
+     * needs the target's help). `peer` is the rank whose flag the caller
+     * waits for, or -1: a transport may skip, on most passes, the work that
+     * cannot raise that flag, as long as every pass of a wait still moves
+     * the caller's own puts and some passes move the rest. Returns how
+     * many events it handled (>= 0), negative when the transport failed. */
+    int (*progress)(void *ctx, int peer);
     /* Optional (NULL: the schedules yield the CPU). Called, when the team
      * yields (more ranks than cores), after `idle_polls` consecutive polls
      * found nothing while this rank waits for *flag to reach value, which

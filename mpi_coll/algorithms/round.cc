@@ -62,7 +62,7 @@ Status Round::wait(int peer, uint32_t slot)
     auto     start = clock::now();
     unsigned idle  = 0;
     for (unsigned spins = 1;; spins++) {
-        int events = team_.ops->progress(team_.ctx);
+        int events = team_.ops->progress(team_.ctx, peer);
         if (events < 0)
             return make_error(DOORBELL_COLL_ERR_TRANSPORT,
                               "rank %d: transport failed while waiting for rank %d (round %llu)",

@@ -16,6 +16,7 @@
 #include "opal/class/opal_object.h"
 
 #include "doorbell_coll.h"
+#include "mapped_wait.h"
 #include "progress_backoff.h"
 
 #include <ucp/api/ucp.h>
@@ -73,6 +74,8 @@ typedef struct mca_coll_doorbell_component_t {
                                       one active message (0: always puts) */
     char  *tls;                    /* UCX transports of our UCP context */
     int    timeout_ms;             /* a peer silent this long is an error */
+    int    mapped_wait_ucp_every;  /* a wait for a mapped peer runs the UCP
+                                      worker every this many passes */
     char  *leaves;                 /* "host:leaf,..." map, or "" */
     char  *topology_file;          /* host -> leaf map file, or "" */
     int    emulate_ranks_per_node; /* testing: k consecutive ranks = a node */
@@ -137,6 +140,8 @@ typedef struct mca_coll_doorbell_team {
     unsigned idle_passes;    /* empty progress passes (opal_progress) */
     uint64_t sleeps;         /* futex waits on the bell */
     uint64_t sleeps_bounded; /* ... that ended by the bound */
+    /* which passes of a wait for a mapped peer run the UCP worker */
+    doorbell_coll_mapped_wait_t mapped_wait;
 } mca_coll_doorbell_team_t;
 
 typedef struct mca_coll_doorbell_module_t {

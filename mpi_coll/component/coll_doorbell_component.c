@@ -43,6 +43,7 @@ mca_coll_doorbell_component_t mca_coll_doorbell_component = {
     .am_max                 = 4096,
     .tls                    = NULL,
     .timeout_ms             = 30000,
+    .mapped_wait_ucp_every  = 8,
     .leaves                 = NULL,
     .topology_file          = NULL,
     .emulate_ranks_per_node = 0,

@@ -352,6 +352,12 @@ void mca_coll_doorbell_params_register(void)
         "Milliseconds a rank waits for a peer's data before the allreduce fails with "
         "MPI_ERR_OTHER (0: forever)",
         0, 86400000, &cm->timeout_ms);
+    add_int(
+        "mapped_wait_ucp_every",
+        "A wait for a rank that writes this rank's scratch through a mapping (same host) "
+        "runs the UCP worker on every this-many-th pass while no put of this rank is in "
+        "flight (1: on every pass); the shorter passes hand the core to that rank sooner",
+        1, 1 << 20, &cm->mapped_wait_ucp_every);
     add("leaves",
         "Host names to leaf switches, \"hostA:leaf1,hostB:leaf1,hostC:leaf2\", for two-hop "
         "aggregation; every rank must see the same map. Takes precedence over topology_file",

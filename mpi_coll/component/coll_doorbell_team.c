@@ -421,6 +421,8 @@ int mca_coll_doorbell_team_create(mca_coll_doorbell_module_t *module,
     team->super.yield        = opal_progress_yield_when_idle ? 1 : 0;
     team->super.peer_scratch = (const unsigned char *const *)team->peer_scratch;
     team->super.node_scratch = (const unsigned char *const *)team->node_scratch;
+    doorbell_coll_mapped_wait_init(&team->mapped_wait,
+                                   (unsigned)cm->mapped_wait_ucp_every);
     doorbell_coll_team_layout(&team->super); /* once, not per call */
     DOORBELL_VERBOSE(2,
                      "comm %s (cid %u): team of %d ready, %zu scratch bytes "

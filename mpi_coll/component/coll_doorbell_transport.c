@@ -5,9 +5,10 @@
  * coll_doorbell_am_max bytes; the target's handler checks and applies it),
  * else put the bytes, fence, put the flag; a mapped peer is written with
  * plain stores. quiet = wait for local completion of every send; progress =
- * one ucp_worker_progress, and every few empty passes opal_progress (the
- * rest of the process's communication); idle = yield, or sleep on the
- * region's bell.
+ * one ucp_worker_progress (in a wait for a mapped peer, with no put of ours
+ * in flight, one pass in coll_doorbell_mapped_wait_ucp_every: mapped_wait.h),
+ * and every few empty passes opal_progress (the rest of the process's
+ * communication); idle = yield, or sleep on the region's bell.
  *
  * The bell: two 32-bit words after the flags. A rank that has waited for
  * DOORBELL_SPIN_NS (yielding) while its peers run (more ranks than cores)
@@ -226,12 +227,19 @@ static int mca_coll_doorbell_quiet(void *ctx)
     return team->failed ? -1 : 0;
 }
 
-static int mca_coll_doorbell_progress_op(void *ctx)
+static int mca_coll_doorbell_progress_op(void *ctx, int peer)
 {
     mca_coll_doorbell_team_t *team   = ctx;
     unsigned                  events = 0;
+    int                       mapped = 0;
 
-    if (team->ucp_peers > 0) { /* else every peer writes through a mapping */
+    if (peer >= 0 && peer < team->super.size) {
+        mapped = team->rptr[peer] != NULL;
+    }
+    /* A mapped peer's flag comes from its stores (mapped_wait.h). */
+    if (doorbell_coll_mapped_wait_runs_worker(&team->mapped_wait,
+                                              team->ucp_peers > 0, mapped,
+                                              team->outstanding > 0)) {
         events = ucp_worker_progress(mca_coll_doorbell_component.ucp.worker);
     }
     if (events == 0) {

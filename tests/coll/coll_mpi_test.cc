@@ -168,10 +168,13 @@ TEST(CollMpiTopology, LeafMapDrivesHierarchical)
 // messages and puts; across hosts, doorbell). Every predefined op/type pair
 // checked against Open MPI's own kernels, bitwise the same on every rank:
 // 1 and 13 elements through the node leaders, 3000 elements sliced into
-// pipelined sub-blocks.
+// pipelined sub-blocks. The last layout's waits for a rank of the same node
+// run the UCP worker (which carries the other nodes' data) only while puts of
+// their own are in flight: the schedules must finish without those passes.
 struct HierLayout {
     const char *name;
     int         hosts, per_host;
+    const char *extra = "";
 };
 void PrintTo(const HierLayout &l, std::ostream *os)
 {
@@ -191,7 +194,8 @@ TEST_P(CollMpiHierarchical, EveryOpAndTypeOnEmulatedHosts)
                                                   "--mca coll_doorbell_emulate_ranks_per_node " +
                                           std::to_string(l.per_host) +
                                           " --mca coll_doorbell_hier_slice_min 1024"
-                                                      " --mca coll_doorbell_pipeline_block 4096",
+                                                      " --mca coll_doorbell_pipeline_block 4096 " +
+                                          l.extra,
                                       "1 types"));
     ASSERT_EQ(r.status, 0) << r.out.substr(r.out.size() > 6000 ? r.out.size() - 6000 : 0);
     EXPECT_NE(r.out.find("TYPES OK " + std::to_string(kTypeCases) + " cases on " +
@@ -215,7 +219,10 @@ TEST_P(CollMpiHierarchical, EveryOpAndTypeOnEmulatedHosts)
 
 INSTANTIATE_TEST_SUITE_P(Layouts, CollMpiHierarchical,
                          ::testing::Values(HierLayout{"2x2", 2, 2}, HierLayout{"2x3", 2, 3},
-                                           HierLayout{"3x1", 3, 1}),
+                                           HierLayout{"3x1", 3, 1},
+                                           HierLayout{"2x2_mapped_waits_without_worker", 2, 2,
+                                                      "--mca coll_doorbell_mapped_wait_ucp_every "
+                                                      "1048576"}),
                          [](const auto &info) { return std::string(info.param.name); });
 
 // auto hands messages up to coll_doorbell_previous_max (one node) or
@@ -371,7 +378,8 @@ TEST(CollMpiParams, OmpiInfoListsParameters)
                           "coll_doorbell_previous_max",
                           "coll_doorbell_net_previous_max",
                           "coll_doorbell_net_leaf_hier_min",
-                          "coll_doorbell_net_leaf_hier_max"})
+                          "coll_doorbell_net_leaf_hier_max",
+                          "coll_doorbell_mapped_wait_ucp_every"})
         EXPECT_NE(r.out.find(p), std::string::npos) << p;
 }
 

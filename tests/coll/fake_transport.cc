@@ -90,7 +90,7 @@ int FakeFabric::put_signal(void *ctx, int peer, const void *src, size_t len, siz
     return 0;
 }
 
-int FakeFabric::progress(void *ctx)
+int FakeFabric::progress(void *ctx, int)
 {
     auto *ep = static_cast<Endpoint *>(ctx);
     for (int events = 0;; events++) {
@@ -120,7 +120,7 @@ int FakeFabric::quiet(void *ctx)
     auto *ep    = static_cast<Endpoint *>(ctx);
     auto  start = std::chrono::steady_clock::now();
     while (ep->outstanding.load(std::memory_order_acquire) != 0) {
-        progress(ctx);
+        progress(ctx, -1);
         std::this_thread::yield();
         if (std::chrono::steady_clock::now() - start >
             std::chrono::nanoseconds(ep->fabric->timeout_ns))

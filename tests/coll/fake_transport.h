@@ -66,7 +66,7 @@ private:
     static int put_signal(void *ctx, int peer, const void *src, size_t len, size_t offset,
                           uint32_t slot, uint64_t value);
     static int quiet(void *ctx);
-    static int progress(void *ctx);
+    static int progress(void *ctx, int peer);
     // Yields: puts land only when their target progresses, so a sleeping
     // target would never be woken.
     static int idle(void *ctx, int peer, const uint64_t *flag, uint64_t value, unsigned idle_polls);
