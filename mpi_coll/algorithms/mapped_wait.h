@@ -27,8 +27,7 @@ typedef struct doorbell_coll_mapped_wait {
     unsigned passes; /* passes of such waits so far */
 } doorbell_coll_mapped_wait_t;
 
-static inline void doorbell_coll_mapped_wait_init(doorbell_coll_mapped_wait_t *w,
-                                                  unsigned every)
+static inline void doorbell_coll_mapped_wait_init(doorbell_coll_mapped_wait_t *w, unsigned every)
 {
     w->every  = (every == 0) ? 1 : every;
     w->passes = 0;

@@ -5,9 +5,16 @@
 
 namespace {
 
+doorbell_coll_mapped_wait_t fresh(unsigned every)
+{
+    doorbell_coll_mapped_wait_t w;
+    doorbell_coll_mapped_wait_init(&w, every);
+    return w;
+}
+
 // Passes of one kind of wait; how many of them ran the worker.
-unsigned runs_in(doorbell_coll_mapped_wait_t &w, unsigned passes, int worker_peers,
-                 int peer_mapped, int puts_in_flight)
+unsigned runs_in(doorbell_coll_mapped_wait_t &w, unsigned passes, int worker_peers, int peer_mapped,
+                 int puts_in_flight)
 {
     unsigned runs = 0;
     for (unsigned i = 0; i < passes; i++)
@@ -18,8 +25,7 @@ unsigned runs_in(doorbell_coll_mapped_wait_t &w, unsigned passes, int worker_pee
 
 TEST(CollMappedWait, AWaitForAMappedPeerRunsTheWorkerOnEveryEighthPass)
 {
-    doorbell_coll_mapped_wait_t w;
-    doorbell_coll_mapped_wait_init(&w, 8);
+    doorbell_coll_mapped_wait_t w = fresh(8);
     EXPECT_EQ(runs_in(w, 7, 1, 1, 0), 0u);
     EXPECT_TRUE(doorbell_coll_mapped_wait_runs_worker(&w, 1, 1, 0)); // the 8th
     EXPECT_EQ(runs_in(w, 80, 1, 1, 0), 10u);
@@ -27,8 +33,7 @@ TEST(CollMappedWait, AWaitForAMappedPeerRunsTheWorkerOnEveryEighthPass)
 
 TEST(CollMappedWait, AWaitForAPeerOfTheWorkerRunsItOnEveryPass)
 {
-    doorbell_coll_mapped_wait_t w;
-    doorbell_coll_mapped_wait_init(&w, 8);
+    doorbell_coll_mapped_wait_t w = fresh(8);
     EXPECT_EQ(runs_in(w, 50, 1, 0, 0), 50u);
     EXPECT_EQ(runs_in(w, 50, 1, 0, 1), 50u);
     // and does not move the mapped waits' count
@@ -39,15 +44,13 @@ TEST(CollMappedWait, AWaitForAPeerOfTheWorkerRunsItOnEveryPass)
 TEST(CollMappedWait, OwnPutsInFlightRunTheWorkerOnEveryPass)
 {
     // Their completions (acknowledgements) come only through the worker.
-    doorbell_coll_mapped_wait_t w;
-    doorbell_coll_mapped_wait_init(&w, 8);
+    doorbell_coll_mapped_wait_t w = fresh(8);
     EXPECT_EQ(runs_in(w, 50, 1, 1, 1), 50u);
 }
 
 TEST(CollMappedWait, ATeamWithoutWorkerPeersNeverRunsIt)
 {
-    doorbell_coll_mapped_wait_t w;
-    doorbell_coll_mapped_wait_init(&w, 8);
+    doorbell_coll_mapped_wait_t w = fresh(8);
     EXPECT_EQ(runs_in(w, 50, 0, 1, 0), 0u);
     EXPECT_EQ(runs_in(w, 50, 0, 0, 1), 0u);
 }
@@ -55,8 +58,7 @@ TEST(CollMappedWait, ATeamWithoutWorkerPeersNeverRunsIt)
 TEST(CollMappedWait, EveryOneOrZeroRunsItOnEveryPass)
 {
     for (unsigned every : {0u, 1u}) {
-        doorbell_coll_mapped_wait_t w;
-        doorbell_coll_mapped_wait_init(&w, every);
+        doorbell_coll_mapped_wait_t w = fresh(every);
         EXPECT_EQ(runs_in(w, 50, 1, 1, 0), 50u) << "every " << every;
     }
 }
