@@ -227,19 +227,23 @@ static int mca_coll_doorbell_quiet(void *ctx)
     return team->failed ? -1 : 0;
 }
 
+/* Whether `peer` (a rank, or -1) writes this rank's scratch through a
+ * mapping: its flags come from its own stores, and it can ring the bell. */
+static int mca_coll_doorbell_peer_mapped(const mca_coll_doorbell_team_t *team,
+                                         int                             peer)
+{
+    return peer >= 0 && peer < team->super.size && team->rptr[peer] != NULL;
+}
+
 static int mca_coll_doorbell_progress_op(void *ctx, int peer)
 {
     mca_coll_doorbell_team_t *team   = ctx;
     unsigned                  events = 0;
-    int                       mapped = 0;
 
-    if (peer >= 0 && peer < team->super.size) {
-        mapped = team->rptr[peer] != NULL;
-    }
     /* A mapped peer's flag comes from its stores (mapped_wait.h). */
-    if (doorbell_coll_mapped_wait_runs_worker(&team->mapped_wait,
-                                              team->ucp_peers > 0, mapped,
-                                              team->outstanding > 0)) {
+    if (doorbell_coll_mapped_wait_runs_worker(
+            &team->mapped_wait, team->ucp_peers > 0,
+            mca_coll_doorbell_peer_mapped(team, peer), team->outstanding > 0)) {
         events = ucp_worker_progress(mca_coll_doorbell_component.ucp.worker);
     }
     if (events == 0) {
@@ -261,8 +265,8 @@ static int mca_coll_doorbell_idle(void *ctx, int peer, const uint64_t *flag,
     }
     /* Only a peer writing through a mapping rings the bell; and while puts
      * of ours are in flight the worker must keep running. */
-    if (peer < 0 || peer >= team->super.size || team->rptr[peer] == NULL ||
-        team->outstanding > 0 || idle_polls == 1 ||
+    if (!mca_coll_doorbell_peer_mapped(team, peer) || team->outstanding > 0 ||
+        idle_polls == 1 ||
         mca_coll_doorbell_now_ns() - team->wait_since_ns < DOORBELL_SPIN_NS) {
         sched_yield();
         return 0;
