@@ -335,7 +335,9 @@ void mca_coll_doorbell_params_register(void)
         "am_max",
         "Puts to a peer reached over the network of up to this many bytes travel with their "
         "flag as one active message (the target's handler writes them), larger ones as a "
-        "put, a fence and a flag put; 0: always the latter",
+        "put, a fence and a flag put; 0: always the latter. Over the doorbell transport the "
+        "component's UCP context asks for DOORBELL_SEG_SIZE = this + 2048 (unless "
+        "UCX_DOORBELL_SEG_SIZE is set), so that such a message is not cut into fragments",
         0, 64 * KIB, &cm->am_max);
     add_size(
         "scratch_size",

@@ -8,6 +8,7 @@
  */
 #include "coll_doorbell.h"
 #include "coll_doorbell_debug.h"
+#include "am_seg_size.h"
 
 #include "ompi/constants.h"
 #include "opal/runtime/opal_progress.h"
@@ -129,6 +130,36 @@ void mca_coll_doorbell_ucp_unregister_team(mca_coll_doorbell_team_t *team)
     }
 }
 
+/* A put_signal of up to am_max bytes as one active message over the doorbell
+ * transport (am_seg_size.h says why), unless the user chose the size. Only
+ * speed depends on it: UCP cuts a longer message, and delivers it whole. */
+static void mca_coll_doorbell_ucp_am_seg_size(ucp_config_t *config)
+{
+    size_t seg = doorbell_coll_am_seg_size(mca_coll_doorbell_component.am_max);
+    char   value[32];
+    ucs_status_t status;
+
+    if (seg == 0 || getenv("UCX_DOORBELL_SEG_SIZE") != NULL ||
+        !doorbell_coll_tls_names_doorbell(mca_coll_doorbell_component.tls)) {
+        return;
+    }
+    snprintf(value, sizeof(value), "%zu", seg);
+    status = ucp_config_modify(config, "DOORBELL_SEG_SIZE", value);
+    if (status != UCS_OK) {
+        DOORBELL_VERBOSE(
+            1,
+            "UCX_DOORBELL_SEG_SIZE=%s for am_max %zu rejected (%s): "
+            "longer active messages go in fragments",
+            value, mca_coll_doorbell_component.am_max,
+            ucs_status_string(status));
+        return;
+    }
+    DOORBELL_VERBOSE(2,
+                     "UCX_DOORBELL_SEG_SIZE=%s: puts of up to %zu bytes as one "
+                     "active message",
+                     value, mca_coll_doorbell_component.am_max);
+}
+
 int mca_coll_doorbell_ucp_init(void)
 {
     mca_coll_doorbell_component_t *cm = &mca_coll_doorbell_component;
@@ -158,6 +189,7 @@ int mca_coll_doorbell_ucp_init(void)
         ucp_config_release(config);
         goto err;
     }
+    mca_coll_doorbell_ucp_am_seg_size(config);
     /* One rendezvous lane per peer: the component sends no rendezvous, and
      * with two UCP pairs a host's shared memory (cma) with a network lane
      * for a peer on the same host. */

@@ -158,6 +158,10 @@ TEST_F(FabricColl, EachPeerGetsTheLaneAUserExpects)
         }
     }
     EXPECT_GT(doorbell_counter(r.out, "tx_packets"), 0) << r.out;
+    // The component's context carries a step of coll_doorbell_am_max (8 KiB)
+    // as one message (am_seg_size.h), and UCP took the setting.
+    EXPECT_GE(count(r.out, "UCX_DOORBELL_SEG_SIZE=10240: puts of up to 8192 bytes"), 4u) << r.out;
+    EXPECT_EQ(r.out.find("invalid configuration"), std::string::npos) << r.out;
     EXPECT_LT(loopback_bytes(f_, "h1") - lo0, kLoopbackQuiet) << "h1's ranks exchanged packets";
     EXPECT_LT(loopback_bytes(f_, "h2") - lo1, kLoopbackQuiet) << "h2's ranks exchanged packets";
     EXPECT_GT(spine_bytes(f_) - spine, 1 << 20) << "too little crossed the spine";

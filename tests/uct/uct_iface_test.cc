@@ -250,6 +250,24 @@ TEST_F(UctDoorbell, AdvertisesRmaAndAm)
     EXPECT_GT(attr_.bandwidth.shared + attr_.bandwidth.dedicated, 0);
 }
 
+// SEG_SIZE is also reachable as DOORBELL_SEG_SIZE, the name
+// ucp_config_modify() gives this transport's variable alone (a bare SEG_SIZE
+// would set every transport's); both set the same limit, and the default
+// stays 8 KiB.
+TEST_F(UctDoorbell, SegSizeIsSetByItsPrefixedNameToo)
+{
+    EXPECT_EQ(attr_.cap.put.max_bcopy, 8192u);
+    for (const char *name : {"DOORBELL_SEG_SIZE", "SEG_SIZE"}) {
+        uct_iface_h      iface = nullptr;
+        uct_iface_attr_t attr;
+        open_iface(&iface, nullptr, {{name, "10240"}});
+        ASSERT_EQ(uct_iface_query(iface, &attr), UCS_OK);
+        EXPECT_EQ(attr.cap.put.max_bcopy, 10240u) << name;
+        EXPECT_GE(attr.cap.am.max_bcopy, 10240u - 64) << name; /* lo: one packet */
+        uct_iface_close(iface);
+    }
+}
+
 // A UCP worker opens an iface and endpoints to every peer it can reach, used
 // or not: until an iface has moved something its async thread ticks every
 // 100 ms, then every ASYNC_INTERVAL (10 ms).

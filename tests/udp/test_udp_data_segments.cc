@@ -7,6 +7,8 @@
 
 #include "devices/udp/parser.h"
 
+#include "am_seg_size.h" /* mpi_coll/algorithms: the collective's SEG_SIZE */
+
 #include <functional>
 
 using namespace doorbell::test;
@@ -305,4 +307,35 @@ TEST(UdpDataSegments, ReadResponsesTravelInSegments)
         got.insert(got.end(), r.payload, r.payload + r.header.length);
     }
     EXPECT_EQ(data, got);
+}
+
+/* The collective component asks its UCP context for a SEG_SIZE
+ * (mpi_coll/algorithms/am_seg_size.h) so that a step of up to
+ * coll_doorbell_am_max bytes, its 32-byte header and UCP's eager header go as
+ * one active message: UCP cuts a longer one into fragments. Checked against
+ * this device's own rounding at a small MTU, a 1500-byte Ethernet's and a
+ * jumbo frame's. */
+TEST(UdpDataSegments, TheCollectivesSegSizeCarriesItsLargestStepAsOneMessage)
+{
+    static_assert(DOORBELL_COLL_SEG_SIZE_DEFAULT == DOORBELL_DEFAULT_SEG_SIZE);
+    static_assert(DOORBELL_COLL_SEG_SIZE_MAX == DOORBELL_MAX_SEG_SIZE);
+    constexpr size_t kHeaders = 64; /* the component's 32 bytes and UCP's, with room */
+    for (uint32_t mtu : {kMtu, 1408u, 8936u}) {
+        for (size_t am_max : {size_t(4096), size_t(8192), size_t(16384), size_t(32768)}) {
+            if (mtu > 1408 && am_max > 16384)
+                continue; /* a jumbo segment's rounding is more than the slack */
+            doorbell_iface_params_t p   = steady_params();
+            size_t                  seg = doorbell_coll_am_seg_size(am_max);
+            p.mtu                       = mtu;
+            if (seg != 0)
+                p.seg_size = uint32_t(seg);
+            LoopbackPair            pair(p, p);
+            doorbell_iface_limits_t l;
+            doorbell_iface_query_limits(pair.a, &l);
+            EXPECT_GE(l.max_am_bcopy, am_max + kHeaders) << "mtu " << mtu << " am_max " << am_max;
+        }
+    }
+    /* nothing to ask for without active messages; never past the largest */
+    EXPECT_EQ(0u, doorbell_coll_am_seg_size(0));
+    EXPECT_EQ(size_t(DOORBELL_MAX_SEG_SIZE), doorbell_coll_am_seg_size(size_t(1) << 20));
 }

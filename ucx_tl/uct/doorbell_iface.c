@@ -36,11 +36,29 @@ static const char *uct_doorbell_cc_names[] = {
 #undef UCT_DOORBELL_CC_NAME
 /* clang-format on */
 
+/* SEG_SIZE again under the transport's prefix, as an alias (no default of
+ * its own): ucp_config_modify() reaches a transport's variable by the name
+ * its table gives it, so "SEG_SIZE" would set it for every transport of the
+ * context (shared memory's too) while "DOORBELL_SEG_SIZE" sets this one
+ * only; the collective component sizes it so (am_seg_size.h). The
+ * environment reads UCX_DOORBELL_SEG_SIZE as before. The sub-table sits at
+ * offset 0: its field's offset is the whole config's. */
 /* clang-format off */
+static ucs_config_field_t uct_doorbell_iface_prefixed_config_table[] = {
+    {"SEG_SIZE", NULL, "Alias of SEG_SIZE.",
+     ucs_offsetof(uct_doorbell_iface_config_t, seg_size),
+     UCS_CONFIG_TYPE_MEMUNITS},
+
+    {NULL}
+};
+
 static ucs_config_field_t uct_doorbell_iface_config_table[] = {
     {"", "", NULL,
      ucs_offsetof(uct_doorbell_iface_config_t, super),
      UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
+
+    {UCT_DOORBELL_CONFIG_PREFIX, NULL, NULL, 0,
+     UCS_CONFIG_TYPE_TABLE(uct_doorbell_iface_prefixed_config_table)},
 
     {"TX_BATCH", DOORBELL_STRINGIFY(DOORBELL_DEFAULT_TX_BATCH),
      "Largest number of work requests one doorbell covers. An idle queue rings\n"
