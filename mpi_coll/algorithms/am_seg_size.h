@@ -43,12 +43,11 @@ extern "C" {
  * at most the transport's largest (a larger am_max is cut by UCP). */
 static inline size_t doorbell_coll_am_seg_size(size_t am_max)
 {
-    size_t need;
+    size_t need = am_max + DOORBELL_COLL_AM_SLACK;
 
-    if (am_max == 0 || am_max + DOORBELL_COLL_AM_SLACK <= DOORBELL_COLL_SEG_SIZE_DEFAULT) {
+    if (am_max == 0 || need <= DOORBELL_COLL_SEG_SIZE_DEFAULT) {
         return 0;
     }
-    need = am_max + DOORBELL_COLL_AM_SLACK;
     return need < DOORBELL_COLL_SEG_SIZE_MAX ? need : DOORBELL_COLL_SEG_SIZE_MAX;
 }
 
