@@ -339,3 +339,50 @@ TEST(UdpDataSegments, TheCollectivesSegSizeCarriesItsLargestStepAsOneMessage)
     EXPECT_EQ(0u, doorbell_coll_am_seg_size(0));
     EXPECT_EQ(size_t(DOORBELL_MAX_SEG_SIZE), doorbell_coll_am_seg_size(size_t(1) << 20));
 }
+
+/* A receiver takes an active message longer than its own SEG_SIZE from a
+ * peer whose SEG_SIZE is larger (the collective component asks its own
+ * context for a larger one; a rank may be configured apart): the message
+ * arrives whole, the connection stays healthy, and one longer than any
+ * iface sends is still a protocol error. */
+TEST(UdpDataSegments, AMessageLongerThanTheReceiversSegSizeArrivesWhole)
+{
+    doorbell_iface_params_t big = small_mtu(), own = small_mtu();
+    big.seg_size = 16384;
+    LoopbackPair pair(big, own);
+    AmLog        log;
+    doorbell_iface_set_am_handler(pair.b, log_am, &log);
+    doorbell_iface_limits_t la, lb;
+    doorbell_iface_query_limits(pair.a, &la);
+    doorbell_iface_query_limits(pair.b, &lb);
+    ASSERT_GT(la.max_am_bcopy, 12000u);
+    ASSERT_LT(lb.max_am_bcopy, 12000u) << "the receiver's own limit is below the message";
+
+    for (uint8_t seed : {1, 2}) {
+        auto am = pattern(12000, seed);
+        ASSERT_EQ(ssize_t(am.size()), doorbell_qp_am_bcopy(pair.qa, 5, pack, &am));
+        ASSERT_TRUE(pair.wait([&] { return log.msgs.size() == seed; }));
+        EXPECT_EQ(am, log.msgs.back());
+    }
+    EXPECT_EQ(0u, pair.counters(pair.b).naks);
+    EXPECT_EQ(0, pair.error_a.count) << pair.error_a.message;
+
+    /* past the largest any iface sends: NAK INVALID, nothing delivered */
+    RawPeer peer;
+    ASSERT_TRUE(peer.connect_to(pair.b, 77));
+    WireHeader h = RawPeer::header(Opcode::kSend);
+    h.flags      = kFlagFirst;
+    h.am_id      = 5;
+    h.msg_length = DOORBELL_MAX_SEG_SIZE + 1;
+    h.token      = peer.conn_token;
+    h.dst_qp     = peer.remote_qp;
+    h.psn        = peer.next_psn++;
+    uint8_t              buf[64];
+    uint32_t             n = encode_seg_header(h, buf);
+    std::vector<uint8_t> d(buf, buf + n);
+    d.resize(n + 512, 0xee);
+    auto naks = pair.counters(pair.b).naks;
+    peer.send_to(pair.b, d.data(), d.size());
+    ASSERT_TRUE(pair.wait([&] { return pair.counters(pair.b).naks > naks; }));
+    EXPECT_EQ(2u, log.msgs.size());
+}

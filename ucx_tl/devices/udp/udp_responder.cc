@@ -366,17 +366,21 @@ bool UdpIface::resolve_segment(Responder &r, WireHeader &h)
 /// of the same pack holds the buffer. Otherwise it is copied, and a message
 /// of several packets is reassembled, in an allocation of its own size,
 /// within the iface's rx_reassembly_bytes (a first segment beyond it is put
-/// off as busy).
+/// off as busy). A message may be longer than this iface's SEG_SIZE, up to
+/// the largest any iface sends.
 bool UdpIface::handle_send(Responder &r, const WireHeader &h, uint8_t *buf, const uint8_t *payload,
                            size_t slot)
 {
     bool first    = h.msg_offset == 0;
     bool in_place = first && h.length == h.msg_length && !rx_lent_ && payload >= buf &&
                     size_t(payload - buf) + kRxLead >= DOORBELL_AM_HEADROOM;
-    if (h.msg_length > params.seg_size || (first && r.am_buf != nullptr) ||
+    if (h.msg_length > DOORBELL_MAX_SEG_SIZE || (first && r.am_buf != nullptr) ||
         (!first && (r.am_buf == nullptr || h.msg_offset != r.am_length ||
                     h.msg_length + uint32_t(DOORBELL_AM_HEADROOM) != r.am_alloc))) {
-        /* longer than any AM of this iface (SEG_SIZE), or out of sequence */
+        /* longer than any iface's AM, or out of sequence. Not bounded by
+         * our own SEG_SIZE: a peer's may be larger (a context that asked
+         * for its own, a rank configured apart), and its message costs
+         * an allocation of its own size within rx_reassembly_bytes */
         send_control(r, Opcode::kNak, NakCode::kInvalid, h.psn);
         r.failed    = true;
         r.fail_code = NakCode::kInvalid;
