@@ -9,6 +9,7 @@
 #pragma once
 
 #include "core/doorbell_core.h"
+#include "devices/udp/parser.h"
 #include "devices/udp/udp_device.h"
 #include "devices/udp/wire.h"
 
@@ -145,6 +146,19 @@ public:
         h.length  = uint32_t(payload.size());
         std::vector<uint8_t> d(sizeof(h));
         std::memcpy(d.data(), &h, sizeof(h));
+        d.insert(d.end(), payload.begin(), payload.end());
+        return d;
+    }
+
+    /// A segment (SegHeader) on the connection: token, QP and the next PSN
+    /// filled in, the header's other fields as given, then the payload.
+    std::vector<uint8_t> segment(udp::WireHeader h, const std::vector<uint8_t> &payload)
+    {
+        h.token  = conn_token;
+        h.dst_qp = remote_qp;
+        h.psn    = next_psn++;
+        std::vector<uint8_t> d(sizeof(h));
+        d.resize(udp::encode_seg_header(h, d.data()));
         d.insert(d.end(), payload.begin(), payload.end());
         return d;
     }

@@ -62,21 +62,6 @@ doorbell_status_t log_am(void *arg, uint8_t, void *data, size_t length)
     return DOORBELL_OK;
 }
 
-/// Sends a segment with header h (its connection, the next PSN) and
-/// payload to iface as peer.
-void send_segment(RawPeer &peer, doorbell_iface_t *iface, WireHeader h,
-                  const std::vector<uint8_t> &payload)
-{
-    h.token  = peer.conn_token;
-    h.dst_qp = peer.remote_qp;
-    h.psn    = peer.next_psn++;
-    uint8_t              buf[64];
-    uint32_t             n = encode_seg_header(h, buf);
-    std::vector<uint8_t> d(buf, buf + n);
-    d.insert(d.end(), payload.begin(), payload.end());
-    peer.send_to(iface, d.data(), d.size());
-}
-
 doorbell_iface_params_t small_mtu()
 {
     doorbell_iface_params_t p = steady_params(); /* no resend, no probe */
@@ -181,7 +166,7 @@ TEST(UdpDataSegments, ReceiverTakesSegmentsApartSafely)
     Region  target(pair.pd, 256, DOORBELL_ACCESS_REMOTE_WRITE, 0x33);
     RawPeer peer;
     auto    send = [&](WireHeader h, const std::vector<uint8_t> &payload) {
-        send_segment(peer, pair.b, h, payload);
+        peer.send_to(pair.b, peer.segment(h, payload));
     };
     auto first = [](Opcode op, uint32_t msg_length) {
         WireHeader h  = RawPeer::header(op);
@@ -383,7 +368,7 @@ TEST(UdpDataSegments, AMessageLongerThanTheReceiversSegSizeArrivesWhole)
     h.am_id      = 5;
     h.msg_length = DOORBELL_MAX_SEG_SIZE + 1;
     auto naks    = pair.counters(pair.b).naks;
-    send_segment(peer, pair.b, h, std::vector<uint8_t>(512, 0xee));
+    peer.send_to(pair.b, peer.segment(h, std::vector<uint8_t>(512, 0xee)));
     ASSERT_TRUE(pair.wait([&] { return pair.counters(pair.b).naks > naks; }));
     EXPECT_EQ(2u, log.msgs.size());
 }

@@ -371,6 +371,10 @@ bool UdpIface::resolve_segment(Responder &r, WireHeader &h)
 bool UdpIface::handle_send(Responder &r, const WireHeader &h, uint8_t *buf, const uint8_t *payload,
                            size_t slot)
 {
+    /* else a peer's largest message would be put off as busy forever */
+    static_assert((uint64_t(DOORBELL_MIN_RX_REASSEMBLY_KB) << 10) >=
+                      uint64_t(DOORBELL_MAX_SEG_SIZE) + DOORBELL_AM_HEADROOM,
+                  "the smallest RX_REASSEMBLY holds the largest message a peer sends");
     bool first    = h.msg_offset == 0;
     bool in_place = first && h.length == h.msg_length && !rx_lent_ && payload >= buf &&
                     size_t(payload - buf) + kRxLead >= DOORBELL_AM_HEADROOM;
