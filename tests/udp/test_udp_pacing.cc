@@ -10,13 +10,88 @@
 #include "devices/udp/udp_device.h"
 #include "core/clock.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <ctime>
 
 using namespace doorbell::test;
 using namespace doorbell::udp;
 using namespace doorbell::pacing;
 
 namespace {
+
+/// Holds the kernel's receive timestamps on while it lives, and tells
+/// whether they are in effect. The kernel turns them on for the whole
+/// system in deferred work when the first socket asks (and off when the
+/// last one closes), and a datagram that arrived before that work ran is
+/// stamped when it is read: on a loaded host, the first milliseconds of a
+/// test whose ifaces are its only stamping sockets.
+class KernelStamps {
+public:
+    KernelStamps()
+    {
+        int on = 1;
+        fd_    = socket(AF_INET, SOCK_DGRAM, 0);
+        sockaddr_in a{};
+        a.sin_family      = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t len     = sizeof(a);
+        ok_ = fd_ >= 0 && bind(fd_, reinterpret_cast<sockaddr *>(&a), sizeof(a)) == 0 &&
+              getsockname(fd_, reinterpret_cast<sockaddr *>(&self_), &len) == 0 &&
+              setsockopt(fd_, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof(on)) == 0;
+    }
+    ~KernelStamps()
+    {
+        if (fd_ >= 0)
+            close(fd_);
+    }
+
+    /// Whether a datagram left waiting 1 ms in the socket reads the time it
+    /// arrived, not the time it was read; tries for up to 5 s.
+    bool in_effect()
+    {
+        for (uint64_t t0 = doorbell::now_ns(); ok_ && doorbell::now_ns() - t0 < 5000000000ull;) {
+            char c = 0;
+            if (sendto(fd_, &c, 1, 0, reinterpret_cast<sockaddr *>(&self_), sizeof(self_)) != 1)
+                return false;
+            for (uint64_t t = doorbell::now_ns(); doorbell::now_ns() - t < 1000000;) {
+                /* the datagram waits in the socket */
+            }
+            alignas(cmsghdr) char control[CMSG_SPACE(sizeof(timespec))];
+            iovec                 iov{&c, 1};
+            msghdr                m{};
+            m.msg_iov        = &iov;
+            m.msg_iovlen     = 1;
+            m.msg_control    = control;
+            m.msg_controllen = sizeof(control);
+            if (recvmsg(fd_, &m, 0) != 1)
+                return false;
+            timespec now{};
+            clock_gettime(CLOCK_REALTIME, &now);
+            for (cmsghdr *h = CMSG_FIRSTHDR(&m); h != nullptr; h = CMSG_NXTHDR(&m, h)) {
+                if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_TIMESTAMPNS) {
+                    timespec at;
+                    std::memcpy(&at, CMSG_DATA(h), sizeof(at));
+                    int64_t waited = (now.tv_sec - at.tv_sec) * 1000000000ll +
+                                     (now.tv_nsec - at.tv_nsec);
+                    if (waited >= 500000)
+                        return true;
+                }
+            }
+        }
+        return false;
+    }
+
+private:
+    int         fd_ = -1;
+    bool        ok_ = false;
+    sockaddr_in self_{};
+};
 
 /// A gate the test opens and closes, recording what it was told.
 struct FakeGate : PacingGate {
@@ -601,6 +676,8 @@ TEST(UdpPacing, KernelTimestampsOnAPacedIface)
  * timers get is the path's, not the 30 ms. */
 TEST(UdpPacing, AResponderOffItsCoreIsNoQueue)
 {
+    KernelStamps stamps; /* the hold counts from the kernel's arrival time */
+    ASSERT_TRUE(stamps.in_effect()) << "the kernel stamps no datagram at its arrival";
     doorbell_iface_params_t p = gated(steady_params(), true);
     LoopbackPair            pair(p, p);
     Region                  target(pair.pd, 8, DOORBELL_ACCESS_REMOTE_WRITE);
