@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+using doorbell::AccessDenial;
 using doorbell::ProtectionDomain;
 
 namespace {
@@ -84,6 +85,38 @@ TEST(ProtectionDomain, BoundsAreExact)
     EXPECT_FALSE(pd.allows(key + 1, start, 1, DOORBELL_ACCESS_REMOTE_WRITE));
     EXPECT_EQ(DOORBELL_OK, pd.deregister_region(mr));
     EXPECT_FALSE(pd.allows(key, start, 1, DOORBELL_ACCESS_REMOTE_WRITE));
+}
+
+/* A refusal says which check failed, in the order they are made: the key,
+ * then the range, then the access. */
+TEST(ProtectionDomain, ARefusalNamesTheCheckThatFailed)
+{
+    ProtectionDomain     pd;
+    std::vector<uint8_t> buf(4096);
+    doorbell_mr         *mr;
+    uint32_t             key;
+    ASSERT_EQ(DOORBELL_OK,
+              pd.register_region(buf.data(), 4096, DOORBELL_ACCESS_REMOTE_READ, &mr, &key));
+    const uint64_t start = addr(buf.data());
+    const unsigned rd = DOORBELL_ACCESS_REMOTE_READ, wr = DOORBELL_ACCESS_REMOTE_WRITE;
+    EXPECT_EQ(AccessDenial::kNone, pd.check(key, start, 4096, rd));
+    EXPECT_EQ(AccessDenial::kUnknownKey, pd.check(key + 1, start, 8, rd));
+    EXPECT_EQ(AccessDenial::kUnknownKey, pd.check(key + 1, start + 5000, 8, wr));
+    EXPECT_EQ(AccessDenial::kOutOfRange, pd.check(key, start + 4090, 8, rd));
+    EXPECT_EQ(AccessDenial::kOutOfRange, pd.check(key, start + 4090, 8, wr));
+    EXPECT_EQ(AccessDenial::kNotGranted, pd.check(key, start, 8, wr));
+    AccessDenial why   = AccessDenial::kNone;
+    int          calls = 0;
+    EXPECT_EQ(DOORBELL_ERR_REMOTE_ACCESS,
+              pd.access(
+                  key, start, 8, wr, [&](uint8_t *) { ++calls; }, &why));
+    EXPECT_EQ(AccessDenial::kNotGranted, why);
+    EXPECT_EQ(DOORBELL_OK, pd.access(
+                               key, start, 8, rd, [&](uint8_t *) { ++calls; }, &why));
+    EXPECT_EQ(AccessDenial::kNone, why);
+    EXPECT_EQ(1, calls);
+    EXPECT_EQ(DOORBELL_OK, pd.deregister_region(mr));
+    EXPECT_EQ(AccessDenial::kUnknownKey, pd.check(key, start, 8, rd));
 }
 
 TEST(ProtectionDomain, AccessFlagsAreChecked)

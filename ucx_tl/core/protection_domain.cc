@@ -92,21 +92,25 @@ size_t ProtectionDomain::region_count() const
 }
 
 const doorbell_mr *ProtectionDomain::find(uint32_t rkey, uint64_t addr, uint64_t length,
-                                          unsigned need) const
+                                          unsigned need, AccessDenial &why) const
 {
     auto it = by_key_.find(rkey);
     if (it == by_key_.end()) {
+        why = AccessDenial::kUnknownKey;
         return nullptr;
     }
     const doorbell_mr *mr    = it->second.get();
     uint64_t           start = reinterpret_cast<uintptr_t>(mr->address);
     /* overflow-safe: addr >= start and (addr - start) + length <= mr->length */
     if (addr < start || addr - start > mr->length || length > mr->length - (addr - start)) {
+        why = AccessDenial::kOutOfRange;
         return nullptr;
     }
     if ((mr->access & need) != need) {
+        why = AccessDenial::kNotGranted;
         return nullptr;
     }
+    why = AccessDenial::kNone;
     return mr;
 }
 

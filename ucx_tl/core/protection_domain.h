@@ -31,6 +31,15 @@ struct doorbell_pd {};
 
 namespace doorbell {
 
+/// Why a remote access was refused: a device that can tell its requester
+/// says which check failed (the UDP device's NAK does), so the error names it.
+enum class AccessDenial : uint8_t {
+    kNone       = 0, ///< allowed
+    kUnknownKey = 1, ///< no region under the key (a stale or wrong key)
+    kOutOfRange = 2, ///< [addr, addr+length) leaves the key's region
+    kNotGranted = 3, ///< the region does not grant the access (read, write, atomic)
+};
+
 /// A device whose hardware checks remote keys itself (verbs) registers
 /// every region with the hardware; the region's key is then the hardware's.
 class HardwareKeys {
@@ -53,13 +62,18 @@ public:
     doorbell_status_t deregister_region(doorbell_mr *mr);
 
     /// Checks a remote access and, if allowed, calls fn(uint8_t *target)
-    /// while the region cannot go away. Returns OK or ERR_REMOTE_ACCESS.
+    /// while the region cannot go away. Returns OK or ERR_REMOTE_ACCESS;
+    /// why (if given) is set to the check that failed, or kNone.
     template <class Fn>
-    doorbell_status_t access(uint32_t rkey, uint64_t addr, uint64_t length, unsigned need,
-                             Fn &&fn) const
+    doorbell_status_t access(uint32_t rkey, uint64_t addr, uint64_t length, unsigned need, Fn &&fn,
+                             AccessDenial *why = nullptr) const
     {
         std::shared_lock   lock(mu_);
-        const doorbell_mr *mr = find(rkey, addr, length, need);
+        AccessDenial       denial = AccessDenial::kNone;
+        const doorbell_mr *mr     = find(rkey, addr, length, need, denial);
+        if (why != nullptr) {
+            *why = denial;
+        }
         if (mr == nullptr) {
             return DOORBELL_ERR_REMOTE_ACCESS;
         }
@@ -67,11 +81,20 @@ public:
         return DOORBELL_OK;
     }
 
+    /// Key, bounds and access check only: kNone if allowed, else the check
+    /// that failed.
+    AccessDenial check(uint32_t rkey, uint64_t addr, uint64_t length, unsigned need) const
+    {
+        std::shared_lock lock(mu_);
+        AccessDenial     denial = AccessDenial::kNone;
+        find(rkey, addr, length, need, denial);
+        return denial;
+    }
+
     /// Key, bounds and access check only.
     bool allows(uint32_t rkey, uint64_t addr, uint64_t length, unsigned need) const
     {
-        std::shared_lock lock(mu_);
-        return find(rkey, addr, length, need) != nullptr;
+        return check(rkey, addr, length, need) == AccessDenial::kNone;
     }
 
     size_t region_count() const;
@@ -82,8 +105,10 @@ public:
     bool set_hardware_keys(HardwareKeys *keys);
 
 private:
-    // REQUIRES: mu_ held (shared or exclusive).
-    const doorbell_mr *find(uint32_t rkey, uint64_t addr, uint64_t length, unsigned need) const;
+    // REQUIRES: mu_ held (shared or exclusive). nullptr, and why set, if
+    // the access is refused.
+    const doorbell_mr *find(uint32_t rkey, uint64_t addr, uint64_t length, unsigned need,
+                            AccessDenial &why) const;
 
     mutable std::shared_mutex                                  mu_;
     std::unordered_map<uint32_t, std::unique_ptr<doorbell_mr>> by_key_;
