@@ -203,6 +203,24 @@ public:
         return d;
     }
 
+    /// The header of the next datagram of opcode op, skipping others (each
+    /// must parse); an empty header, and a test failure, if none comes.
+    udp::WireHeader next_of(doorbell_iface_t *sender, udp::Opcode op)
+    {
+        for (;;) {
+            std::vector<uint8_t> d = next(sender);
+            if (d.empty()) {
+                ADD_FAILURE() << "no answer";
+                return {};
+            }
+            udp::ParseResult r = udp::parse(d.data(), d.size());
+            EXPECT_EQ(udp::ParseStatus::kOk, r.status);
+            if (r.status == udp::ParseStatus::kOk && udp::Opcode(r.header.opcode) == op) {
+                return r.header;
+            }
+        }
+    }
+
     /// Throws away every datagram waiting.
     void drain()
     {

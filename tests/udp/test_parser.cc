@@ -309,6 +309,12 @@ void check_invariants(const ParseResult &r, const uint8_t *bytes, size_t len)
         ASSERT_LT(h.am_id, uint8_t(DOORBELL_ATOMIC_LAST));
         ASSERT_GE(h.remote_addr + h.msg_length, h.remote_addr);
         break;
+    case Opcode::kNak:
+        ASSERT_EQ(0u, h.length);
+        ASSERT_GT(h.am_id, 0u);
+        ASSERT_LT(h.am_id, uint8_t(NakCode::kLast));
+        ASSERT_LT(h.rkey, uint32_t(NakCause::kLast));
+        break;
     case Opcode::kAtomicResp:
         ASSERT_EQ(0u, h.length);
         ASSERT_TRUE(h.msg_length == 4 || h.msg_length == 8);
@@ -664,6 +670,32 @@ TEST(Parser, ARideAckIsCheckedWhole)
     seg.flags |= kFlagRide;
     auto bad = seg_datagram(seg, 1000);
     EXPECT_EQ(ParseStatus::kMalformed, parse(bad.data(), bad.size()).status);
+}
+
+TEST(Parser, ANakHasAKnownCodeAndCause)
+{
+    auto nak = header(Opcode::kNak, 0, 0, 0);
+    for (uint8_t code = 1; code < uint8_t(NakCode::kLast); ++code) {
+        for (uint32_t cause = 0; cause < uint32_t(NakCause::kLast); ++cause) {
+            nak.am_id = code;
+            nak.rkey  = cause;
+            auto d    = datagram(nak, 0);
+            auto r    = parse(d.data(), d.size());
+            ASSERT_EQ(ParseStatus::kOk, r.status) << int(code) << " " << cause;
+            EXPECT_EQ(cause, r.header.rkey);
+            EXPECT_STRNE("an unknown cause", nak_cause_text(NakCause(cause)));
+        }
+    }
+    nak.am_id = uint8_t(NakCode::kAccess);
+    for (uint32_t cause : {uint32_t(NakCause::kLast), 0xffu, 0x100u, ~0u}) {
+        nak.rkey = cause; /* no cause of this version */
+        auto d   = datagram(nak, 0);
+        EXPECT_EQ(ParseStatus::kMalformed, parse(d.data(), d.size()).status) << cause;
+    }
+    nak.rkey  = 0;
+    nak.am_id = uint8_t(NakCode::kLast); /* no code of this version */
+    auto d    = datagram(nak, 0);
+    EXPECT_EQ(ParseStatus::kMalformed, parse(d.data(), d.size()).status);
 }
 
 TEST(Parser, SignalIsOneWordSetOrAdd)

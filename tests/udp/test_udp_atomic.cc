@@ -60,23 +60,6 @@ std::vector<uint8_t> atomic_request(const RawPeer &raw, uint32_t psn, uint8_t op
     return d;
 }
 
-/// The next datagram of opcode op the iface sends to raw (ACKs skipped).
-WireHeader next_of(RawPeer &raw, doorbell_iface_t *iface, Opcode op)
-{
-    for (;;) {
-        std::vector<uint8_t> d = raw.next(iface);
-        if (d.empty()) {
-            ADD_FAILURE() << "no answer";
-            return {};
-        }
-        doorbell::udp::ParseResult r = doorbell::udp::parse(d.data(), d.size());
-        EXPECT_EQ(doorbell::udp::ParseStatus::kOk, r.status);
-        if (r.status == doorbell::udp::ParseStatus::kOk && Opcode(r.header.opcode) == op) {
-            return r.header;
-        }
-    }
-}
-
 } // namespace
 
 /* Loss, duplication and reordering make requests and answers travel twice:
@@ -142,14 +125,14 @@ TEST(UdpAtomic, RepeatedRequestIsAnsweredFromTheCacheNotExecuted)
     ASSERT_TRUE(raw.connect_to(pair.b, 77, 0));
     auto add5 = atomic_request(raw, 0, DOORBELL_ATOMIC_ADD, 8, target.addr(), target.rkey, 5);
     raw.send_to(pair.b, add5.data(), add5.size());
-    WireHeader r = next_of(raw, pair.b, Opcode::kAtomicResp);
+    WireHeader r = raw.next_of(pair.b, Opcode::kAtomicResp);
     EXPECT_EQ(0u, r.psn);
     EXPECT_EQ(77u, r.dst_qp);
     EXPECT_EQ(0u, doorbell::udp::atomic_value(r)); /* the old value */
     EXPECT_EQ(5u, word(target));
 
     raw.send_to(pair.b, add5.data(), add5.size()); /* its answer was "lost" */
-    r = next_of(raw, pair.b, Opcode::kAtomicResp);
+    r = raw.next_of(pair.b, Opcode::kAtomicResp);
     EXPECT_EQ(0u, r.psn);
     EXPECT_EQ(0u, doorbell::udp::atomic_value(r)); /* the same answer */
     EXPECT_EQ(5u, word(target));                   /* not added again */
@@ -157,8 +140,9 @@ TEST(UdpAtomic, RepeatedRequestIsAnsweredFromTheCacheNotExecuted)
     /* 4 bytes into the word: misaligned, refused, untouched */
     auto odd = atomic_request(raw, 1, DOORBELL_ATOMIC_ADD, 8, target.addr(4), target.rkey, 1);
     raw.send_to(pair.b, odd.data(), odd.size());
-    WireHeader nak = next_of(raw, pair.b, Opcode::kNak);
+    WireHeader nak = raw.next_of(pair.b, Opcode::kNak);
     EXPECT_EQ(uint8_t(NakCode::kAccess), nak.am_id);
+    EXPECT_EQ(uint32_t(doorbell::udp::NakCause::kMisaligned), nak.rkey);
     EXPECT_EQ(1u, nak.psn);
     EXPECT_EQ(5u, word(target));
     EXPECT_EQ(0u, word(target, 8));
@@ -170,8 +154,9 @@ TEST(UdpAtomic, RepeatedRequestIsAnsweredFromTheCacheNotExecuted)
     auto wide = atomic_request(other, 0, DOORBELL_ATOMIC_SWAP, 4, target.addr(16), target.rkey,
                                uint64_t(1) << 40);
     other.send_to(pair.b, wide.data(), wide.size());
-    nak = next_of(other, pair.b, Opcode::kNak);
+    nak = other.next_of(pair.b, Opcode::kNak);
     EXPECT_EQ(uint8_t(NakCode::kInvalid), nak.am_id);
+    EXPECT_EQ(uint32_t(doorbell::udp::NakCause::kOperandTooWide), nak.rkey);
     EXPECT_EQ(0u, word(target, 16));
 }
 

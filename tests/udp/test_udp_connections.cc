@@ -514,6 +514,29 @@ TEST(UdpConnections, ReassemblyMemoryStaysUnderItsBound)
     EXPECT_EQ(fit, c.reasm_reclaimed);
     EXPECT_LE(c.reasm_peak, uint64_t(64 << 10));
     EXPECT_EQ(0, pair.error_a.count) << pair.error_a.message;
+    /* a reclaimed member that goes on hears why its connection ended (the
+     * others were put off as busy: their next segment is a gap) */
+    uint64_t abandoned = 0;
+    for (auto &m : members) {
+        m->drain();
+        WireHeader h = make_header(Opcode::kSend);
+        h.token      = m->conn_token;
+        h.dst_qp     = m->remote_qp;
+        h.psn        = m->next_psn + 1;
+        h.msg_offset = kOffsetImplied;
+        std::vector<uint8_t> d(2048);
+        d.resize(encode_seg_header(h, d.data()) + 64);
+        m->send_to(pair.b, d);
+        WireHeader nak = m->next_of(pair.b, Opcode::kNak);
+        if (NakCode(nak.am_id) == NakCode::kInvalid) {
+            EXPECT_EQ(uint32_t(NakCause::kAbandoned), nak.rkey);
+            EXPECT_EQ(m->next_psn, nak.psn);
+            ++abandoned;
+        } else {
+            EXPECT_EQ(uint8_t(NakCode::kSequence), nak.am_id);
+        }
+    }
+    EXPECT_EQ(fit, abandoned);
 }
 
 TEST(UdpConnections, KilledIdlePeerBecomesAnErrorWithinTheConfiguredTime)

@@ -227,14 +227,15 @@ TEST(UdpDataSegments, ReceiverTakesSegmentsApartSafely)
     const uint8_t fill   = target.bytes[0];
     struct Bad {
         const char           *what;
+        NakCause              cause; ///< the NAK names it
         std::function<void()> go;
     };
     std::vector<Bad> bad = {
-        {"a later WRITE segment with no WRITE in progress",
+        {"a later WRITE segment with no WRITE in progress", NakCause::kOutOfSequence,
          [&] { send(later(Opcode::kWrite, true), std::vector<uint8_t>(8, 0xee)); }},
-        {"a later SEND segment with no SEND in progress",
+        {"a later SEND segment with no SEND in progress", NakCause::kOutOfSequence,
          [&] { send(later(Opcode::kSend, true), std::vector<uint8_t>(8, 0xee)); }},
-        {"a later WRITE segment past its message's end",
+        {"a later WRITE segment past its message's end", NakCause::kPastEnd,
          [&] {
              WireHeader f  = first(Opcode::kWrite, 16);
              f.remote_addr = target.addr();
@@ -242,7 +243,7 @@ TEST(UdpDataSegments, ReceiverTakesSegmentsApartSafely)
              send(f, std::vector<uint8_t>(8, fill));
              send(later(Opcode::kWrite, false), std::vector<uint8_t>(64, 0xee));
          }},
-        {"a LAST SEND segment that ends its message short",
+        {"a LAST SEND segment that ends its message short", NakCause::kPastEnd,
          [&] {
              send(first(Opcode::kSend, 100), std::vector<uint8_t>(8, 0xee));
              send(later(Opcode::kSend, true), std::vector<uint8_t>(8, 0xee));
@@ -251,7 +252,11 @@ TEST(UdpDataSegments, ReceiverTakesSegmentsApartSafely)
     for (auto &b : bad) {
         reconnect();
         b.go();
-        ASSERT_TRUE(pair.wait([&] { return pair.counters(pair.b).naks > before; })) << b.what;
+        WireHeader nak = peer.next_of(pair.b, Opcode::kNak);
+        EXPECT_EQ(qpn, nak.dst_qp) << b.what;
+        EXPECT_EQ(uint8_t(NakCode::kInvalid), nak.am_id) << b.what;
+        EXPECT_EQ(uint32_t(b.cause), nak.rkey) << b.what;
+        EXPECT_GT(pair.counters(pair.b).naks, before) << b.what;
         before = pair.counters(pair.b).naks;
     }
     for (int i = 0; i < 50; ++i) {
@@ -369,6 +374,9 @@ TEST(UdpDataSegments, AMessageLongerThanTheReceiversSegSizeArrivesWhole)
     h.msg_length = DOORBELL_MAX_SEG_SIZE + 1;
     auto naks    = pair.counters(pair.b).naks;
     peer.send_to(pair.b, peer.segment(h, std::vector<uint8_t>(512, 0xee)));
-    ASSERT_TRUE(pair.wait([&] { return pair.counters(pair.b).naks > naks; }));
+    WireHeader nak = peer.next_of(pair.b, Opcode::kNak);
+    EXPECT_EQ(uint8_t(NakCode::kInvalid), nak.am_id);
+    EXPECT_EQ(uint32_t(NakCause::kTooLong), nak.rkey);
+    EXPECT_GT(pair.counters(pair.b).naks, naks);
     EXPECT_EQ(2u, log.msgs.size());
 }

@@ -101,7 +101,8 @@ ParseStatus check_header(const WireHeader &h, size_t payload_len)
         }
         break;
     case Opcode::kNak:
-        if (h.length != 0 || h.am_id == 0 || h.am_id >= uint8_t(NakCode::kLast)) {
+        if (h.length != 0 || h.am_id == 0 || h.am_id >= uint8_t(NakCode::kLast) ||
+            h.rkey >= uint32_t(NakCause::kLast)) {
             return ParseStatus::kMalformed;
         }
         break;

@@ -40,23 +40,28 @@ T apply_atomic(T *word, uint8_t op, T operand, T compare)
 } // namespace
 
 /// Executes the ATOMIC_REQ h at the expected PSN and answers it. The verdict
-/// when it is rejected (the word untouched): kAccess for a key, bounds,
-/// alignment or access failure, kInvalid for operands wider than the word.
-std::optional<NakCode> UdpIface::execute_atomic(Responder &r, const WireHeader &h,
-                                                const uint8_t *payload)
+/// and its cause when it is rejected (the word untouched): kAccess for a
+/// key, bounds, alignment or access failure, kInvalid for operands wider than
+/// the word.
+std::optional<std::pair<NakCode, NakCause>> UdpIface::execute_atomic(Responder        &r,
+                                                                     const WireHeader &h,
+                                                                     const uint8_t    *payload)
 {
     AtomicArgs a;
     std::memcpy(&a, payload, sizeof(a));
     uint32_t size = h.msg_length;
     if (size == 4 && ((a.operand | a.compare) >> 32) != 0) {
-        return NakCode::kInvalid;
+        return std::pair{NakCode::kInvalid, NakCause::kOperandTooWide};
     }
     if (h.remote_addr % size != 0) {
-        return NakCode::kAccess; /* a torn word would not be atomic */
+        return std::pair{NakCode::kAccess,
+                         NakCause::kMisaligned}; /* a torn word would not be atomic */
     }
     uint64_t          old = 0;
-    doorbell_status_t status =
-        pd.access(h.rkey, h.remote_addr, size, DOORBELL_ACCESS_REMOTE_ATOMIC, [&](uint8_t *base) {
+    AccessDenial      why;
+    doorbell_status_t status = pd.access(
+        h.rkey, h.remote_addr, size, DOORBELL_ACCESS_REMOTE_ATOMIC,
+        [&](uint8_t *base) {
             if (size == 8) {
                 old = apply_atomic(reinterpret_cast<uint64_t *>(base), h.am_id, a.operand,
                                    a.compare);
@@ -64,9 +69,10 @@ std::optional<NakCode> UdpIface::execute_atomic(Responder &r, const WireHeader &
                 old = apply_atomic(reinterpret_cast<uint32_t *>(base), h.am_id, uint32_t(a.operand),
                                    uint32_t(a.compare));
             }
-        });
+        },
+        &why);
     if (status != DOORBELL_OK) {
-        return NakCode::kAccess;
+        return std::pair{NakCode::kAccess, access_cause(why)};
     }
     if (!r.atomics) {
         r.atomics = std::make_unique<AtomicCache>();

@@ -70,6 +70,7 @@
 #include <memory>
 #include <optional>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace doorbell::udp {
@@ -202,6 +203,16 @@ inline msghdr one_iov_msg(sockaddr_in &addr, iovec &iov, void *ctl = nullptr, si
 }
 
 /// One packet a requester sent (or will send) and the peer has not ACKed.
+/// The cause a NAK(ACCESS) carries for the protection domain's verdict.
+inline NakCause access_cause(AccessDenial why)
+{
+    static_assert(uint8_t(AccessDenial::kUnknownKey) == uint8_t(NakCause::kUnknownKey) &&
+                      uint8_t(AccessDenial::kOutOfRange) == uint8_t(NakCause::kOutOfRange) &&
+                      uint8_t(AccessDenial::kNotGranted) == uint8_t(NakCause::kNotGranted),
+                  "the domain's verdicts are the first causes");
+    return NakCause(why);
+}
+
 struct TxPacket {
     uint32_t psn;
     Opcode   opcode;
@@ -368,6 +379,7 @@ struct Responder {
     bool        nak_sent     = false;            ///< a NAK for the current gap went out
     bool        failed       = false;            ///< an access error: ignore the rest
     NakCode     fail_code    = NakCode::kAccess; ///< the verdict, repeated
+    NakCause    fail_cause   = NakCause::kNone;  ///< and its cause
     bool        ack_due      = false;
     bool        ack_deferred = false; ///< an ACK waits for ack_deadline
     uint64_t    ack_deadline = 0;
@@ -596,26 +608,28 @@ private:
     uint8_t next_path(uint32_t &next) const { return paths_ > 1 ? uint8_t(next++ % paths_) : 0; }
 
     /* responder (udp_responder.cc) */
-    void send_control(const Responder &r, Opcode op, NakCode code, uint32_t psn);
+    void send_control(const Responder &r, Opcode op, NakCode code, uint32_t psn,
+                      NakCause cause = NakCause::kNone);
+    void reject(Responder &r, uint32_t psn, NakCode code, NakCause cause);
     void send_ack(Responder &r);
     void acked(Responder &r);
     /* ACKs that ride on requests (udp_ride_ack.cc) */
-    bool owed_ack(const sockaddr_in &to, RideAck &ride);
-    void carry_ack(const sockaddr_in &to);
-    void take_ride(const RideAck &ride, const sockaddr_in &from);
-    void flush_deferred_acks(bool all);
-    void send_read_response(const Responder &r, const WireHeader &h);
-    void handle_request(Responder &r, const WireHeader &h, uint8_t *buf, const uint8_t *payload,
-                        bool ce, size_t slot);
-    bool handle_send(Responder &r, const WireHeader &h, uint8_t *buf, const uint8_t *payload,
-                     size_t slot);
-    bool resolve_segment(Responder &r, WireHeader &h);
+    bool     owed_ack(const sockaddr_in &to, RideAck &ride);
+    void     carry_ack(const sockaddr_in &to);
+    void     take_ride(const RideAck &ride, const sockaddr_in &from);
+    void     flush_deferred_acks(bool all);
+    void     send_read_response(const Responder &r, const WireHeader &h);
+    void     handle_request(Responder &r, const WireHeader &h, uint8_t *buf, const uint8_t *payload,
+                            bool ce, size_t slot);
+    bool     handle_send(Responder &r, const WireHeader &h, uint8_t *buf, const uint8_t *payload,
+                         size_t slot);
+    NakCause resolve_segment(Responder &r, WireHeader &h);
     void handle_pack(uint32_t responder, const ParseResult &pr, uint8_t *buf, bool ce, size_t slot);
 
     /* atomics (udp_atomic.cc) */
-    std::optional<NakCode> execute_atomic(Responder &r, const WireHeader &h,
-                                          const uint8_t *payload);
-    bool                   answer_atomic_again(const Responder &r, const WireHeader &h);
+    std::optional<std::pair<NakCode, NakCause>> execute_atomic(Responder &r, const WireHeader &h,
+                                                               const uint8_t *payload);
+    bool answer_atomic_again(const Responder &r, const WireHeader &h);
     void send_atomic_response(const Responder &r, const WireHeader &req, uint64_t value);
     void handle_atomic_resp(UdpQp &qp, const WireHeader &h);
 

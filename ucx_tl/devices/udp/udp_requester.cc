@@ -1117,13 +1117,15 @@ void UdpIface::handle_nak(UdpQp &qp, const WireHeader &h)
         break;
     case NakCode::kAccess:
         ++counters.remote_access_errors;
-        qp.fail(DOORBELL_ERR_REMOTE_ACCESS,
-                name + ": peer " + peer_string(qp.peer, qp.qpn) +
-                    " rejected a remote access (key, bounds or access flags)");
+        qp.fail(DOORBELL_ERR_REMOTE_ACCESS, name + ": peer " + peer_string(qp.peer, qp.qpn) +
+                                                " rejected the remote access at PSN " +
+                                                std::to_string(h.psn) + ": " +
+                                                nak_cause_text(NakCause(h.rkey)));
         break;
     default:
-        qp.fail(DOORBELL_ERR_REMOTE,
-                name + ": peer " + peer_string(qp.peer, qp.qpn) + " rejected a malformed request");
+        qp.fail(DOORBELL_ERR_REMOTE, name + ": peer " + peer_string(qp.peer, qp.qpn) +
+                                         " rejected the request at PSN " + std::to_string(h.psn) +
+                                         " as malformed: " + nak_cause_text(NakCause(h.rkey)));
         break;
     }
 }

@@ -11,10 +11,12 @@
 
 namespace doorbell::udp {
 
-void UdpIface::send_control(const Responder &r, Opcode op, NakCode code, uint32_t psn)
+void UdpIface::send_control(const Responder &r, Opcode op, NakCode code, uint32_t psn,
+                            NakCause cause)
 {
     WireHeader h = make_header(op);
     h.am_id      = uint8_t(code);
+    h.rkey       = uint32_t(cause);
     h.token      = r.token;
     h.dst_qp     = r.qpn;
     h.src_qp     = r.id;
@@ -30,6 +32,20 @@ void UdpIface::send_control(const Responder &r, Opcode op, NakCode code, uint32_
     tx_stamp_at_send_ |= uint64_t(1) << (tx_count_ - 1);
     if (op == Opcode::kNak) {
         ++counters.naks;
+    }
+}
+
+/// Rejects the request at psn: NAK with its code and cause, and nothing of
+/// the connection's after it is executed (the verdict is repeated).
+void UdpIface::reject(Responder &r, uint32_t psn, NakCode code, NakCause cause)
+{
+    send_control(r, Opcode::kNak, code, psn, cause);
+    r.failed     = true;
+    r.fail_code  = code;
+    r.fail_cause = cause;
+    ++r.expected;
+    if (code == NakCode::kAccess) {
+        ++counters.remote_access_errors;
     }
 }
 
@@ -168,21 +184,14 @@ void UdpIface::handle_request(Responder &r, const WireHeader &h, uint8_t *buf,
             ack_list_.push_back(&r);
         }
     };
-    auto reject = [&](NakCode code) {
-        send_control(r, Opcode::kNak, code, h.psn);
-        r.failed    = true;
-        r.fail_code = code;
-        ++r.expected;
-        if (code == NakCode::kAccess) {
-            ++counters.remote_access_errors;
-        }
-    };
+    auto refuse = [&](NakCode code, NakCause cause) { reject(r, h.psn, code, cause); };
+    auto denied = [&](AccessDenial why) { refuse(NakCode::kAccess, access_cause(why)); };
 
     if (r.failed) {
         /* after an error nothing more is executed; repeat the verdict in
          * case the NAK was lost */
         if (d >= -1) {
-            send_control(r, Opcode::kNak, r.fail_code, r.expected - 1);
+            send_control(r, Opcode::kNak, r.fail_code, r.expected - 1, r.fail_cause);
         }
         drop(&doorbell_counters_t::rx_drop_state);
         return;
@@ -223,18 +232,17 @@ void UdpIface::handle_request(Responder &r, const WireHeader &h, uint8_t *buf,
     switch (Opcode(h.opcode)) {
     case Opcode::kWrite: {
         WireHeader w = h;
-        if (!resolve_segment(r, w)) {
-            reject(NakCode::kInvalid);
+        if (NakCause bad = resolve_segment(r, w); bad != NakCause::kNone) {
+            refuse(NakCode::kInvalid, bad);
             return;
         }
-        doorbell_status_t status = pd.access(w.rkey, w.remote_addr, w.msg_length,
-                                             DOORBELL_ACCESS_REMOTE_WRITE, [&](uint8_t *base) {
-                                                 std::memcpy(base + w.msg_offset, payload,
-                                                             w.length);
-                                             });
+        AccessDenial      why;
+        doorbell_status_t status = pd.access(
+            w.rkey, w.remote_addr, w.msg_length, DOORBELL_ACCESS_REMOTE_WRITE,
+            [&](uint8_t *base) { std::memcpy(base + w.msg_offset, payload, w.length); }, &why);
         if (status != DOORBELL_OK) {
             r.wr_open = false;
-            reject(NakCode::kAccess);
+            denied(why);
             return;
         }
         /* a WRITE is open until its bytes are all written (a PUT_SIGNAL's
@@ -256,43 +264,49 @@ void UdpIface::handle_request(Responder &r, const WireHeader &h, uint8_t *buf,
          * duplicate or a retransmission of it is re-ACKed above */
         uint64_t operand;
         std::memcpy(&operand, payload, sizeof(operand));
-        doorbell_status_t status = DOORBELL_ERR_REMOTE_ACCESS;
-        if (h.remote_addr % alignof(uint64_t) == 0) {
-            status = pd.access(h.rkey, h.remote_addr, sizeof(uint64_t),
-                               DOORBELL_ACCESS_REMOTE_WRITE, [&](uint8_t *base) {
-                                   auto *word = reinterpret_cast<uint64_t *>(base);
-                                   /* release: a reader that sees the signal sees the data
-                     * written before it */
-                                   if (h.am_id == DOORBELL_SIGNAL_ADD) {
-                                       __atomic_fetch_add(word, operand, __ATOMIC_RELEASE);
-                                   } else {
-                                       __atomic_store_n(word, operand, __ATOMIC_RELEASE);
-                                   }
-                               });
+        if (h.remote_addr % alignof(uint64_t) != 0) {
+            refuse(NakCode::kAccess, NakCause::kMisaligned);
+            return;
         }
+        AccessDenial      why;
+        doorbell_status_t status = pd.access(
+            h.rkey, h.remote_addr, sizeof(uint64_t), DOORBELL_ACCESS_REMOTE_WRITE,
+            [&](uint8_t *base) {
+                auto *word = reinterpret_cast<uint64_t *>(base);
+                /* release: a reader that sees the signal sees the data
+                 * written before it */
+                if (h.am_id == DOORBELL_SIGNAL_ADD) {
+                    __atomic_fetch_add(word, operand, __ATOMIC_RELEASE);
+                } else {
+                    __atomic_store_n(word, operand, __ATOMIC_RELEASE);
+                }
+            },
+            &why);
         if (status != DOORBELL_OK) {
-            reject(NakCode::kAccess);
+            denied(why);
             return;
         }
         break;
     }
     case Opcode::kAtomicReq:
-        if (std::optional<NakCode> verdict = execute_atomic(r, h, payload)) {
-            reject(*verdict);
+        if (auto verdict = execute_atomic(r, h, payload)) {
+            refuse(verdict->first, verdict->second);
             return;
         }
         break;
     case Opcode::kReadReq:
-        if (!pd.allows(h.rkey, h.remote_addr, h.msg_length, DOORBELL_ACCESS_REMOTE_READ)) {
-            reject(NakCode::kAccess);
+        if (AccessDenial why = pd.check(h.rkey, h.remote_addr, h.msg_length,
+                                        DOORBELL_ACCESS_REMOTE_READ);
+            why != AccessDenial::kNone) {
+            denied(why);
             return;
         }
         send_read_response(r, h);
         break;
     case Opcode::kSend: {
         WireHeader m = h;
-        if (!resolve_segment(r, m)) {
-            reject(NakCode::kInvalid);
+        if (NakCause bad = resolve_segment(r, m); bad != NakCause::kNone) {
+            refuse(NakCode::kInvalid, bad);
             return;
         }
         if (!handle_send(r, m, buf, payload, slot)) {
@@ -321,21 +335,24 @@ void UdpIface::handle_request(Responder &r, const WireHeader &h, uint8_t *buf,
 
 /// A WRITE's or SEND's segment after its FIRST, at the PSN expected: its
 /// offset, its message's length and a WRITE's target from the message in
-/// progress (the FIRST's). False when no message of that kind is in
-/// progress, or the segment runs past its message's end or is marked LAST
-/// and falls short of it: a protocol error. Other packets are left as they are.
-bool UdpIface::resolve_segment(Responder &r, WireHeader &h)
+/// progress (the FIRST's). A protocol error, and its cause, when no message
+/// of that kind is in progress (or a WRITE's FIRST comes while one is), or
+/// the segment runs past its message's end or is marked LAST and falls short
+/// of it; kNone otherwise. Other packets are left as they are.
+NakCause UdpIface::resolve_segment(Responder &r, WireHeader &h)
 {
     if (h.msg_offset != kOffsetImplied) {
         /* a message's FIRST, with its length (and target); a later
          * segment that names an offset is no sender's of this version, and
          * a WRITE's FIRST while another is open cuts it off */
-        return (h.flags & kFlagFirst) && !(Opcode(h.opcode) == Opcode::kWrite && r.wr_open);
+        return (h.flags & kFlagFirst) && !(Opcode(h.opcode) == Opcode::kWrite && r.wr_open) ?
+                   NakCause::kNone :
+                   NakCause::kOutOfSequence;
     }
     uint32_t done, length;
     if (Opcode(h.opcode) == Opcode::kWrite) {
         if (!r.wr_open) {
-            return false;
+            return NakCause::kOutOfSequence;
         }
         h.remote_addr = r.wr_addr;
         h.rkey        = r.wr_rkey;
@@ -343,18 +360,18 @@ bool UdpIface::resolve_segment(Responder &r, WireHeader &h)
         length        = r.wr_length;
     } else {
         if (r.am_buf == nullptr) {
-            return false;
+            return NakCause::kOutOfSequence;
         }
         done   = r.am_length;
         length = r.am_alloc - uint32_t(DOORBELL_AM_HEADROOM);
     }
     uint64_t end = uint64_t(done) + h.length;
     if (end > length || ((h.flags & kFlagLast) && end != length)) {
-        return false;
+        return NakCause::kPastEnd;
     }
     h.msg_offset = done;
     h.msg_length = length;
-    return true;
+    return NakCause::kNone;
 }
 
 /// Takes one SEND segment in order. Returns false if it was not accepted
@@ -378,17 +395,17 @@ bool UdpIface::handle_send(Responder &r, const WireHeader &h, uint8_t *buf, cons
     bool first    = h.msg_offset == 0;
     bool in_place = first && h.length == h.msg_length && !rx_lent_ && payload >= buf &&
                     size_t(payload - buf) + kRxLead >= DOORBELL_AM_HEADROOM;
-    if (h.msg_length > DOORBELL_MAX_SEG_SIZE || (first && r.am_buf != nullptr) ||
+    /* Not bounded by our own SEG_SIZE: a peer's may be larger (a context
+     * that asked for its own, a rank configured apart), and its message
+     * costs an allocation of its own size within rx_reassembly_bytes */
+    if (h.msg_length > DOORBELL_MAX_SEG_SIZE) {
+        reject(r, h.psn, NakCode::kInvalid, NakCause::kTooLong);
+        return false;
+    }
+    if ((first && r.am_buf != nullptr) ||
         (!first && (r.am_buf == nullptr || h.msg_offset != r.am_length ||
                     h.msg_length + uint32_t(DOORBELL_AM_HEADROOM) != r.am_alloc))) {
-        /* longer than any iface's AM, or out of sequence. Not bounded by
-         * our own SEG_SIZE: a peer's may be larger (a context that asked
-         * for its own, a rank configured apart), and its message costs
-         * an allocation of its own size within rx_reassembly_bytes */
-        send_control(r, Opcode::kNak, NakCode::kInvalid, h.psn);
-        r.failed    = true;
-        r.fail_code = NakCode::kInvalid;
-        ++r.expected;
+        reject(r, h.psn, NakCode::kInvalid, NakCause::kOutOfSequence);
         return false;
     }
     if (first) {

@@ -54,8 +54,9 @@ enum class Opcode : uint8_t {
     kReadResp = 3, ///< RDMA READ data; psn = the request's PSN
     kSend     = 4, ///< active-message segment; am_id names the handler
     kAck      = 5, ///< cumulative: psn = next expected PSN
-    kNak      = 6, ///< psn = next expected PSN; am_id = NakCode
-    kAckReq   = 7, ///< probe: ACK now; psn = the sender's next PSN (a gap
+    kNak      = 6, ///< psn = next expected PSN; am_id = NakCode; rkey =
+                   ///< NakCause (ACCESS, INVALID: which check failed)
+    kAckReq = 7,   ///< probe: ACK now; psn = the sender's next PSN (a gap
                    ///< below it is NAKed at once: tail-loss detection);
                    ///< aux = the IP TTL it left with when it is a spine
                    ///< probe (udp_path_probe.cc), else 0
@@ -106,6 +107,57 @@ enum class NakCode : uint8_t {
     kLast
 };
 
+/// Why a request was rejected (NAK ACCESS or INVALID), in the NAK's rkey, so
+/// that the requester's error names the check that failed instead of "key,
+/// bounds or access". 0 (none given) in every other NAK. A field a NAK had
+/// no use for: receivers of this version that predate it read nothing there.
+enum class NakCause : uint8_t {
+    kNone = 0,
+    /* ACCESS: the protection domain's checks (AccessDenial), and alignment */
+    kUnknownKey = 1, ///< no region under the remote key
+    kOutOfRange = 2, ///< the range leaves the key's region
+    kNotGranted = 3, ///< the region does not grant the access
+    kMisaligned = 4, ///< a signal's or atomic's word not aligned to its size
+    /* INVALID: the request itself */
+    kOperandTooWide = 5, ///< a 4-byte atomic's operands beyond 32 bits
+    kTooLong        = 6, ///< a message longer than any iface sends (MAX_SEG_SIZE)
+    kOutOfSequence  = 7, ///< a segment with no message in progress, or a
+                         ///< message's FIRST while another is in progress
+    kPastEnd   = 8,      ///< a segment beyond its message's length, or a LAST short of it
+    kAbandoned = 9,      ///< a half-sent message silent for KEEPALIVE_TIMEOUT, reclaimed
+    kLast
+};
+
+/// A short phrase for the requester's error: "no region under the remote key".
+constexpr const char *nak_cause_text(NakCause c)
+{
+    switch (c) {
+    case NakCause::kNone:
+        return "no cause given";
+    case NakCause::kUnknownKey:
+        return "no region under the remote key";
+    case NakCause::kOutOfRange:
+        return "the range leaves the key's region";
+    case NakCause::kNotGranted:
+        return "the region does not grant the access";
+    case NakCause::kMisaligned:
+        return "the word is not aligned to its size";
+    case NakCause::kOperandTooWide:
+        return "a 4-byte atomic's operand does not fit 32 bits";
+    case NakCause::kTooLong:
+        return "the message is longer than any iface sends";
+    case NakCause::kOutOfSequence:
+        return "a segment out of its message's sequence";
+    case NakCause::kPastEnd:
+        return "a segment runs past its message's length or ends it short";
+    case NakCause::kAbandoned:
+        return "the message was left half-sent and reclaimed";
+    case NakCause::kLast:
+        break;
+    }
+    return "an unknown cause";
+}
+
 struct [[gnu::packed]] WireHeader {
     uint32_t magic;   /* kMagic */
     uint8_t  version; /* kVersion */
@@ -129,7 +181,7 @@ struct [[gnu::packed]] WireHeader {
         uint64_t ts_echo;     /* responses (ACK/NAK/READ_RESP/ATOMIC_RESP/
                                * ACCEPT): ts_send of the packet answered */
     };
-    uint32_t rkey;       /* WRITE/READ_REQ/SIGNAL: remote key */
+    uint32_t rkey;       /* WRITE/READ_REQ/SIGNAL: remote key; NAK: NakCause */
     uint32_t msg_length; /* bytes of the whole message (read request) */
     uint32_t msg_offset; /* offset of this payload in the message
                           * (READ_REQ: first chunk wanted; ACK/NAK: ns the
