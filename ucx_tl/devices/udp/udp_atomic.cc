@@ -39,23 +39,20 @@ T apply_atomic(T *word, uint8_t op, T operand, T compare)
 
 } // namespace
 
-/// Executes the ATOMIC_REQ h at the expected PSN and answers it. The verdict
-/// and its cause when it is rejected (the word untouched): kAccess for a
-/// key, bounds, alignment or access failure, kInvalid for operands wider than
-/// the word.
-std::optional<std::pair<NakCode, NakCause>> UdpIface::execute_atomic(Responder        &r,
-                                                                     const WireHeader &h,
-                                                                     const uint8_t    *payload)
+/// Executes the ATOMIC_REQ h at the expected PSN and answers it. The cause
+/// when it is rejected (the word untouched): a key, bounds, alignment or
+/// access failure (NAK ACCESS), operands wider than the word (INVALID).
+std::optional<NakCause> UdpIface::execute_atomic(Responder &r, const WireHeader &h,
+                                                 const uint8_t *payload)
 {
     AtomicArgs a;
     std::memcpy(&a, payload, sizeof(a));
     uint32_t size = h.msg_length;
     if (size == 4 && ((a.operand | a.compare) >> 32) != 0) {
-        return std::pair{NakCode::kInvalid, NakCause::kOperandTooWide};
+        return NakCause::kOperandTooWide;
     }
     if (h.remote_addr % size != 0) {
-        return std::pair{NakCode::kAccess,
-                         NakCause::kMisaligned}; /* a torn word would not be atomic */
+        return NakCause::kMisaligned; /* a torn word would not be atomic */
     }
     uint64_t          old = 0;
     AccessDenial      why;
@@ -72,7 +69,7 @@ std::optional<std::pair<NakCode, NakCause>> UdpIface::execute_atomic(Responder  
         },
         &why);
     if (status != DOORBELL_OK) {
-        return std::pair{NakCode::kAccess, access_cause(why)};
+        return access_cause(why);
     }
     if (!r.atomics) {
         r.atomics = std::make_unique<AtomicCache>();

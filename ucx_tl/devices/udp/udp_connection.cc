@@ -412,7 +412,6 @@ void UdpIface::reap_reassembly(bool pressure)
         if (r.am_buf != nullptr && now_ - r.am_last_ns >= params.keepalive_timeout_ns) {
             drop_reassembly(r);
             r.failed     = true;
-            r.fail_code  = NakCode::kInvalid;
             r.fail_cause = NakCause::kAbandoned;
             ++counters.reasm_reclaimed;
         }

@@ -70,7 +70,6 @@
 #include <memory>
 #include <optional>
 #include <unordered_map>
-#include <utility>
 #include <vector>
 
 namespace doorbell::udp {
@@ -368,18 +367,17 @@ struct AtomicCache {
 
 /// The responder's state of one connection (a peer's requester QP).
 struct Responder {
-    uint64_t    token;                           ///< the connection's token
-    uint32_t    id;                              ///< our QP number for it (dst_qp of requests)
-    uint32_t    qpn;                             ///< the requester's QP
-    uint64_t    peer_iface_token;                ///< the requester's iface (CONNECT)
-    sockaddr_in peer;                            ///< the requester's address and port
-    uint32_t    isn;                             ///< its initial PSN (ACCEPT echoes it)
-    uint32_t    expected;                        ///< next PSN accepted
-    uint64_t    accept_ts    = 0;                ///< ts_send of the CONNECT answered
-    bool        nak_sent     = false;            ///< a NAK for the current gap went out
-    bool        failed       = false;            ///< an access error: ignore the rest
-    NakCode     fail_code    = NakCode::kAccess; ///< the verdict, repeated
-    NakCause    fail_cause   = NakCause::kNone;  ///< and its cause
+    uint64_t    token;                          ///< the connection's token
+    uint32_t    id;                             ///< our QP number for it (dst_qp of requests)
+    uint32_t    qpn;                            ///< the requester's QP
+    uint64_t    peer_iface_token;               ///< the requester's iface (CONNECT)
+    sockaddr_in peer;                           ///< the requester's address and port
+    uint32_t    isn;                            ///< its initial PSN (ACCEPT echoes it)
+    uint32_t    expected;                       ///< next PSN accepted
+    uint64_t    accept_ts    = 0;               ///< ts_send of the CONNECT answered
+    bool        nak_sent     = false;           ///< a NAK for the current gap went out
+    bool        failed       = false;           ///< an access error: ignore the rest
+    NakCause    fail_cause   = NakCause::kNone; ///< the verdict, repeated
     bool        ack_due      = false;
     bool        ack_deferred = false; ///< an ACK waits for ack_deadline
     uint64_t    ack_deadline = 0;
@@ -610,7 +608,7 @@ private:
     /* responder (udp_responder.cc) */
     void send_control(const Responder &r, Opcode op, NakCode code, uint32_t psn,
                       NakCause cause = NakCause::kNone);
-    void reject(Responder &r, uint32_t psn, NakCode code, NakCause cause);
+    void reject(Responder &r, uint32_t psn, NakCause cause);
     void send_ack(Responder &r);
     void acked(Responder &r);
     /* ACKs that ride on requests (udp_ride_ack.cc) */
@@ -627,9 +625,9 @@ private:
     void handle_pack(uint32_t responder, const ParseResult &pr, uint8_t *buf, bool ce, size_t slot);
 
     /* atomics (udp_atomic.cc) */
-    std::optional<std::pair<NakCode, NakCause>> execute_atomic(Responder &r, const WireHeader &h,
-                                                               const uint8_t *payload);
-    bool answer_atomic_again(const Responder &r, const WireHeader &h);
+    std::optional<NakCause> execute_atomic(Responder &r, const WireHeader &h,
+                                           const uint8_t *payload);
+    bool                    answer_atomic_again(const Responder &r, const WireHeader &h);
     void send_atomic_response(const Responder &r, const WireHeader &req, uint64_t value);
     void handle_atomic_resp(UdpQp &qp, const WireHeader &h);
 

@@ -35,16 +35,15 @@ void UdpIface::send_control(const Responder &r, Opcode op, NakCode code, uint32_
     }
 }
 
-/// Rejects the request at psn: NAK with its code and cause, and nothing of
-/// the connection's after it is executed (the verdict is repeated).
-void UdpIface::reject(Responder &r, uint32_t psn, NakCode code, NakCause cause)
+/// Rejects the request at psn: NAK with the cause and its code, and nothing
+/// of the connection's after it is executed (the verdict is repeated).
+void UdpIface::reject(Responder &r, uint32_t psn, NakCause cause)
 {
-    send_control(r, Opcode::kNak, code, psn, cause);
+    send_control(r, Opcode::kNak, nak_code_of(cause), psn, cause);
     r.failed     = true;
-    r.fail_code  = code;
     r.fail_cause = cause;
     ++r.expected;
-    if (code == NakCode::kAccess) {
+    if (nak_code_of(cause) == NakCode::kAccess) {
         ++counters.remote_access_errors;
     }
 }
@@ -184,14 +183,13 @@ void UdpIface::handle_request(Responder &r, const WireHeader &h, uint8_t *buf,
             ack_list_.push_back(&r);
         }
     };
-    auto refuse = [&](NakCode code, NakCause cause) { reject(r, h.psn, code, cause); };
-    auto denied = [&](AccessDenial why) { refuse(NakCode::kAccess, access_cause(why)); };
+    auto refuse = [&](NakCause cause) { reject(r, h.psn, cause); };
 
     if (r.failed) {
         /* after an error nothing more is executed; repeat the verdict in
          * case the NAK was lost */
         if (d >= -1) {
-            send_control(r, Opcode::kNak, r.fail_code, r.expected - 1, r.fail_cause);
+            send_control(r, Opcode::kNak, nak_code_of(r.fail_cause), r.expected - 1, r.fail_cause);
         }
         drop(&doorbell_counters_t::rx_drop_state);
         return;
@@ -233,7 +231,7 @@ void UdpIface::handle_request(Responder &r, const WireHeader &h, uint8_t *buf,
     case Opcode::kWrite: {
         WireHeader w = h;
         if (NakCause bad = resolve_segment(r, w); bad != NakCause::kNone) {
-            refuse(NakCode::kInvalid, bad);
+            refuse(bad);
             return;
         }
         AccessDenial      why;
@@ -242,7 +240,7 @@ void UdpIface::handle_request(Responder &r, const WireHeader &h, uint8_t *buf,
             [&](uint8_t *base) { std::memcpy(base + w.msg_offset, payload, w.length); }, &why);
         if (status != DOORBELL_OK) {
             r.wr_open = false;
-            denied(why);
+            refuse(access_cause(why));
             return;
         }
         /* a WRITE is open until its bytes are all written (a PUT_SIGNAL's
@@ -265,7 +263,7 @@ void UdpIface::handle_request(Responder &r, const WireHeader &h, uint8_t *buf,
         uint64_t operand;
         std::memcpy(&operand, payload, sizeof(operand));
         if (h.remote_addr % alignof(uint64_t) != 0) {
-            refuse(NakCode::kAccess, NakCause::kMisaligned);
+            refuse(NakCause::kMisaligned);
             return;
         }
         AccessDenial      why;
@@ -283,14 +281,14 @@ void UdpIface::handle_request(Responder &r, const WireHeader &h, uint8_t *buf,
             },
             &why);
         if (status != DOORBELL_OK) {
-            denied(why);
+            refuse(access_cause(why));
             return;
         }
         break;
     }
     case Opcode::kAtomicReq:
-        if (auto verdict = execute_atomic(r, h, payload)) {
-            refuse(verdict->first, verdict->second);
+        if (std::optional<NakCause> verdict = execute_atomic(r, h, payload)) {
+            refuse(*verdict);
             return;
         }
         break;
@@ -298,7 +296,7 @@ void UdpIface::handle_request(Responder &r, const WireHeader &h, uint8_t *buf,
         if (AccessDenial why = pd.check(h.rkey, h.remote_addr, h.msg_length,
                                         DOORBELL_ACCESS_REMOTE_READ);
             why != AccessDenial::kNone) {
-            denied(why);
+            refuse(access_cause(why));
             return;
         }
         send_read_response(r, h);
@@ -306,7 +304,7 @@ void UdpIface::handle_request(Responder &r, const WireHeader &h, uint8_t *buf,
     case Opcode::kSend: {
         WireHeader m = h;
         if (NakCause bad = resolve_segment(r, m); bad != NakCause::kNone) {
-            refuse(NakCode::kInvalid, bad);
+            refuse(bad);
             return;
         }
         if (!handle_send(r, m, buf, payload, slot)) {
@@ -399,13 +397,13 @@ bool UdpIface::handle_send(Responder &r, const WireHeader &h, uint8_t *buf, cons
      * that asked for its own, a rank configured apart), and its message
      * costs an allocation of its own size within rx_reassembly_bytes */
     if (h.msg_length > DOORBELL_MAX_SEG_SIZE) {
-        reject(r, h.psn, NakCode::kInvalid, NakCause::kTooLong);
+        reject(r, h.psn, NakCause::kTooLong);
         return false;
     }
     if ((first && r.am_buf != nullptr) ||
         (!first && (r.am_buf == nullptr || h.msg_offset != r.am_length ||
                     h.msg_length + uint32_t(DOORBELL_AM_HEADROOM) != r.am_alloc))) {
-        reject(r, h.psn, NakCode::kInvalid, NakCause::kOutOfSequence);
+        reject(r, h.psn, NakCause::kOutOfSequence);
         return false;
     }
     if (first) {

@@ -128,6 +128,12 @@ enum class NakCause : uint8_t {
     kLast
 };
 
+/// The NAK code of a cause: the first four are ACCESS, the rest INVALID.
+constexpr NakCode nak_code_of(NakCause c)
+{
+    return c <= NakCause::kMisaligned ? NakCode::kAccess : NakCode::kInvalid;
+}
+
 /// A short phrase for the requester's error: "no region under the remote key".
 constexpr const char *nak_cause_text(NakCause c)
 {
