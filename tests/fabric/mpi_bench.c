@@ -134,6 +134,13 @@ static void allreduce(size_t len, int iters)
         MPI_Allreduce(in, out, (int)allreduce_count(len), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+
+    return (x > y) - (x < y);
+}
+
 /* Times iters calls as BENCH_BLOCKS consecutive blocks (fewer when there are
  * fewer calls) and returns the median of their seconds per call. This machine
  * stops a virtual CPU now and then for 5-50 ms (docs/fabric.md, "Pauses of
@@ -153,14 +160,7 @@ static double bench_median_block(bench_op op, size_t len, int iters)
         op(len, n);
         per[b] = (MPI_Wtime() - t0) / n;
     }
-    /* insertion sort of at most BENCH_BLOCKS values */
-    for (int i = 1; i < blocks; i++) {
-        for (int j = i; j > 0 && per[j - 1] > per[j]; j--) {
-            double x   = per[j];
-            per[j]     = per[j - 1];
-            per[j - 1] = x;
-        }
-    }
+    qsort(per, (size_t)blocks, sizeof(double), cmp_double);
     return blocks % 2 ? per[blocks / 2] : (per[blocks / 2 - 1] + per[blocks / 2]) / 2;
 }
 

@@ -39,11 +39,12 @@ void UdpIface::send_control(const Responder &r, Opcode op, NakCode code, uint32_
 /// of the connection's after it is executed (the verdict is repeated).
 void UdpIface::reject(Responder &r, uint32_t psn, NakCause cause)
 {
-    send_control(r, Opcode::kNak, nak_code_of(cause), psn, cause);
+    NakCode code = nak_code_of(cause);
+    send_control(r, Opcode::kNak, code, psn, cause);
     r.failed     = true;
     r.fail_cause = cause;
     ++r.expected;
-    if (nak_code_of(cause) == NakCode::kAccess) {
+    if (code == NakCode::kAccess) {
         ++counters.remote_access_errors;
     }
 }
