@@ -1,5 +1,6 @@
 /*
- * doorbell_udp_bench [-t] [--mtu BYTES] [--no-gso] [--no-gro] [device]: the UDP device
+ * doorbell_udp_bench [-t] [--mtu BYTES] [--cc POLICY] [--paths N] [--no-gso] [--no-gro]
+ * [device]: the UDP device
  * alone, two ifaces in one process. Default: one thread progresses both ends
  * in turn (the cost of the whole software path, both sides serialized;
  * immune to scheduling on a loaded machine). -t: one thread per iface, as
@@ -7,7 +8,10 @@
  * otherwise; 1472 is a 1500-byte network's). --no-gso: one datagram per
  * packet (udp_gso.h), for before/after; --no-gro: the receiving socket
  * takes no merged buffers (udp_gro.h), so the kernel cuts super-datagrams
- * into datagrams at its queue. The bulk and rate lines add the
+ * into datagrams at its queue. --cc, --paths: the ifaces' pacing policy
+ * (UCX_DOORBELL_CC; lo's default is none) and source ports (a paced,
+ * multipath iface sends the super-datagrams a fabric's host does). The bulk
+ * and rate lines add the
  * process's CPU time per byte moved (both ends, in one process).
  * Prints numbers; asserts none.
  *   am ping-pong latency (8 B, one way = round trip / 2)
@@ -71,8 +75,10 @@ double seconds(Clock::time_point a, Clock::time_point b)
 int main(int argc, char **argv)
 {
     bool        threads = false, gso = true, gro = true;
-    uint32_t    mtu = 0;
-    const char *dev = "lo";
+    uint32_t    mtu   = 0;
+    long        paths = -1; /* the parameter's default */
+    const char *dev   = "lo";
+    const char *cc    = nullptr;
     for (int i = 1; i < argc; ++i) {
         if (std::strcmp(argv[i], "-t") == 0) {
             threads = true;
@@ -82,6 +88,10 @@ int main(int argc, char **argv)
             gro = false;
         } else if (std::strcmp(argv[i], "--mtu") == 0 && i + 1 < argc) {
             mtu = uint32_t(std::strtoul(argv[++i], nullptr, 0));
+        } else if (std::strcmp(argv[i], "--cc") == 0 && i + 1 < argc) {
+            cc = argv[++i];
+        } else if (std::strcmp(argv[i], "--paths") == 0 && i + 1 < argc) {
+            paths = std::strtol(argv[++i], nullptr, 0);
         } else {
             dev = argv[i];
         }
@@ -92,6 +102,12 @@ int main(int argc, char **argv)
     doorbell_iface_params_init(&p);
     p.device = dev;
     p.mtu    = mtu;
+    if (paths >= 0) {
+        p.paths = uint32_t(paths);
+    }
+    if (cc != nullptr) {
+        p.cc = cc;
+    }
     Side a, b;
     if (doorbell_iface_open(pd, &p, &a.iface) != DOORBELL_OK ||
         doorbell_iface_open(pd, &p, &b.iface) != DOORBELL_OK) {

@@ -1,13 +1,20 @@
 /* UDP GSO on the send path: which staged packets group into one
  * super-datagram (gso_run), a transfer on lo that leaves in super-datagrams
- * and arrives as the same datagrams byte for byte, and the fallback when the
- * kernel refuses one (through the send system call's seam). */
+ * and arrives as the same datagrams byte for byte, on an unpaced iface and on
+ * a paced one of several ports, and the fallback when the kernel refuses one
+ * (through the send system call's seam). */
 #include "loopback_pair.h"
+#include "raw_peer.h"
 
+#include "devices/udp/parser.h"
 #include "devices/udp/udp_gso.h"
+#include "devices/udp/udp_paths.h"
 
 #include <arpa/inet.h>
+#include <netinet/udp.h>
+
 #include <cerrno>
+#include <cstring>
 
 using namespace doorbell::test;
 using namespace doorbell::udp;
@@ -52,6 +59,54 @@ int refuse_gso(int fd, mmsghdr *msgs, unsigned n, int flags)
         return -1;
     }
     return sendmmsg(fd, msgs, plain, flags);
+}
+
+/// What the recording seam saw of super-datagrams: each one's datagrams, and
+/// of those the stamped ones (a stamp names the port it was meant to leave
+/// from) with the port they left from.
+struct SuperDatagrams {
+    uint64_t sends     = 0;
+    uint64_t datagrams = 0;
+    uint64_t stamped   = 0; ///< stamped datagrams inside super-datagrams
+    uint64_t misplaced = 0; ///< of them, sent from another port than their stamp's
+    uint64_t foreign   = 0; ///< datagrams the parser refused
+    uint16_t base_port = 0; ///< the iface's first port (path 0)
+};
+SuperDatagrams g_super;
+
+/// sendmmsg that first cuts every super-datagram as the kernel would and
+/// reads its datagrams' headers.
+int record_super(int fd, mmsghdr *msgs, unsigned n, int flags)
+{
+    sockaddr_in own{};
+    socklen_t   len = sizeof(own);
+    getsockname(fd, reinterpret_cast<sockaddr *>(&own), &len);
+    const unsigned port = ntohs(own.sin_port) - g_super.base_port;
+    for (unsigned i = 0; i < n; ++i) {
+        const msghdr &m = msgs[i].msg_hdr;
+        if (m.msg_controllen == 0) {
+            continue;
+        }
+        uint16_t seg = 0;
+        std::memcpy(&seg, CMSG_DATA(CMSG_FIRSTHDR(&m)), sizeof(seg));
+        std::vector<uint8_t> bytes;
+        for (size_t k = 0; k < m.msg_iovlen; ++k) {
+            auto *b = static_cast<const uint8_t *>(m.msg_iov[k].iov_base);
+            bytes.insert(bytes.end(), b, b + m.msg_iov[k].iov_len);
+        }
+        ++g_super.sends;
+        for (size_t at = 0; at < bytes.size(); at += seg) {
+            ++g_super.datagrams;
+            ParseResult r = parse(bytes.data() + at, std::min<size_t>(seg, bytes.size() - at));
+            if (r.status != ParseStatus::kOk) {
+                ++g_super.foreign;
+            } else if (r.header.ts_send != 0) {
+                ++g_super.stamped;
+                g_super.misplaced += stamp_path(r.header.ts_send) != port;
+            }
+        }
+    }
+    return sendmmsg(fd, msgs, n, flags);
 }
 
 /// Puts size bytes from a to b's region; returns the region's bytes.
@@ -139,4 +194,37 @@ TEST(UdpGso, RefusedSuperDatagramFallsBackToDatagrams)
     EXPECT_EQ(1u, g.fallbacks);
     EXPECT_EQ(0u, g.sends);
     EXPECT_EQ(0u, pair.counters(pair.a).retransmits); /* nothing was lost */
+}
+
+// A paced iface of two ports (as a fabric's host runs) sends the runs its
+// pacer released to one peer from one port as super-datagrams: each holds
+// only its port's packets (a probe stamped for the other port leaves from
+// that one), every datagram in it is one the parser accepts, and every byte
+// lands once.
+TEST(UdpGso, APacedIfaceOfSeveralPortsSendsEachPortsRuns)
+{
+    doorbell_iface_params_t p = small_mtu();
+    p.cc                      = "ibrc";
+    p.paths                   = 2;
+    LoopbackPair pair(p, p);
+    if (!gso_stats(pair.a).enabled) {
+        GTEST_SKIP() << "this kernel takes no UDP_SEGMENT on a UDP socket";
+    }
+    g_super           = {};
+    g_super.base_port = ntohs(iface_address(pair.a).port);
+    set_tx_syscall(pair.a, record_super);
+    for (int i = 0; i < 4; ++i) {
+        put_and_read(pair, 256 << 10);
+    }
+    set_tx_syscall(pair.a, nullptr);
+    GsoStats g = gso_stats(pair.a);
+    EXPECT_TRUE(g.enabled);
+    EXPECT_GT(g.sends, 0u);
+    EXPECT_EQ(g.sends, g_super.sends);
+    EXPECT_EQ(g.segments, g_super.datagrams);
+    EXPECT_EQ(0u, g_super.foreign);
+    EXPECT_GT(g_super.stamped, 0u) << "no stamped datagram rode in a super-datagram";
+    EXPECT_EQ(0u, g_super.misplaced) << "a super-datagram held another port's packet";
+    EXPECT_TRUE(pair.wait(
+        [&] { return pair.counters(pair.b).rx_packets == pair.counters(pair.a).tx_packets; }));
 }

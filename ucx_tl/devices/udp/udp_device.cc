@@ -324,7 +324,7 @@ doorbell_status_t UdpIface::init(const sockaddr_in &addr, uint32_t if_mtu, bool 
     ack_delay_ = params.rto_min_ns / 8;
     cc_        = pacing::resolve_pacing_policy(params.cc, loopback);
     pacing_    = pacing::find_pacing_policy(cc_);
-    set_gso(true); /* unpaced ifaces only (udp_gso.h) */
+    set_gso(true);
     if (!pacing_ && cc_ != "none") {
         return set_error(DOORBELL_ERR_INVALID_PARAM,
                          "%s: CC = %s is not a pacing policy (auto, ibrc, dcqcn, timely, none)",

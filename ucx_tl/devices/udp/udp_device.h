@@ -456,7 +456,7 @@ public:
     doorbell_status_t arm();
     void              set_faults(const FaultConfig *config);
     void              set_tx_syscall(TxSyscall call) { tx_syscall_ = call ? call : ::sendmmsg; }
-    void set_gso(bool on) { gso_ = on && !pacing_ && paths_ == 1 && gso_supported(fd_); }
+    void              set_gso(bool on) { gso_ = on && gso_supported(fd_); }
     /// Ports this iface steers its packets over (multipath), the first its
     /// address's.
     uint32_t paths() const { return paths_; }

@@ -10,12 +10,18 @@
  * checksum offload: EIO), the device falls back to one datagram per packet
  * for the rest of its life.
  *
- * Only on an iface without pacing (lo, or cc none): on the emulated fabric
- * a paced flow in super-datagrams ran at 11-13.5 MB/s against 17-20 in
- * datagrams (osu_bw 8-64 KiB across the spine): the switch port sees and
- * marks a super-datagram as one burst (as it does a TCP TSO segment), and
- * the pacer, fed whole runs of marks, held the rate lower. A pacer that
- * sizes runs to what a port absorbs unmarked is not done.
+ * On every iface, paced or not, and on every port of a multipath one: a run
+ * is a port's packets to one peer in one flush (a probe staged for another
+ * port between them leaves from that port and does not break it). On a
+ * paced path that is what the pacer released at once (two segments on a
+ * spine path, a time's worth on a host-near one; one at a time on a path
+ * that congests), so super-datagrams follow the pacer and grow only where
+ * the CPU, not a queue, limits the rate. The emulated fabric's hosts cut
+ * them into datagrams on the way out, as a NIC does (USO): the switches
+ * queue, mark and drop datagrams. An earlier try that sent whole runs on
+ * a veth that passed them whole had its switch port drop and mark a run as
+ * one packet (osu_bw 8-64 KiB across the spine at 11-13.5 MB/s against
+ * 17-20 in datagrams).
  */
 #pragma once
 
@@ -55,8 +61,7 @@ size_t gso_control(void *buf, uint16_t size);
  * leaves through, and what the device did with GSO. */
 using TxSyscall = int (*)(int fd, mmsghdr *msgs, unsigned int n, int flags);
 void set_tx_syscall(doorbell_iface_t *iface, TxSyscall call); ///< nullptr: sendmmsg
-/// Turns GSO off (or back on where the kernel takes it and the iface is
-/// unpaced): before/after runs.
+/// Turns GSO off (or back on where the kernel takes it): before/after runs.
 void set_gso(doorbell_iface_t *iface, bool on);
 
 struct GsoStats {

@@ -479,10 +479,20 @@ void UdpIface::send_linear(const TxSlot &s)
 
 /// Builds tx_msgs_ from the staged slots of `path` from slot `from` on: a
 /// message per packet (with the fault injector's drops, duplicates and
-/// swaps), or with gso one per run of packets to one peer that gso_run
-/// groups (one path only). Returns the messages.
+/// swaps), or with gso one per run of the path's packets to one peer that
+/// gso_run groups. A packet steered to another port (a probe) does not
+/// break a run: each port's packets leave from its own socket, in the order
+/// they were staged. Returns the messages.
 unsigned UdpIface::stage_batch(unsigned from, bool gso, uint8_t path)
 {
+    /* the path's slots, in order */
+    std::array<unsigned, kTxBatch> slot;
+    unsigned                       count = 0;
+    for (unsigned i = from; i < tx_count_; ++i) {
+        if (tx_[i].path == path) {
+            slot[count++] = i;
+        }
+    }
     unsigned n        = 0;
     unsigned iov_used = 0;
     auto     add      = [&](unsigned i) {
@@ -497,22 +507,20 @@ unsigned UdpIface::stage_batch(unsigned from, bool gso, uint8_t path)
     };
     std::array<GsoItem, kTxBatch> items;
     if (gso) {
-        for (unsigned i = from; i < tx_count_; ++i) {
-            items[i] = {tx_[i].bytes, tx_[i].to};
+        for (unsigned k = 0; k < count; ++k) {
+            items[k] = {tx_[slot[k]].bytes, tx_[slot[k]].to};
         }
     }
-    for (unsigned i = from; i < tx_count_; ++i) {
-        if (tx_[i].path != path) {
-            continue;
-        }
+    for (unsigned k = 0; k < count; ++k) {
+        unsigned i = slot[k];
         if (faults_) {
             if (faults_->tx_drop()) {
                 continue;
             }
-            if (i + 1 < tx_count_ && tx_[i + 1].path == path && faults_->reorder()) {
-                add(i + 1);
+            if (k + 1 < count && faults_->reorder()) {
+                add(slot[k + 1]);
                 add(i);
-                ++i;
+                ++k;
                 continue;
             }
             if (faults_->duplicate()) {
@@ -521,7 +529,7 @@ unsigned UdpIface::stage_batch(unsigned from, bool gso, uint8_t path)
             add(i);
             continue;
         }
-        unsigned run = gso ? gso_run(items.data(), tx_count_, i) : 1;
+        unsigned run = gso ? gso_run(items.data(), count, k) : 1;
         if (run == 1) {
             add(i);
             continue;
@@ -531,9 +539,10 @@ unsigned UdpIface::stage_batch(unsigned from, bool gso, uint8_t path)
         mmsghdr &m   = tx_msgs_[n];
         iovec   *iov = &tx_gso_iov_[iov_used];
         size_t   cnt = 0;
-        for (unsigned k = i; k < i + run; ++k) {
-            for (unsigned j = 0; j < tx_[k].iovcnt; ++j) {
-                iov[cnt++] = tx_[k].iov[j];
+        for (unsigned r = k; r < k + run; ++r) {
+            const TxSlot &t = tx_[slot[r]];
+            for (unsigned j = 0; j < t.iovcnt; ++j) {
+                iov[cnt++] = t.iov[j];
             }
         }
         iov_used += unsigned(cnt);
@@ -546,7 +555,7 @@ unsigned UdpIface::stage_batch(unsigned from, bool gso, uint8_t path)
         m.msg_hdr.msg_controllen = gso_control(tx_gso_cmsg_[n].data(), uint16_t(tx_[i].bytes));
         tx_first_[n]             = i;
         tx_segs_[n++]            = run;
-        i += run - 1;
+        k += run - 1;
     }
     return n;
 }
@@ -580,7 +589,7 @@ void UdpIface::flush_tx()
         }
         for (; used != 0; used &= used - 1) {
             auto p = uint8_t(std::countr_zero(used));
-            if (unsigned n = stage_batch(0, false, p); n != 0) {
+            if (unsigned n = stage_batch(0, gso_ && !faults_, p); n != 0) {
                 send_staged(p, n);
             }
         }
@@ -622,7 +631,7 @@ void UdpIface::send_staged(uint8_t path, unsigned n)
             gso_ = false;
             ++gso_fallbacks_;
             account(sent);
-            n    = stage_batch(tx_first_[sent], false, 0);
+            n    = stage_batch(tx_first_[sent], false, path);
             sent = 0;
             continue;
         }
