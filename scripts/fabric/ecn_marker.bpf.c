@@ -10,7 +10,9 @@
  * as a DCTCP-style switch marks on instantaneous queue depth. Packets that
  * would overflow the switch buffer are left to the qdisc to drop and are not
  * added to the backlog; of a GSO packet (TCP or UDP GSO, segmented by the
- * qdisc) the segments that still fit are.
+ * qdisc, or forwarded whole to the next hop) the segments that still fit
+ * are. A GSO packet counts as its segments, and is marked whole with the
+ * probability that its segments would be one by one (below).
  *
  * Build-time parameters (clang -D): DB_RATE_BPS (bits/s), DB_K_BYTES,
  * DB_BUFFER_BYTES. One object is loaded per port, so each port has its own
@@ -44,9 +46,9 @@ struct db_port {
     __u64                last_ns;     /* time of the last update of backlog */
     __u64                backlog;     /* virtual queue depth, bytes */
     __u64                max_backlog; /* largest depth seen, bytes */
-    __u64                packets;     /* packets seen (IPv4) */
-    __u64                ect;         /* ECN-capable packets seen */
-    __u64                marked;      /* packets set to CE here */
+    __u64                packets;     /* packets seen (IPv4; a GSO packet counts its segments) */
+    __u64                ect;         /* of them ECN-capable */
+    __u64                marked;      /* of them set to CE here */
     __u64                overflow;    /* packets beyond the buffer (the qdisc drops them) */
 };
 
@@ -78,7 +80,9 @@ int db_ecn_mark(struct __sk_buff *skb)
     struct db_port *port;
     __u32           key = 0;
     __u64           now, idle, drained, queued, len = skb->len;
+    __u64           segs = skb->gso_segs > 1 ? skb->gso_segs : 1;
     int             mark = 0, accepted = 0, ecn_capable;
+    __u32           prandom;
     __u16           first_word;
 
     if ((void *)(ip + 1) > data_end || eth->h_proto != bpf_htons(ETH_P_IP))
@@ -91,6 +95,7 @@ int db_ecn_mark(struct __sk_buff *skb)
     first_word  = *(__u16 *)ip;
     ecn_capable = (ip->tos & DB_ECN_MASK) != 0;
     now         = bpf_ktime_get_ns();
+    prandom     = bpf_get_prandom_u32(); /* outside the lock: no calls under it */
 
     bpf_spin_lock(&port->lock);
     idle = now - port->last_ns;
@@ -99,25 +104,38 @@ int db_ecn_mark(struct __sk_buff *skb)
     drained       = idle * (DB_RATE_BPS / 8) / DB_NSEC_PER_SEC;
     port->backlog = port->backlog > drained ? port->backlog - drained : 0;
     port->last_ns = now;
-    port->packets += 1;
+    port->packets += segs;
     queued = port->backlog;
     if (queued + len <= DB_BUFFER_BYTES) {
         accepted      = 1;
         port->backlog = queued + len;
     } else {
         port->overflow += 1;
-        if (skb->gso_segs > 1 && queued < DB_BUFFER_BYTES) {
+        if (segs > 1 && queued < DB_BUFFER_BYTES) {
             accepted      = 1; /* the head segments fit */
             port->backlog = DB_BUFFER_BYTES;
         }
     }
-    if (accepted && queued > DB_K_BYTES && ecn_capable && (ip->tos & DB_ECN_MASK) != DB_ECN_CE) {
-        mark = 1;
-        port->marked += 1;
+    if (accepted && ecn_capable && (ip->tos & DB_ECN_MASK) != DB_ECN_CE) {
+        if (segs <= 1 || queued > DB_K_BYTES) {
+            mark = queued > DB_K_BYTES;
+        } else {
+            /* A switch sees a GSO packet's segments one by one: those that
+             * arrive behind more than K bytes are marked, the first ones
+             * perhaps not. One CE bit covers them all here, so the whole
+             * packet is marked with the probability that a segment is:
+             * the marks a sender reads stay, on average, the segments'. */
+            __u64 seg    = len / segs;
+            __u64 clear  = seg ? (DB_K_BYTES - queued) / seg + 1 : segs;
+            __u64 marked = clear < segs ? segs - clear : 0;
+            mark         = marked != 0 && prandom % segs < marked;
+        }
+        if (mark)
+            port->marked += segs;
     }
     if (port->backlog > port->max_backlog)
         port->max_backlog = port->backlog;
-    port->ect += ecn_capable;
+    port->ect += ecn_capable ? segs : 0;
     bpf_spin_unlock(&port->lock);
 
     if (mark)

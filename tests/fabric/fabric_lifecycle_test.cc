@@ -112,6 +112,13 @@ TEST_F(FabricLifecycle, UpIsRoutedAndIdempotentDownLeavesNothing)
         auto q = run("ip netns exec " + f.ns("l1") + " tc qdisc show dev s1");
         EXPECT_NE(q.out.find("tbf"), std::string::npos) << q.out;
         EXPECT_NE(q.out.find("clsact"), std::string::npos) << q.out;
+        // Every host's NIC cuts UDP GSO packets into datagrams on the way out
+        // (the switches see datagrams), and keeps TCP's segmentation.
+        for (const char *h : {"h1", "h4"}) {
+            auto k = run("ip netns exec " + f.ns(h) + " ethtool -k fab0");
+            EXPECT_NE(k.out.find("tx-udp-segmentation: off"), std::string::npos) << h << k.out;
+            EXPECT_NE(k.out.find("tx-tcp-segmentation: on"), std::string::npos) << h << k.out;
+        }
 
         // A second `up` with the same options changes nothing.
         auto again = f.up();

@@ -37,6 +37,8 @@ std::string cannot_build_fabric()
         return "iproute2 (ip, tc) is not installed";
     if (run("command -v clang").rc != 0)
         return "clang is not installed (the BPF ECN marker is built with it)";
+    if (run("command -v ethtool").rc != 0)
+        return "ethtool is not installed (a host's NIC is set to cut UDP GSO packets with it)";
     // A namespace with a veth pair inside, made and removed in a child.
     pid_t pid = fork();
     if (pid == 0) {
