@@ -648,7 +648,7 @@ private:
     void     stage(const WireHeader &hdr, const void *a, size_t alen, const void *b, size_t blen,
                    const sockaddr_in &to, uint8_t path = 0, uint32_t header_bytes = sizeof(WireHeader));
     void     flush_tx();
-    unsigned stage_batch(unsigned from, bool gso, uint8_t path); /* udp_socket_io.cc */
+    unsigned stage_batch(unsigned from, uint8_t path); /* udp_socket_io.cc */
     void     send_staged(uint8_t path, unsigned n);
     struct TxSlot;
     void send_linear(const TxSlot &s);

@@ -479,12 +479,13 @@ void UdpIface::send_linear(const TxSlot &s)
 
 /// Builds tx_msgs_ from the staged slots of `path` from slot `from` on: a
 /// message per packet (with the fault injector's drops, duplicates and
-/// swaps), or with gso one per run of the path's packets to one peer that
-/// gso_run groups. A packet steered to another port (a probe) does not
+/// swaps), or while GSO is on one per run of the path's packets to one peer
+/// that gso_run groups. A packet steered to another port (a probe) does not
 /// break a run: each port's packets leave from its own socket, in the order
 /// they were staged. Returns the messages.
-unsigned UdpIface::stage_batch(unsigned from, bool gso, uint8_t path)
+unsigned UdpIface::stage_batch(unsigned from, uint8_t path)
 {
+    const bool gso = gso_ && !faults_; /* the fault injector's tests send per packet */
     /* the path's slots, in order */
     std::array<unsigned, kTxBatch> slot;
     unsigned                       count = 0;
@@ -578,20 +579,16 @@ void UdpIface::flush_tx()
         tx_count_ = 0;
         return;
     }
-    if (paths_ == 1) {
-        send_staged(0, stage_batch(0, gso_ && !faults_, 0));
-    } else {
-        /* the ports this flush uses, each in one pass (most flushes take
-         * one or two of the 16) */
-        uint32_t used = 0;
-        for (unsigned i = 0; i < tx_count_; ++i) {
-            used |= 1u << tx_[i].path;
-        }
-        for (; used != 0; used &= used - 1) {
-            auto p = uint8_t(std::countr_zero(used));
-            if (unsigned n = stage_batch(0, gso_ && !faults_, p); n != 0) {
-                send_staged(p, n);
-            }
+    /* the ports this flush uses, each in one pass (most flushes take one
+     * or two of the 16; an iface of one path, its one) */
+    uint32_t used = 0;
+    for (unsigned i = 0; i < tx_count_; ++i) {
+        used |= 1u << tx_[i].path;
+    }
+    for (; used != 0; used &= used - 1) {
+        auto p = uint8_t(std::countr_zero(used));
+        if (unsigned n = stage_batch(0, p); n != 0) {
+            send_staged(p, n);
         }
     }
     tx_count_ = 0;
@@ -631,7 +628,7 @@ void UdpIface::send_staged(uint8_t path, unsigned n)
             gso_ = false;
             ++gso_fallbacks_;
             account(sent);
-            n    = stage_batch(tx_first_[sent], false, path);
+            n    = stage_batch(tx_first_[sent], path);
             sent = 0;
             continue;
         }
